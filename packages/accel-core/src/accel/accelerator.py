@@ -1,0 +1,878 @@
+"""The Accelerator: the four lines that make one training script run anywhere.
+
+It owns no distributed logic itself: everything that depends on how training is
+distributed is asked of the selected :class:`~accel.backends.Backend`, and
+everything numeric of the :class:`~accel.precision.Precision`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import checkpointing, environment, registry
+from .errors import CheckpointError, MissingPluginError
+from .logging import get_logger
+from .state import AcceleratorState, GradientState
+from .utils.dataclasses import (
+    DataLoaderConfiguration,
+    GradientAccumulationPlugin,
+    KwargsHandler,
+    ProjectConfiguration,
+    TorchDynamoPlugin,
+)
+from .utils.modeling import compile_regions, save_weights
+from .utils.operations import gather, gather_object, pad_across_processes, reduce
+
+logger = get_logger(__name__)
+
+
+class _MissingBackend:
+    """Stands in for a multi-process backend that is not installed: data work runs, models raise."""
+
+    def __init__(self, base: Any, error: MissingPluginError):
+        self._base = base
+        self._error = error
+
+    def prepare_model(self, *args: Any, **kwargs: Any) -> Any:
+        raise self._error
+
+    def prepare(self, objects: list[Any], device_placement: list[bool]) -> list[Any]:
+        if any(isinstance(o, torch.nn.Module) for o in objects):
+            raise self._error
+        return self._base.prepare(objects, device_placement)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._base, name)
+
+
+class Accelerator:
+    """Prepare models, optimizers, data loaders and schedulers for the configured hardware and strategy.
+
+    Arguments follow Accelerate's: ``mixed_precision``, ``gradient_accumulation_steps``,
+    ``cpu``, ``dataloader_config``, ``log_with``, ``project_dir`` / ``project_config``,
+    ``gradient_accumulation_plugin``, ``step_scheduler_with_optimizer``,
+    ``kwargs_handlers``, ``dynamo_backend`` / ``dynamo_plugin``, and plugin objects
+    (``fsdp_plugin``, ``deepspeed_plugin``, ``megatron_lm_plugin``) from their plugin packages.
+    """
+
+    def __init__(
+        self,
+        device_placement: bool = True,
+        split_batches: bool | None = None,
+        mixed_precision: str | None = None,
+        gradient_accumulation_steps: int = 1,
+        cpu: bool = False,
+        dataloader_config: DataLoaderConfiguration | None = None,
+        deepspeed_plugin: Any = None,
+        fsdp_plugin: Any = None,
+        megatron_lm_plugin: Any = None,
+        rng_types: list[str] | None = None,
+        log_with: Any = None,
+        project_dir: str | os.PathLike | None = None,
+        project_config: ProjectConfiguration | None = None,
+        gradient_accumulation_plugin: GradientAccumulationPlugin | None = None,
+        step_scheduler_with_optimizer: bool = True,
+        kwargs_handlers: list[KwargsHandler] | None = None,
+        dynamo_backend: str | None = None,
+        dynamo_plugin: TorchDynamoPlugin | None = None,
+        debug: bool | None = None,
+        **plugin_objects: Any,
+    ):
+        self.project_configuration = project_config or ProjectConfiguration()
+        if project_dir is not None:
+            self.project_configuration.set_directories(os.fspath(project_dir))
+        self.handlers: dict[str, KwargsHandler] = {}
+        for handler in kwargs_handlers or []:
+            kind = type(handler).__name__
+            if kind in self.handlers:
+                raise ValueError(f"only one {kind} may be passed in kwargs_handlers")
+            self.handlers[kind] = handler
+        if dynamo_plugin is None:
+            dynamo_plugin = (
+                TorchDynamoPlugin(backend=dynamo_backend)
+                if dynamo_backend is not None
+                else TorchDynamoPlugin()
+            )
+        if debug is not None:
+            os.environ[environment.DEBUG_MODE] = "1" if debug else "0"
+        self.state = AcceleratorState(
+            mixed_precision=mixed_precision,
+            cpu=cpu,
+            dynamo_plugin=dynamo_plugin,
+            deepspeed_plugin=deepspeed_plugin,
+            fsdp_plugin=fsdp_plugin,
+            megatron_lm_plugin=megatron_lm_plugin,
+            init_process_group_kwargs=self.handlers.get("InitProcessGroupKwargs"),
+            _from_accelerator=True,
+            **plugin_objects,
+        )
+        if debug is not None:
+            self.state.debug = debug
+        self.device_placement = device_placement
+        self.dataloader_config = dataloader_config or DataLoaderConfiguration()
+        if split_batches is not None:
+            self.dataloader_config.split_batches = split_batches
+        self.step_scheduler_with_optimizer = step_scheduler_with_optimizer
+        self.rng_types = rng_types
+        self.gradient_state = GradientState(
+            gradient_accumulation_plugin=self._accumulation_plugin(
+                gradient_accumulation_plugin, gradient_accumulation_steps
+            )
+        )
+        self.precision = registry.get_precision(self.state.mixed_precision)(
+            self.state.mixed_precision, self.device, self.handlers
+        )
+        self.backend = self._select_backend()
+        self.backend.setup()
+        self.step = 0
+        self.flag_tensor: torch.Tensor | None = None
+        self._models: list[Any] = []
+        self._optimizers: list[Any] = []
+        self._schedulers: list[Any] = []
+        self._dataloaders: list[Any] = []
+        self._custom_objects: list[Any] = []
+        self._save_model_state_pre_hook: OrderedDict[int, Callable] = OrderedDict()
+        self._load_model_state_pre_hook: OrderedDict[int, Callable] = OrderedDict()
+        self.trackers: list[Any] = []
+        self.log_with = log_with
+
+    # -- construction helpers ---------------------------------------------
+    @staticmethod
+    def _accumulation_plugin(
+        plugin: GradientAccumulationPlugin | None, steps: int
+    ) -> GradientAccumulationPlugin:
+        if plugin is not None:
+            if steps != 1:
+                raise ValueError(
+                    "pass either gradient_accumulation_steps or gradient_accumulation_plugin, not both"
+                )
+            return plugin
+        env_steps = environment.get_int(environment.GRADIENT_ACCUMULATION_STEPS)
+        if steps == 1 and env_steps is not None:
+            steps = env_steps
+        return GradientAccumulationPlugin(num_steps=steps)
+
+    def _select_backend(self) -> Any:
+        name = environment.get_str(environment.BACKEND)
+        if name:
+            for cls in registry.backends().values():
+                if cls.name == name:
+                    return cls(self)
+            raise MissingPluginError(
+                f"ACCEL_BACKEND={name}", f"the plugin providing backend {name!r}"
+            )
+        try:
+            return registry.get_backend(self.state.distributed_type)(self)
+        except MissingPluginError as error:
+            if not str(self.state.distributed_type).startswith("MULTI_"):
+                raise
+            from .backends.base import Backend
+
+            others = " (or another data-parallel plugin: accel-fsdp, accel-deepspeed)"
+            return _MissingBackend(
+                Backend(self), MissingPluginError(error.feature, error.package, others)
+            )
+
+    # -- identity -----------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        """The device this process computes on."""
+        return self.state.device
+
+    @property
+    def distributed_type(self) -> str:
+        """The distributed type (``DistributedType.NO``, ``MULTI_GPU``, ``FSDP``, ...)."""
+        return self.state.distributed_type
+
+    @property
+    def num_processes(self) -> int:
+        """Total number of processes."""
+        return self.state.num_processes
+
+    @property
+    def process_index(self) -> int:
+        """Global rank of this process."""
+        return self.state.process_index
+
+    @property
+    def local_process_index(self) -> int:
+        """Rank of this process on its machine."""
+        return self.state.local_process_index
+
+    @property
+    def is_main_process(self) -> bool:
+        """True on global rank 0."""
+        return self.state.is_main_process
+
+    @property
+    def is_local_main_process(self) -> bool:
+        """True on local rank 0."""
+        return self.state.is_local_main_process
+
+    @property
+    def is_last_process(self) -> bool:
+        """True on the last rank."""
+        return self.state.is_last_process
+
+    @property
+    def use_distributed(self) -> bool:
+        """True with more than one process."""
+        return self.state.use_distributed
+
+    @property
+    def mixed_precision(self) -> str:
+        """The mixed-precision mode."""
+        return self.state.mixed_precision
+
+    @property
+    def split_batches(self) -> bool:
+        """Whether batches are split across processes rather than one per process."""
+        return self.dataloader_config.split_batches
+
+    @property
+    def even_batches(self) -> bool:
+        """Whether the last batches are padded so every process gets as many."""
+        return self.dataloader_config.even_batches
+
+    @even_batches.setter
+    def even_batches(self, value: bool) -> None:
+        self.dataloader_config.even_batches = value
+
+    @property
+    def project_dir(self) -> str | None:
+        """The project directory (checkpoints go under ``checkpoints/``)."""
+        return self.project_configuration.project_dir
+
+    @property
+    def logging_dir(self) -> str | None:
+        """Where trackers write."""
+        return self.project_configuration.logging_dir
+
+    @property
+    def save_iteration(self) -> int:
+        """Number of the next automatically named checkpoint."""
+        return self.project_configuration.iteration
+
+    @property
+    def gradient_accumulation_steps(self) -> int:
+        """Micro-batches per optimizer step."""
+        return self.gradient_state.num_steps
+
+    @gradient_accumulation_steps.setter
+    def gradient_accumulation_steps(self, steps: int) -> None:
+        self.gradient_state.plugin_kwargs["num_steps"] = steps
+
+    @property
+    def sync_gradients(self) -> bool:
+        """Whether this step synchronises gradients and steps the optimizer."""
+        return self.gradient_state.sync_gradients
+
+    @sync_gradients.setter
+    def sync_gradients(self, value: bool) -> None:
+        self.gradient_state._set_sync_gradients(value)
+
+    @property
+    def optimizer_step_was_skipped(self) -> bool:
+        """Whether the last optimizer step was skipped (fp16 overflow)."""
+        return any(getattr(o, "step_was_skipped", False) for o in self._optimizers)
+
+    @property
+    def scaler(self) -> Any:
+        """The fp16 gradient scaler, if any."""
+        return self.precision.scaler
+
+    # -- process helpers (delegated to the state) ---------------------------
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        """``print`` once per machine."""
+        self.state.print(*args, **kwargs)
+
+    def wait_for_everyone(self) -> None:
+        """Barrier across processes."""
+        self.state.wait_for_everyone()
+
+    def on_main_process(self, function: Callable | None = None) -> Callable:
+        """Decorator: run only on the main process."""
+        return self.state.on_main_process(function)
+
+    def on_local_main_process(self, function: Callable | None = None) -> Callable:
+        """Decorator: run only on each machine's main process."""
+        return self.state.on_local_main_process(function)
+
+    def on_last_process(self, function: Callable | None = None) -> Callable:
+        """Decorator: run only on the last process."""
+        return self.state.on_last_process(function)
+
+    def on_process(
+        self, function: Callable | None = None, process_index: int | None = None
+    ) -> Callable:
+        """Decorator: run only on rank ``process_index``."""
+        return self.state.on_process(function, process_index=process_index)
+
+    def on_local_process(
+        self, function: Callable | None = None, local_process_index: int | None = None
+    ) -> Callable:
+        """Decorator: run only on local rank ``local_process_index``."""
+        return self.state.on_local_process(function, local_process_index=local_process_index)
+
+    @contextlib.contextmanager
+    def main_process_first(self) -> Iterator[None]:
+        """The main process runs the block first."""
+        with self.state.main_process_first():
+            yield
+
+    @contextlib.contextmanager
+    def local_main_process_first(self) -> Iterator[None]:
+        """Each machine's main process runs the block first."""
+        with self.state.local_main_process_first():
+            yield
+
+    @contextlib.contextmanager
+    def split_between_processes(self, inputs: Any, apply_padding: bool = False) -> Iterator[Any]:
+        """This process's share of ``inputs``."""
+        with self.state.split_between_processes(inputs, apply_padding=apply_padding) as share:
+            yield share
+
+    # -- prepare ------------------------------------------------------------
+    def prepare(self, *args: Any, device_placement: list[bool] | None = None) -> Any:
+        """Prepare any number of models, optimizers, data loaders and schedulers, in any order.
+
+        Returns them in the same order (a single object when one is passed).
+        """
+        if device_placement is None:
+            device_placement = [self.device_placement] * len(args)
+        elif len(device_placement) != len(args):
+            raise ValueError(
+                f"device_placement has {len(device_placement)} entries for {len(args)} objects"
+            )
+        self._check_devices(args)
+        result = self.backend.prepare(list(args), list(device_placement))
+        for obj in result:
+            self._track(obj)
+        return result[0] if len(result) == 1 else tuple(result)
+
+    def _check_devices(self, objects: tuple[Any, ...]) -> None:
+        for obj in objects:
+            if (
+                isinstance(obj, torch.nn.Module)
+                and getattr(obj, "hf_device_map", None)
+                and self.use_distributed
+            ):
+                raise ValueError(
+                    "this model was dispatched over several devices with a device_map; it cannot also be "
+                    "trained with data parallelism. Load it on one device per process instead"
+                )
+
+    def _track(self, obj: Any) -> None:
+        from .data_loader import DataLoaderShard
+        from .optimizer import AcceleratedOptimizer
+        from .scheduler import AcceleratedScheduler
+
+        if isinstance(obj, torch.nn.Module):
+            self._models.append(obj)
+        elif isinstance(obj, AcceleratedOptimizer) or isinstance(obj, torch.optim.Optimizer):
+            self._optimizers.append(obj)
+        elif isinstance(obj, AcceleratedScheduler):
+            self._schedulers.append(obj)
+        elif isinstance(obj, (DataLoaderShard, torch.utils.data.DataLoader)):
+            self._dataloaders.append(obj)
+
+    def _optimizers_of(self, scheduler: Any, prepared: list[Any]) -> list[Any]:
+        """The prepared optimizers wrapping ``scheduler.optimizer``."""
+        target = scheduler.optimizer
+        found = [o for o in prepared + self._optimizers if getattr(o, "optimizer", None) is target]
+        return found or [target]
+
+    def prepare_model(
+        self,
+        model: torch.nn.Module,
+        device_placement: bool | None = None,
+        evaluation_mode: bool = False,
+    ) -> torch.nn.Module:
+        """Prepare one model (``evaluation_mode`` for inference-only use)."""
+        placement = self.device_placement if device_placement is None else device_placement
+        prepared = (
+            self.backend.prepare_model(model, placement, evaluation_mode)
+            if evaluation_mode
+            else self.prepare(model, device_placement=[placement])
+        )
+        if evaluation_mode:
+            self._models.append(prepared)
+        return prepared
+
+    def prepare_optimizer(
+        self, optimizer: torch.optim.Optimizer, device_placement: bool | None = None
+    ) -> Any:
+        """Prepare one optimizer."""
+        return self.prepare(
+            optimizer,
+            device_placement=[
+                self.device_placement if device_placement is None else device_placement
+            ],
+        )
+
+    def prepare_data_loader(
+        self, data_loader: torch.utils.data.DataLoader, device_placement: bool | None = None
+    ) -> Any:
+        """Prepare one data loader."""
+        return self.prepare(
+            data_loader,
+            device_placement=[
+                self.device_placement if device_placement is None else device_placement
+            ],
+        )
+
+    def prepare_scheduler(self, scheduler: Any) -> Any:
+        """Prepare one learning-rate scheduler (after its optimizer)."""
+        return self.prepare(scheduler)
+
+    def _compile(self, model: torch.nn.Module) -> torch.nn.Module:
+        plugin = self.state.dynamo_plugin
+        if plugin is None or not plugin.enabled:
+            return model
+        if plugin.use_regional_compilation:
+            return compile_regions(model, **plugin.to_compile_kwargs())
+        return torch.compile(model, **plugin.to_compile_kwargs())
+
+    # -- training step ------------------------------------------------------
+    def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
+        """``loss.backward()`` with loss scaling and division by the accumulation steps."""
+        if self.gradient_accumulation_steps > 1:
+            loss = loss / self.gradient_accumulation_steps
+        self.backend.backward(loss, **kwargs)
+
+    def _do_sync(self) -> None:
+        state = self.gradient_state
+        if state.sync_with_dataloader and state.end_of_dataloader:
+            self.step = 0
+            state._set_sync_gradients(True)
+        else:
+            self.step += 1
+            state._set_sync_gradients((self.step % state.num_steps) == 0)
+
+    @contextlib.contextmanager
+    def accumulate(self, *models: torch.nn.Module) -> Iterator[None]:
+        """Wrap one micro-batch: gradients are synchronised and the optimizer steps every N calls."""
+        self._do_sync()
+        skip_sync = not self.sync_gradients and not self.gradient_state.sync_each_batch
+        with contextlib.ExitStack() as stack:
+            if skip_sync:
+                for model in models:
+                    stack.enter_context(self.backend.no_sync(model))
+            yield
+
+    @contextlib.contextmanager
+    def no_sync(self, model: torch.nn.Module) -> Iterator[None]:
+        """Gradients computed inside are not synchronised across processes."""
+        with self.backend.no_sync(model):
+            yield
+
+    @contextlib.contextmanager
+    def trigger_sync_in_backward(self, model: torch.nn.Module) -> Iterator[None]:
+        """Force gradient synchronisation in the next backward, even inside ``no_sync``."""
+        old = self.sync_gradients
+        self.gradient_state._set_sync_gradients(True)
+        try:
+            yield
+        finally:
+            self.gradient_state._set_sync_gradients(old)
+
+    @contextlib.contextmanager
+    def autocast(self, autocast_handler: Any = None) -> Iterator[None]:
+        """Run the block under this Accelerator's mixed precision."""
+        with self.precision.autocast(autocast_handler):
+            yield
+
+    @contextlib.contextmanager
+    def join_uneven_inputs(
+        self, joinables: list[Any], even_batches: bool | None = None
+    ) -> Iterator[None]:
+        """Train with uneven inputs across processes (the DDP backend overrides; elsewhere a no-op)."""
+        join = getattr(self.backend, "join_uneven_inputs", None)
+        with join(joinables, even_batches) if join is not None else contextlib.nullcontext():
+            yield
+
+    def unscale_gradients(self, optimizer: Any = None) -> None:
+        """Unscale fp16 gradients of ``optimizer`` (all prepared ones by default)."""
+        optimizers = (
+            self._optimizers
+            if optimizer is None
+            else (optimizer if isinstance(optimizer, (list, tuple)) else [optimizer])
+        )
+        for opt in optimizers:
+            self.precision.unscale_(getattr(opt, "optimizer", opt))
+
+    def clip_grad_norm_(
+        self, parameters: Any, max_norm: float, norm_type: float = 2.0
+    ) -> torch.Tensor | None:
+        """Unscale then clip gradients by total norm; returns the norm."""
+        parameters = list(parameters)
+        self._unscale_for(parameters)
+        return self.backend.clip_grad_norm_(parameters, max_norm, norm_type=norm_type)
+
+    def clip_grad_value_(self, parameters: Any, clip_value: float) -> None:
+        """Unscale then clip each gradient element to ``[-clip_value, clip_value]``."""
+        parameters = list(parameters)
+        self._unscale_for(parameters)
+        self.backend.clip_grad_value_(parameters, clip_value)
+
+    def _unscale_for(self, parameters: list[torch.Tensor]) -> None:
+        if self.precision.scaler is None or not self.sync_gradients:
+            return
+        ids = {id(p) for p in parameters}
+        for opt in self._optimizers:
+            inner = getattr(opt, "optimizer", opt)
+            if any(id(p) in ids for group in inner.param_groups for p in group["params"]):
+                self.precision.unscale_(inner)
+
+    # -- collectives ----------------------------------------------------------
+    def gather(self, tensor: Any) -> Any:
+        """Concatenate ``tensor`` (nested) from every process."""
+        return gather(tensor)
+
+    def gather_for_metrics(self, input_data: Any, use_gather_object: bool = False) -> Any:
+        """Gather for evaluation, dropping the samples added to even out the last batch."""
+        from .utils.operations import recursively_apply
+
+        tensors_only = True
+
+        def _check(t: Any) -> Any:
+            nonlocal tensors_only
+            tensors_only = False
+            return t
+
+        recursively_apply(
+            _check,
+            input_data,
+            test_type=lambda x: not isinstance(x, (torch.Tensor, list, tuple, dict)),
+        )
+        data = (
+            gather_object(input_data)
+            if use_gather_object or not tensors_only
+            else gather(input_data)
+        )
+        remainder = self.gradient_state.remainder
+        if self.gradient_state.end_of_dataloader and remainder > 0:
+            if (
+                isinstance(data, torch.Tensor)
+                or not isinstance(data, (list, tuple, dict))
+                or not tensors_only
+            ):
+                return data[:remainder]
+            return recursively_apply(lambda t: t[:remainder], data)
+        return data
+
+    def reduce(self, tensor: Any, reduction: str = "sum", scale: float = 1.0) -> Any:
+        """All-reduce ``tensor`` (``sum`` or ``mean``)."""
+        return reduce(tensor, reduction, scale)
+
+    def pad_across_processes(
+        self, tensor: Any, dim: int = 0, pad_index: int = 0, pad_first: bool = False
+    ) -> Any:
+        """Pad to the largest size across processes along ``dim``."""
+        return pad_across_processes(tensor, dim=dim, pad_index=pad_index, pad_first=pad_first)
+
+    def set_trigger(self) -> None:
+        """Raise a flag on this process, seen by every process at the next :meth:`check_trigger`."""
+        self.flag_tensor = torch.tensor(1, device=self.device)
+
+    def check_trigger(self) -> bool:
+        """True on every process if any process called :meth:`set_trigger` since the last check."""
+        flag = (
+            self.flag_tensor
+            if self.flag_tensor is not None
+            else torch.tensor(0, device=self.device)
+        )
+        if reduce(flag, "sum").item() >= 1:
+            self.flag_tensor = torch.tensor(0, device=self.device)
+            return True
+        return False
+
+    # -- models and saving ---------------------------------------------------
+    def unwrap_model(
+        self,
+        model: torch.nn.Module,
+        keep_fp32_wrapper: bool = True,
+        keep_torch_compile: bool = True,
+    ) -> torch.nn.Module:
+        """The user's model, without the wrappers ``prepare`` added."""
+        return self.backend.unwrap_model(
+            model, keep_fp32_wrapper=keep_fp32_wrapper, keep_torch_compile=keep_torch_compile
+        )
+
+    def get_state_dict(
+        self, model: torch.nn.Module, unwrap: bool = True
+    ) -> dict[str, torch.Tensor]:
+        """The full state dict of ``model`` (gathered if sharded)."""
+        return self.backend.get_state_dict(model, unwrap=unwrap)
+
+    def save(self, obj: Any, f: str | os.PathLike, safe_serialization: bool = False) -> None:
+        """Save ``obj`` once per machine (``torch.save``, or safetensors for a tensor dict); written atomically."""
+        if (
+            not self.is_local_main_process
+            if self.project_configuration.save_on_each_node
+            else not self.is_main_process
+        ):
+            return
+        path = Path(f)
+        tmp = path.with_name(path.name + ".tmp")
+        if safe_serialization:
+            from safetensors.torch import save_file
+
+            save_file(obj, tmp, metadata={"format": "pt"})
+        else:
+            torch.save(obj, tmp)
+        os.replace(tmp, path)
+
+    def save_model(
+        self,
+        model: torch.nn.Module,
+        save_directory: str | os.PathLike,
+        max_shard_size: int | str = "10GB",
+        safe_serialization: bool = True,
+    ) -> None:
+        """Save the model's weights (safetensors by default) in shards of ``max_shard_size`` with an index JSON."""
+        if os.path.isfile(save_directory):
+            raise ValueError(f"save_directory {save_directory} is a file: pass a directory")
+        state_dict = self.get_state_dict(model)
+        if self.is_main_process:
+            save_weights(
+                state_dict,
+                save_directory,
+                max_shard_size=max_shard_size,
+                safe_serialization=safe_serialization,
+            )
+        self.wait_for_everyone()
+
+    def register_for_checkpointing(self, *objects: Any) -> None:
+        """Include objects with ``state_dict``/``load_state_dict`` in :meth:`save_state`."""
+        bad = [
+            i
+            for i, o in enumerate(objects)
+            if not (hasattr(o, "state_dict") and hasattr(o, "load_state_dict"))
+        ]
+        if bad:
+            raise ValueError(
+                f"objects at positions {bad} need state_dict() and load_state_dict() to be checkpointed"
+            )
+        self._custom_objects.extend(objects)
+
+    def register_save_state_pre_hook(self, hook: Callable) -> Any:
+        """``hook(models, weights, output_dir)`` runs before :meth:`save_state` writes; returns a removable handle."""
+        return _Handle(self._save_model_state_pre_hook, hook)
+
+    def register_load_state_pre_hook(self, hook: Callable) -> Any:
+        """``hook(models, input_dir)`` runs before :meth:`load_state` reads; returns a removable handle."""
+        return _Handle(self._load_model_state_pre_hook, hook)
+
+    def _checkpoint_root(self) -> Path:
+        if self.project_dir is None:
+            raise ValueError(
+                "automatic_checkpoint_naming needs a project_dir: Accelerator(project_dir=...)"
+            )
+        return Path(self.project_dir) / "checkpoints"
+
+    def save_state(
+        self,
+        output_dir: str | os.PathLike | None = None,
+        safe_serialization: bool = True,
+        **save_kwargs: Any,
+    ) -> str:
+        """Save everything needed to resume: models, optimizers, schedulers, data positions, scaler, RNG, registered objects.
+
+        With ``ProjectConfiguration(automatic_checkpoint_naming=True)`` the directory is
+        ``project_dir/checkpoints/checkpoint_<iteration>`` and only the newest
+        ``total_limit`` checkpoints are kept.
+        """
+        config = self.project_configuration
+        if config.automatic_checkpoint_naming:
+            root = self._checkpoint_root()
+            output_dir = root / f"checkpoint_{config.iteration}"
+            if self.is_main_process:
+                root.mkdir(parents=True, exist_ok=True)
+                if Path(output_dir).exists():
+                    raise CheckpointError(
+                        f"checkpoint {output_dir} already exists: set ProjectConfiguration(iteration=...) past it"
+                    )
+                existing = checkpointing.list_checkpoints(root)
+                if config.total_limit is not None:
+                    for old in existing[: max(len(existing) + 1 - config.total_limit, 0)]:
+                        shutil.rmtree(old)
+        elif output_dir is None:
+            raise ValueError(
+                "save_state needs output_dir (or ProjectConfiguration(automatic_checkpoint_naming=True))"
+            )
+        self.wait_for_everyone()
+        path = checkpointing.save_accelerator_state(
+            self, output_dir, safe_serialization=safe_serialization
+        )
+        config.iteration += 1
+        logger.info(f"saved state to {path}")
+        return str(path)
+
+    def load_state(
+        self,
+        input_dir: str | os.PathLike | None = None,
+        weights_only: bool = True,
+        strict: bool = True,
+        **load_kwargs: Any,
+    ) -> None:
+        """Restore a :meth:`save_state` checkpoint (the newest one when ``input_dir`` is None and naming is automatic).
+
+        Files are read with safetensors or ``torch.load(weights_only=True)``; pass
+        ``weights_only=False`` only for checkpoints you trust.
+        """
+        config = self.project_configuration
+        if input_dir is None:
+            if not config.automatic_checkpoint_naming:
+                raise ValueError(
+                    "load_state needs input_dir (or ProjectConfiguration(automatic_checkpoint_naming=True))"
+                )
+            found = checkpointing.list_checkpoints(self._checkpoint_root())
+            if not found:
+                raise CheckpointError(f"no checkpoint_N directory in {self._checkpoint_root()}")
+            input_dir = found[-1]
+        meta = checkpointing.load_accelerator_state(
+            self, input_dir, weights_only=weights_only, strict=strict
+        )
+        self.step = meta.get("step", self.step)
+        self.gradient_state.step = meta.get("gradient_step", self.gradient_state.step)
+        match = checkpointing.CHECKPOINT_PATTERN.match(Path(input_dir).name)
+        if config.automatic_checkpoint_naming and match:
+            config.iteration = int(match.group(1)) + 1
+        logger.info(f"loaded state from {input_dir}")
+
+    def skip_first_batches(self, dataloader: Any, num_batches: int = 0) -> Any:
+        """The data loader, starting after its first ``num_batches`` batches on its next iteration."""
+        from .data_loader import skip_first_batches
+
+        return skip_first_batches(dataloader, num_batches)
+
+    # -- memory --------------------------------------------------------------
+    def free_memory(self, *objects: Any) -> list[None]:
+        """Drop every reference the Accelerator holds, then release ``objects``."""
+        from .utils.memory import release_memory
+
+        self._models.clear()
+        self._optimizers.clear()
+        self._schedulers.clear()
+        self._dataloaders.clear()
+        self.step = 0
+        return release_memory(*objects)
+
+    def clear(self, *objects: Any) -> list[None]:
+        """Alias of :meth:`free_memory`."""
+        return self.free_memory(*objects)
+
+    def release_memory(self, *objects: Any) -> list[None]:
+        """Release ``objects`` and clear the device cache."""
+        from .utils.memory import release_memory
+
+        return release_memory(*objects)
+
+    # -- trackers and profiling ------------------------------------------------
+    def init_trackers(
+        self,
+        project_name: str,
+        config: dict[str, Any] | None = None,
+        init_kwargs: dict[str, dict] | None = None,
+    ) -> None:
+        """Start every tracker of ``log_with`` for ``project_name`` and store ``config``."""
+        from .tracking import GeneralTracker, filter_trackers
+
+        init_kwargs = init_kwargs or {}
+        self.trackers = []
+        for entry in filter_trackers(self.log_with, self.logging_dir):
+            if isinstance(entry, GeneralTracker):
+                tracker = entry
+            else:
+                cls = registry.get_tracker(entry)
+                if cls.main_process_only and not self.is_main_process:
+                    continue
+                kwargs = dict(init_kwargs.get(entry, {}))
+                if cls.requires_logging_directory:
+                    kwargs.setdefault("logging_dir", self.logging_dir)
+                tracker = cls(project_name, **kwargs)
+            if tracker.main_process_only and not self.is_main_process:
+                continue
+            tracker.start()
+            self.trackers.append(tracker)
+        if config is not None:
+            for tracker in self.trackers:
+                tracker.store_init_configuration(config)
+
+    def get_tracker(self, name: str, unwrap: bool = False) -> Any:
+        """The tracker called ``name`` (its run object with ``unwrap``); a no-op tracker elsewhere."""
+        for tracker in self.trackers:
+            if tracker.name == name:
+                return tracker.tracker if unwrap else tracker
+        if self.is_main_process and name in [
+            str(n) for n in (self.log_with if isinstance(self.log_with, list) else [self.log_with])
+        ]:
+            raise ValueError(f"{name} is not initialised: call init_trackers() first")
+        from .tracking import GeneralTracker
+
+        blank = GeneralTracker(_blank=True)
+        blank.name = name
+        return blank
+
+    def log(
+        self,
+        values: dict[str, Any],
+        step: int | None = None,
+        log_kwargs: dict[str, dict] | None = None,
+    ) -> None:
+        """Log ``values`` at ``step`` to every tracker."""
+        log_kwargs = log_kwargs or {}
+        for tracker in self.trackers:
+            tracker.log(values, step=step, **log_kwargs.get(tracker.name, {}))
+
+    def end_training(self) -> None:
+        """Finish every tracker and wait for all processes."""
+        for tracker in self.trackers:
+            tracker.finish()
+        self.trackers = []
+        self.wait_for_everyone()
+
+    def profile(self, profile_handler: Any = None) -> Any:
+        """A context manager profiling the block (needs a profiler plugin such as accel-profiler)."""
+        from .plugins import hook
+
+        handler = profile_handler or self.handlers.get("ProfileKwargs")
+        context = hook().accel_profile(accelerator=self, profile_kwargs=handler)
+        if context is None:
+            raise MissingPluginError("accelerator.profile()", "accel-profiler")
+        return context
+
+    def verify_device_map(self, model: torch.nn.Module) -> bool:
+        """Whether ``model`` was dispatched with a multi-device ``device_map``."""
+        return (
+            bool(getattr(model, "hf_device_map", None))
+            and len(set(model.hf_device_map.values())) > 1
+        )
+
+    def __repr__(self) -> str:
+        return f"Accelerator(distributed_type={self.distributed_type}, device={self.device}, mixed_precision={self.mixed_precision}, num_processes={self.num_processes})"
+
+
+class _Handle:
+    """A removable registration in an ordered dict of hooks."""
+
+    _next_id = 0
+
+    def __init__(self, hooks: OrderedDict[int, Callable], hook: Callable):
+        self.hooks = hooks
+        self.id = _Handle._next_id
+        _Handle._next_id += 1
+        hooks[self.id] = hook
+
+    def remove(self) -> None:
+        """Unregister the hook."""
+        self.hooks.pop(self.id, None)

@@ -1,0 +1,176 @@
+"""The Backend ABC: everything that depends on how training is distributed.
+
+Where Accelerate branches on ``DistributedType``, accel calls one method of the
+selected backend. Every method has a default that is right for one process;
+plugins (DDP, FSDP, DeepSpeed, ...) override what differs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from ..accelerator import Accelerator
+
+
+class Backend:
+    """A distributed strategy, chosen by ``distributed_type``.
+
+    Subclasses set :attr:`name` and :attr:`distributed_types`, and override the
+    steps that differ. A backend needing all objects at once (DeepSpeed,
+    Megatron-LM) overrides :meth:`prepare`.
+    """
+
+    name: str = "base"
+    """Short name, shown by ``accel plugins``."""
+    distributed_types: tuple[str, ...] = ()
+    """The ``DistributedType`` values this backend serves."""
+
+    def __init__(self, accelerator: Accelerator):
+        self.accelerator = accelerator
+
+    # -- lifecycle --------------------------------------------------------
+    def setup(self) -> None:
+        """Called once when the Accelerator is created (validate options, set up groups)."""
+
+    # -- prepare ----------------------------------------------------------
+    def prepare(self, objects: list[Any], device_placement: list[bool]) -> list[Any]:
+        """Prepare every object; models first (optimizers may need their wrapped parameters)."""
+        acc = self.accelerator
+        result: list[Any] = list(objects)
+        for index, obj in enumerate(objects):
+            if isinstance(obj, torch.nn.Module):
+                result[index] = self.prepare_model(obj, device_placement[index])
+        for index, obj in enumerate(objects):
+            if isinstance(obj, torch.optim.Optimizer):
+                result[index] = self.prepare_optimizer(obj, device_placement[index])
+            elif isinstance(obj, torch.utils.data.DataLoader):
+                result[index] = self.prepare_data_loader(obj, device_placement[index])
+        for index, obj in enumerate(objects):
+            if isinstance(obj, torch.optim.lr_scheduler.LRScheduler) or _looks_like_scheduler(obj):
+                result[index] = self.prepare_scheduler(obj, acc._optimizers_of(obj, result))
+        return result
+
+    def prepare_model(
+        self, model: torch.nn.Module, device_placement: bool = True, evaluation_mode: bool = False
+    ) -> torch.nn.Module:
+        """Place the model, apply mixed precision and compilation; subclasses then wrap it."""
+        acc = self.accelerator
+        if device_placement:
+            model = model.to(acc.device)
+        model = acc.precision.wrap_model(model)
+        return acc._compile(model)
+
+    def prepare_optimizer(
+        self, optimizer: torch.optim.Optimizer, device_placement: bool = True
+    ) -> Any:
+        """Wrap the optimizer in :class:`~accel.optimizer.AcceleratedOptimizer`."""
+        from ..optimizer import AcceleratedOptimizer
+
+        return AcceleratedOptimizer(
+            optimizer, precision=self.accelerator.precision, device_placement=device_placement
+        )
+
+    def prepare_data_loader(self, dataloader: Any, device_placement: bool = True) -> Any:
+        """Shard the data loader for this process and place its batches."""
+        from ..data_loader import prepare_data_loader
+
+        acc = self.accelerator
+        config = acc.dataloader_config
+        return prepare_data_loader(
+            dataloader,
+            device=acc.device,
+            num_processes=acc.num_processes,
+            process_index=acc.process_index,
+            split_batches=config.split_batches,
+            put_on_device=device_placement,
+            even_batches=config.even_batches,
+            data_seed=config.data_seed,
+            non_blocking=config.non_blocking,
+        )
+
+    def prepare_scheduler(self, scheduler: Any, optimizers: list[Any]) -> Any:
+        """Wrap the scheduler so it steps with its optimizers."""
+        from ..scheduler import AcceleratedScheduler
+
+        acc = self.accelerator
+        return AcceleratedScheduler(
+            scheduler,
+            optimizers,
+            step_with_optimizer=acc.step_scheduler_with_optimizer,
+            split_batches=acc.dataloader_config.split_batches,
+            num_processes=acc.num_processes,
+        )
+
+    # -- training step ----------------------------------------------------
+    def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
+        """Back-propagate ``loss`` (already divided for accumulation) through the precision."""
+        self.accelerator.precision.backward(loss, **kwargs)
+
+    @contextlib.contextmanager
+    def no_sync(self, model: torch.nn.Module) -> Iterator[None]:
+        """Context in which gradients are not synchronised across processes."""
+        context = getattr(model, "no_sync", None)
+        with context() if callable(context) else contextlib.nullcontext():
+            yield
+
+    def clip_grad_norm_(
+        self, parameters: Iterable[torch.Tensor], max_norm: float, norm_type: float = 2.0
+    ) -> torch.Tensor:
+        """Clip gradients to ``max_norm`` and return the total norm."""
+        return torch.nn.utils.clip_grad_norm_(parameters, max_norm, norm_type=norm_type)
+
+    def clip_grad_value_(self, parameters: Iterable[torch.Tensor], clip_value: float) -> None:
+        """Clip each gradient element to ``[-clip_value, clip_value]``."""
+        torch.nn.utils.clip_grad_value_(parameters, clip_value)
+
+    # -- models and state -------------------------------------------------
+    def unwrap_model(
+        self,
+        model: torch.nn.Module,
+        keep_fp32_wrapper: bool = True,
+        keep_torch_compile: bool = True,
+    ) -> torch.nn.Module:
+        """Remove the wrappers accel added (DDP-like ``.module``, compilation, precision)."""
+        from ..utils.modeling import extract_model_from_parallel
+
+        return extract_model_from_parallel(
+            model, keep_fp32_wrapper=keep_fp32_wrapper, keep_torch_compile=keep_torch_compile
+        )
+
+    def get_state_dict(
+        self, model: torch.nn.Module, unwrap: bool = True
+    ) -> dict[str, torch.Tensor]:
+        """A full state dict of ``model`` (gathered if it is sharded)."""
+        if unwrap:
+            model = self.unwrap_model(model)
+        return model.state_dict()
+
+    def load_model_state_dict(
+        self, model: torch.nn.Module, state_dict: dict[str, torch.Tensor], strict: bool = True
+    ) -> Any:
+        """Load a full state dict into a (possibly wrapped) model."""
+        return self.unwrap_model(model).load_state_dict(state_dict, strict=strict)
+
+    def optimizer_state_dict(self, optimizer: Any, model: torch.nn.Module | None = None) -> dict:
+        """The optimizer's state for a checkpoint."""
+        return optimizer.state_dict()
+
+    def load_optimizer_state_dict(
+        self, optimizer: Any, state_dict: dict, model: torch.nn.Module | None = None
+    ) -> None:
+        """Load an optimizer state saved by :meth:`optimizer_state_dict`."""
+        optimizer.load_state_dict(state_dict)
+
+
+def _looks_like_scheduler(obj: Any) -> bool:
+    return (
+        hasattr(obj, "step")
+        and hasattr(obj, "optimizer")
+        and hasattr(obj, "state_dict")
+        and not isinstance(obj, torch.optim.Optimizer)
+    )

@@ -1,0 +1,202 @@
+"""``save_state`` / ``load_state``: the whole training state, written atomically, read safely.
+
+A checkpoint is a directory. It is first written under a temporary name next to
+its destination and renamed into place once complete, so a crash never leaves a
+half-written checkpoint under the real name. Everything is read back with
+safetensors or ``torch.load(weights_only=True)``: a pickle carrying code is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from .errors import CheckpointError
+from .utils.modeling import SAFE_WEIGHTS_INDEX_NAME, WEIGHTS_INDEX_NAME, load_weights, save_weights
+from .utils.random import capture_rng_state, restore_rng_state
+
+if TYPE_CHECKING:
+    from .accelerator import Accelerator
+
+MODEL_NAME = "pytorch_model"
+SAFE_MODEL_NAME = "model"
+OPTIMIZER_NAME = "optimizer"
+SCHEDULER_NAME = "scheduler"
+DATALOADER_NAME = "dl_state_dict"
+SCALER_NAME = "scaler.pt"
+RNG_STATE_NAME = "random_states"
+CUSTOM_NAME = "custom_checkpoint"
+META_NAME = "accel_state.json"
+CHECKPOINT_PATTERN = re.compile(r"^checkpoint_(\d+)$")
+
+
+def _indexed(name: str, index: int, ext: str) -> str:
+    return f"{name}.{ext}" if index == 0 else f"{name}_{index}.{ext}"
+
+
+def list_checkpoints(folder: str | os.PathLike) -> list[Path]:
+    """``checkpoint_N`` directories in ``folder``, oldest (lowest N) first."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    found = [
+        (int(m.group(1)), p)
+        for p in folder.iterdir()
+        if p.is_dir() and (m := CHECKPOINT_PATTERN.match(p.name))
+    ]
+    return [p for _, p in sorted(found)]
+
+
+def _safe_load(path: Path, weights_only: bool = True) -> Any:
+    try:
+        return torch.load(path, map_location="cpu", weights_only=weights_only)
+    except Exception as exc:
+        if weights_only and "weights_only" in str(exc):
+            raise CheckpointError(
+                f"{path} holds objects that torch.load(weights_only=True) refuses to unpickle (it could run code). "
+                "If you wrote this checkpoint yourself and trust it, pass load_state(..., weights_only=False)."
+            ) from None
+        raise
+
+
+def _atomic_save(obj: Any, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def save_accelerator_state(
+    accelerator: Accelerator, output_dir: str | os.PathLike, safe_serialization: bool = True
+) -> Path:
+    """Write models, optimizers, schedulers, data-loader positions, scaler, RNG and registered objects."""
+    final = Path(output_dir)
+    tmp = final.with_name(final.name + ".accel-tmp")
+    state = accelerator.state
+    if accelerator.is_main_process:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+    accelerator.wait_for_everyone()
+
+    models = list(accelerator._models)
+    weights = [accelerator.backend.get_state_dict(m, unwrap=True) for m in models]
+    for hook in accelerator._save_model_state_pre_hook.values():
+        hook(models, weights, str(tmp))
+
+    if accelerator.is_main_process:
+        for index, state_dict in enumerate(weights):
+            name = SAFE_MODEL_NAME if safe_serialization else MODEL_NAME
+            folder = tmp if index == 0 else tmp / f"{name}_{index}"
+            files = save_weights(
+                state_dict, folder, max_shard_size="10GB", safe_serialization=safe_serialization
+            )
+            if (
+                index > 0 and len(files) == 1
+            ):  # Accelerate's layout: model_1.safetensors beside model.safetensors
+                (folder / files[0]).rename(
+                    tmp / _indexed(name, index, "safetensors" if safe_serialization else "bin")
+                )
+                shutil.rmtree(folder)
+        for index, optimizer in enumerate(accelerator._optimizers):
+            model = models[index] if index < len(models) else None
+            _atomic_save(
+                accelerator.backend.optimizer_state_dict(optimizer, model),
+                tmp / _indexed(OPTIMIZER_NAME, index, "bin"),
+            )
+        for index, scheduler in enumerate(accelerator._schedulers):
+            _atomic_save(scheduler.state_dict(), tmp / _indexed(SCHEDULER_NAME, index, "bin"))
+        for index, dataloader in enumerate(accelerator._dataloaders):
+            if hasattr(dataloader, "state_dict"):
+                _atomic_save(dataloader.state_dict(), tmp / _indexed(DATALOADER_NAME, index, "bin"))
+        scaler_state = accelerator.precision.state_dict()
+        if scaler_state is not None:
+            _atomic_save(scaler_state, tmp / SCALER_NAME)
+        for index, obj in enumerate(accelerator._custom_objects):
+            _atomic_save(obj.state_dict(), tmp / _indexed(CUSTOM_NAME, index, "pkl"))
+        meta = {
+            "step": accelerator.step,
+            "gradient_step": accelerator.gradient_state.step,
+            "format": 1,
+        }
+        (tmp / META_NAME).write_text(json.dumps(meta))
+    _atomic_save(capture_rng_state(), tmp / f"{RNG_STATE_NAME}_{state.process_index}.pkl")
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        _replace_dir(tmp, final)
+    accelerator.wait_for_everyone()
+    return final
+
+
+def _replace_dir(tmp: Path, final: Path) -> None:
+    if final.exists():
+        old = final.with_name(final.name + ".accel-old")
+        if old.exists():
+            shutil.rmtree(old)
+        os.replace(final, old)
+        os.replace(tmp, final)
+        shutil.rmtree(old)
+    else:
+        os.replace(tmp, final)
+
+
+def load_accelerator_state(
+    accelerator: Accelerator,
+    input_dir: str | os.PathLike,
+    weights_only: bool = True,
+    strict: bool = True,
+) -> dict[str, Any]:
+    """Restore what :func:`save_accelerator_state` wrote; returns the saved metadata."""
+    folder = Path(input_dir)
+    if not folder.is_dir():
+        raise CheckpointError(f"checkpoint directory {folder} does not exist")
+    models = list(accelerator._models)
+    for hook in accelerator._load_model_state_pre_hook.values():
+        hook(models, str(folder))
+    for index, model in enumerate(models):
+        path = _model_file(folder, index)
+        state_dict = (
+            load_weights(path)
+            if path.is_dir() or path.suffix == ".safetensors"
+            else _safe_load(path, weights_only)
+        )
+        accelerator.backend.load_model_state_dict(model, state_dict, strict=strict)
+    for index, optimizer in enumerate(accelerator._optimizers):
+        model = models[index] if index < len(models) else None
+        state = _safe_load(folder / _indexed(OPTIMIZER_NAME, index, "bin"), weights_only)
+        accelerator.backend.load_optimizer_state_dict(optimizer, state, model)
+    for index, scheduler in enumerate(accelerator._schedulers):
+        scheduler.load_state_dict(
+            _safe_load(folder / _indexed(SCHEDULER_NAME, index, "bin"), weights_only)
+        )
+    for index, dataloader in enumerate(accelerator._dataloaders):
+        path = folder / _indexed(DATALOADER_NAME, index, "bin")
+        if path.exists() and hasattr(dataloader, "load_state_dict"):
+            dataloader.load_state_dict(_safe_load(path, weights_only))
+    if (folder / SCALER_NAME).exists():
+        accelerator.precision.load_state_dict(_safe_load(folder / SCALER_NAME, weights_only))
+    for index, obj in enumerate(accelerator._custom_objects):
+        obj.load_state_dict(_safe_load(folder / _indexed(CUSTOM_NAME, index, "pkl"), weights_only))
+    rng_path = folder / f"{RNG_STATE_NAME}_{accelerator.process_index}.pkl"
+    if rng_path.exists():
+        restore_rng_state(_safe_load(rng_path, weights_only))
+    meta_path = folder / META_NAME
+    return json.loads(meta_path.read_text()) if meta_path.exists() else {}
+
+
+def _model_file(folder: Path, index: int) -> Path:
+    for name, ext in ((SAFE_MODEL_NAME, "safetensors"), (MODEL_NAME, "bin")):
+        path = folder / _indexed(name, index, ext)
+        if path.exists():
+            return path
+    sharded = folder if index == 0 else folder / f"{SAFE_MODEL_NAME}_{index}"
+    if any((sharded / name).exists() for name in (SAFE_WEIGHTS_INDEX_NAME, WEIGHTS_INDEX_NAME)):
+        return sharded
+    raise CheckpointError(
+        f"{folder} has no weights for model {index} (expected {_indexed(SAFE_MODEL_NAME, index, 'safetensors')})"
+    )

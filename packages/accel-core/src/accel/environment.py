@@ -1,0 +1,98 @@
+"""The ``ACCEL_*`` environment variables: their names and parsing, in one place.
+
+Everything the launcher decides reaches the worker processes as environment
+variables. Nothing else in accel reads ``os.environ`` for an ``ACCEL_*`` name.
+"""
+
+from __future__ import annotations
+
+import os
+
+MIXED_PRECISION = "ACCEL_MIXED_PRECISION"
+"""``no`` / ``fp16`` / ``bf16`` / ``fp8``: the precision chosen by ``accel launch``."""
+DISTRIBUTED_TYPE = "ACCEL_DISTRIBUTED_TYPE"
+"""The distributed type (``MULTI_CPU``, ``FSDP``, ...) chosen by ``accel launch``."""
+BACKEND = "ACCEL_BACKEND"
+"""Name of the backend plugin to use, overriding the choice made from the distributed type."""
+USE_CPU = "ACCEL_USE_CPU"
+"""Force the CPU even when an accelerator is present."""
+DEBUG_MODE = "ACCEL_DEBUG_MODE"
+"""Check shapes across ranks before each collective."""
+GRADIENT_ACCUMULATION_STEPS = "ACCEL_GRADIENT_ACCUMULATION_STEPS"
+"""Default number of gradient-accumulation steps."""
+DYNAMO_BACKEND = "ACCEL_DYNAMO_BACKEND"
+"""torch.compile backend (``inductor``, ``no``, ...)."""
+DYNAMO_MODE = "ACCEL_DYNAMO_MODE"
+"""torch.compile mode."""
+DYNAMO_USE_FULLGRAPH = "ACCEL_DYNAMO_USE_FULLGRAPH"
+"""torch.compile ``fullgraph``."""
+DYNAMO_USE_DYNAMIC = "ACCEL_DYNAMO_USE_DYNAMIC"
+"""torch.compile ``dynamic``."""
+DYNAMO_USE_REGIONAL_COMPILATION = "ACCEL_DYNAMO_USE_REGIONAL_COMPILATION"
+"""Compile repeated blocks one by one instead of the whole model."""
+PLUGINS = "ACCEL_PLUGINS"
+"""Comma-separated allow-list of entry-point plugin names to load (empty: none)."""
+DISABLE_PLUGINS = "ACCEL_DISABLE_PLUGINS"
+"""Comma-separated list of entry-point plugin names not to load."""
+CONFIG_DIR = "ACCEL_CONFIG_DIR"
+"""Directory holding ``default_config.yaml``."""
+LOG_LEVEL = "ACCEL_LOG_LEVEL"
+"""Level of the loggers made by :func:`accel.logging.get_logger`."""
+TIMEOUT = "ACCEL_TIMEOUT"
+"""Seconds every collective waits before failing (default 1800)."""
+
+_TRUE = {"1", "true", "yes", "on", "y"}
+_FALSE = {"0", "false", "no", "off", "n", ""}
+
+
+def get_str(name: str, default: str | None = None) -> str | None:
+    """The value of ``name``, or ``default`` when it is unset."""
+    return os.environ.get(name, default)
+
+
+def get_bool(name: str, default: bool = False) -> bool:
+    """Parse ``name`` as a boolean (1/true/yes/on or 0/false/no/off)."""
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ValueError(f"environment variable {name}={value!r} is not a boolean: use 1 or 0")
+
+
+def get_int(name: str, default: int | None = None) -> int | None:
+    """Parse ``name`` as an integer."""
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"environment variable {name}={value!r} is not an integer") from None
+
+
+def get_list(name: str) -> list[str] | None:
+    """Parse ``name`` as a comma-separated list; None when unset."""
+    value = os.environ.get(name)
+    if value is None:
+        return None
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def world_info() -> tuple[int, int, int]:
+    """``(rank, local_rank, world_size)`` from the launcher's variables (torchrun or Open MPI)."""
+    env = os.environ
+    if "WORLD_SIZE" in env:
+        world = int(env["WORLD_SIZE"])
+        rank = int(env.get("RANK", 0))
+        local = int(env.get("LOCAL_RANK", rank))
+        return rank, local, world
+    if "OMPI_COMM_WORLD_SIZE" in env:
+        world = int(env["OMPI_COMM_WORLD_SIZE"])
+        rank = int(env.get("OMPI_COMM_WORLD_RANK", 0))
+        local = int(env.get("OMPI_COMM_WORLD_LOCAL_RANK", rank))
+        return rank, local, world
+    return 0, 0, 1

@@ -1,0 +1,25 @@
+"""Exceptions a user can act on; each message says what to do."""
+
+from __future__ import annotations
+
+
+class AccelError(Exception):
+    """Base class of accel's own errors."""
+
+
+class MissingPluginError(AccelError, ImportError):
+    """A feature needs a plugin package that is not installed."""
+
+    def __init__(self, feature: str, package: str, extra: str = ""):
+        self.feature = feature
+        self.package = package
+        hint = f"pip install {package}"
+        super().__init__(f"{feature} needs the {package} package: {hint}{extra}")
+
+
+class ConfigError(AccelError, ValueError):
+    """A configuration value is wrong; the message names the key and what is allowed."""
+
+
+class CheckpointError(AccelError, RuntimeError):
+    """A checkpoint cannot be written or read."""

@@ -1,0 +1,107 @@
+"""AcceleratedOptimizer: steps only on synchronising steps, through the precision's scaler."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .state import GradientState
+
+
+class AcceleratedOptimizer(torch.optim.Optimizer):
+    """Wraps an optimizer so ``step``/``zero_grad`` respect gradient accumulation and mixed precision.
+
+    During accumulation steps (``sync_gradients`` False) both are no-ops, so the
+    training loop is written once, as for a single step.
+    """
+
+    def __init__(
+        self, optimizer: torch.optim.Optimizer, precision: Any = None, device_placement: bool = True
+    ):
+        self.optimizer = optimizer
+        self.precision = precision
+        self.gradient_state = GradientState()
+        self._is_overflow = False
+        self._accelerate_step_called = False
+
+    # torch.optim.Optimizer protocol, delegated -------------------------
+    @property
+    def state(self):  # type: ignore[override]
+        """The wrapped optimizer's per-parameter state."""
+        return self.optimizer.state
+
+    @state.setter
+    def state(self, value):
+        self.optimizer.state = value
+
+    @property
+    def param_groups(self):  # type: ignore[override]
+        """The wrapped optimizer's parameter groups."""
+        return self.optimizer.param_groups
+
+    @param_groups.setter
+    def param_groups(self, value):
+        self.optimizer.param_groups = value
+
+    @property
+    def defaults(self):  # type: ignore[override]
+        """The wrapped optimizer's defaults."""
+        return self.optimizer.defaults
+
+    @defaults.setter
+    def defaults(self, value):
+        self.optimizer.defaults = value
+
+    def add_param_group(self, param_group: dict) -> None:
+        """Add a parameter group to the wrapped optimizer."""
+        self.optimizer.add_param_group(param_group)
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Load the wrapped optimizer's state."""
+        self.optimizer.load_state_dict(state_dict)
+
+    def state_dict(self) -> dict:
+        """The wrapped optimizer's state."""
+        return self.optimizer.state_dict()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Zero gradients, on synchronising steps only."""
+        if self.gradient_state.sync_gradients:
+            self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def step(self, closure: Any = None) -> Any:
+        """Step on synchronising steps; with fp16, skip (and record it) when gradients overflowed."""
+        if not self.gradient_state.sync_gradients:
+            return None
+        self._accelerate_step_called = True
+        if self.precision is not None:
+            stepped = self.precision.optimizer_step(self.optimizer, closure)
+            self._is_overflow = not stepped
+            return None
+        self._is_overflow = False
+        return self.optimizer.step(closure) if closure is not None else self.optimizer.step()
+
+    def train(self) -> None:
+        """Switch schedule-free optimizers to train mode."""
+        if hasattr(self.optimizer, "train"):
+            self.optimizer.train()
+
+    def eval(self) -> None:
+        """Switch schedule-free optimizers to eval mode."""
+        if hasattr(self.optimizer, "eval"):
+            self.optimizer.eval()
+
+    @property
+    def step_was_skipped(self) -> bool:
+        """Whether the last step was skipped because of fp16 overflow."""
+        return self._is_overflow
+
+    def __getstate__(self) -> dict:
+        return self.__dict__.copy()
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    def __repr__(self) -> str:
+        return f"AcceleratedOptimizer({self.optimizer!r})"

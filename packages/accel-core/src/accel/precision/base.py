@@ -1,0 +1,56 @@
+"""The Precision ABC: autocast, loss scaling and the optimizer step for one numeric format."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+
+
+class Precision:
+    """A ``mixed_precision`` value. The default is full precision: no autocast, no scaler.
+
+    Subclasses set :attr:`names` and override what differs. ``handlers`` holds the
+    Accelerator's kwargs handlers by class name (``AutocastKwargs``, ``GradScalerKwargs``,
+    ``FP8RecipeKwargs``, ...).
+    """
+
+    names: tuple[str, ...] = ()
+    """The ``mixed_precision`` values this class serves."""
+
+    def __init__(self, name: str, device: torch.device, handlers: dict[str, Any] | None = None):
+        self.name = name
+        self.device = device
+        self.handlers = handlers or {}
+        self.scaler: Any = None
+
+    def autocast(self, autocast_handler: Any = None) -> contextlib.AbstractContextManager:
+        """Context manager under which operations run in this precision."""
+        return contextlib.nullcontext()
+
+    def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Make the model's forward run under :meth:`autocast` (default: unchanged)."""
+        return model
+
+    def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
+        """Back-propagate, scaling the loss if this precision uses a scaler."""
+        loss.backward(**kwargs)
+
+    def unscale_(self, optimizer: torch.optim.Optimizer) -> None:
+        """Divide the gradients of ``optimizer`` by the loss scale (before clipping)."""
+
+    def optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Any = None) -> bool:
+        """Step ``optimizer``; return False if the step was skipped (overflow)."""
+        if closure is not None:
+            optimizer.step(closure)
+        else:
+            optimizer.step()
+        return True
+
+    def state_dict(self) -> dict[str, Any] | None:
+        """State to checkpoint (the loss scaler's), or None."""
+        return None
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""

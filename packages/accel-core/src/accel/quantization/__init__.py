@@ -1,0 +1,75 @@
+"""The :class:`Quantizer` ABC and ``load_and_quantize_model``, dispatching to quantizer plugins."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+class Quantizer:
+    """Quantizes a model's layers for one family of quantization configs.
+
+    ``config_class_names`` are the class names of the configs this quantizer
+    accepts (``"BnbQuantizationConfig"``); ``name`` selects it explicitly.
+    """
+
+    name: str = ""
+    config_class_names: tuple[str, ...] = ()
+
+    def quantize(
+        self,
+        model: torch.nn.Module,
+        config: Any,
+        weights_location: str | None = None,
+        device_map: Any = None,
+        no_split_module_classes: list[str] | None = None,
+        max_memory: dict | None = None,
+        offload_folder: str | None = None,
+        offload_state_dict: bool = False,
+    ) -> torch.nn.Module:
+        """Replace layers of ``model`` by quantized ones and load weights from ``weights_location``."""
+        raise NotImplementedError
+
+
+def quantizer_for(config: Any) -> Quantizer:
+    """The installed quantizer accepting ``config``, or an error naming the package to install."""
+    from .. import registry
+
+    kind = type(config).__name__
+    for cls in registry.quantizers().values():
+        if kind in cls.config_class_names:
+            return cls()
+    raise registry._missing("quantizer", "bnb" if kind.startswith("Bnb") else kind)
+
+
+def load_and_quantize_model(
+    model: torch.nn.Module,
+    bnb_quantization_config: Any = None,
+    weights_location: str | None = None,
+    device_map: Any = None,
+    no_split_module_classes: list[str] | None = None,
+    max_memory: dict | None = None,
+    offload_folder: str | None = None,
+    offload_state_dict: bool = False,
+    quantization_config: Any = None,
+) -> torch.nn.Module:
+    """Quantize ``model`` with the plugin matching the config (``bnb_quantization_config`` or ``quantization_config``)."""
+    config = quantization_config if quantization_config is not None else bnb_quantization_config
+    if config is None:
+        raise ValueError(
+            "load_and_quantize_model needs bnb_quantization_config= (or quantization_config=)"
+        )
+    return quantizer_for(config).quantize(
+        model,
+        config,
+        weights_location=weights_location,
+        device_map=device_map,
+        no_split_module_classes=no_split_module_classes,
+        max_memory=max_memory,
+        offload_folder=offload_folder,
+        offload_state_dict=offload_state_dict,
+    )
+
+
+__all__ = ["Quantizer", "load_and_quantize_model", "quantizer_for"]

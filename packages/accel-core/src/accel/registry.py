@@ -1,0 +1,137 @@
+"""Resolve names (distributed types, precisions, trackers, ...) to plugin classes.
+
+Everything a plugin contributes is looked up here, in one place. Asking for a
+name no installed plugin provides raises :class:`~accel.errors.MissingPluginError`
+naming the package to install.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from .errors import MissingPluginError
+from .plugins import hook
+
+PROVIDERS: dict[str, tuple[str, str]] = {
+    # distributed types
+    "MULTI_CPU": ("multi-process training", "accel-ddp"),
+    "MULTI_GPU": ("multi-GPU training", "accel-ddp"),
+    "MULTI_XPU": ("multi-XPU training", "accel-ddp"),
+    "MULTI_NPU": ("multi-NPU training", "accel-ddp"),
+    "MULTI_MLU": ("multi-MLU training", "accel-ddp"),
+    "MULTI_MUSA": ("multi-MUSA training", "accel-ddp"),
+    "MULTI_HPU": ("multi-HPU training", "accel-ddp"),
+    "FSDP": ("FSDP", "accel-fsdp"),
+    "DEEPSPEED": ("DeepSpeed", "accel-deepspeed"),
+    "MEGATRON_LM": ("Megatron-LM", "accel-megatron"),
+    "XLA": ("XLA (TPU)", "accel-tpu"),
+    "TPU": ("XLA (TPU)", "accel-tpu"),
+    # precisions
+    "fp8": ("mixed_precision='fp8'", "accel-fp8"),
+    # quantizers
+    "bnb": ("bitsandbytes quantization", "accel-bnb"),
+}
+"""Who provides what, for error messages when the provider is absent."""
+
+TRACKER_PACKAGE = "accel-trackers"
+
+
+def _collect(results: list[list[type]], key) -> dict[str, type]:
+    table: dict[str, type] = {}
+    # pluggy returns the last-registered plugin first: entry points override defaults.
+    for classes in reversed(results):
+        for cls in classes or []:
+            for name in key(cls):
+                table[name] = cls
+    return table
+
+
+@functools.cache
+def backends() -> dict[str, type]:
+    """``{distributed_type: Backend subclass}`` over all installed plugins."""
+    return _collect(hook().accel_backends(), lambda c: c.distributed_types)
+
+
+@functools.cache
+def precisions() -> dict[str, type]:
+    """``{mixed_precision name: Precision subclass}``."""
+    return _collect(hook().accel_precisions(), lambda c: c.names)
+
+
+@functools.cache
+def trackers() -> dict[str, type]:
+    """``{tracker name: GeneralTracker subclass}``."""
+    return _collect(hook().accel_trackers(), lambda c: (c.name,))
+
+
+@functools.cache
+def launchers() -> dict[str, type]:
+    """``{launcher name: Launcher subclass}``."""
+    return _collect(hook().accel_launchers(), lambda c: (c.name,))
+
+
+@functools.cache
+def quantizers() -> dict[str, type]:
+    """``{quantizer name: Quantizer subclass}``."""
+    return _collect(hook().accel_quantizers(), lambda c: (c.name,))
+
+
+@functools.cache
+def exports() -> dict[str, str]:
+    """``{public name: "module:attribute"}`` re-exported by installed plugins."""
+    table: dict[str, str] = {}
+    for mapping in reversed(hook().accel_exports()):
+        table.update(mapping or {})
+    return table
+
+
+def clear_cache() -> None:
+    """Forget every resolved table (after the plugin manager is rebuilt)."""
+    for fn in (backends, precisions, trackers, launchers, quantizers, exports):
+        fn.cache_clear()
+
+
+def _missing(kind: str, name: str) -> MissingPluginError:
+    feature, package = PROVIDERS.get(
+        name, (f"{kind} {name!r}", f"a plugin providing {kind} {name!r}")
+    )
+    return MissingPluginError(feature, package)
+
+
+def get_backend(distributed_type: str) -> type:
+    """The Backend class serving ``distributed_type``, or an error naming the package."""
+    try:
+        return backends()[str(distributed_type)]
+    except KeyError:
+        raise _missing("distributed type", str(distributed_type)) from None
+
+
+def get_precision(name: str) -> type:
+    """The Precision class for ``mixed_precision=name``."""
+    try:
+        return precisions()[name]
+    except KeyError:
+        if name in PROVIDERS:
+            raise _missing("precision", name) from None
+        allowed = ", ".join(sorted(precisions()))
+        raise ValueError(f"unknown mixed_precision {name!r}: use one of {allowed}") from None
+
+
+def get_tracker(name: str) -> type:
+    """The tracker class registered as ``name``."""
+    try:
+        return trackers()[name]
+    except KeyError:
+        raise MissingPluginError(
+            f"the {name!r} tracker",
+            f"{TRACKER_PACKAGE}[{name}]",
+            f" (installed trackers: {', '.join(sorted(trackers())) or 'none'})",
+        ) from None
+
+
+def get_quantizer(name: str) -> type:
+    """The Quantizer class registered as ``name``."""
+    try:
+        return quantizers()[name]
+    except KeyError:
+        raise _missing("quantizer", name) from None

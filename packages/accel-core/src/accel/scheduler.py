@@ -1,0 +1,76 @@
+"""AcceleratedScheduler: steps in step with the optimizer under accumulation and multi-process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .state import GradientState
+
+
+class AcceleratedScheduler:
+    """Wraps a learning-rate scheduler.
+
+    It steps only when its optimizers really stepped (not on accumulation steps,
+    not after an fp16 overflow). When ``split_batches`` is False each process sees
+    a full batch, so the schedule advances ``num_processes`` times per step, as in
+    Accelerate; with ``adjust_scheduler`` accumulation steps are counted too.
+    """
+
+    def __init__(
+        self,
+        scheduler: Any,
+        optimizers: Any,
+        step_with_optimizer: bool = True,
+        split_batches: bool = False,
+        num_processes: int = 1,
+    ):
+        self.scheduler = scheduler
+        self.optimizers = optimizers if isinstance(optimizers, (list, tuple)) else [optimizers]
+        self.split_batches = split_batches
+        self.step_with_optimizer = step_with_optimizer
+        self.num_processes = num_processes
+        self.gradient_state = GradientState()
+
+    def step(self, *args: Any, **kwargs: Any) -> None:
+        """Advance the schedule if the optimizer stepped."""
+        if not self.step_with_optimizer:
+            self.scheduler.step(*args, **kwargs)
+            return
+        if not self.gradient_state.sync_gradients:
+            if self.gradient_state.adjust_scheduler:
+                self.scheduler._step_count += 1
+            return
+        if any(getattr(opt, "step_was_skipped", False) for opt in self.optimizers):
+            return
+        steps = 1 if self.split_batches else self.num_processes
+        for _ in range(steps):
+            # A finite schedule (OneCycleLR) must not be stepped past its end.
+            total = getattr(self.scheduler, "total_steps", None)
+            if total is not None and self.scheduler.last_epoch >= total:
+                break
+            self.scheduler.step(*args, **kwargs)
+
+    def get_last_lr(self) -> list[float]:
+        """The last learning rates."""
+        return self.scheduler.get_last_lr()
+
+    def state_dict(self) -> dict:
+        """The wrapped scheduler's state."""
+        return self.scheduler.state_dict()
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Load the wrapped scheduler's state."""
+        self.scheduler.load_state_dict(state_dict)
+
+    def get_lr(self) -> Any:
+        """The wrapped scheduler's ``get_lr``."""
+        return self.scheduler.get_lr()
+
+    def print_lr(self, *args: Any, **kwargs: Any) -> Any:
+        """The wrapped scheduler's ``print_lr``."""
+        return self.scheduler.print_lr(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "scheduler":
+            raise AttributeError(name)
+        return getattr(self.scheduler, name)

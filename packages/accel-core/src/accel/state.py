@@ -1,0 +1,422 @@
+"""Who am I, and what are we training with: PartialState, AcceleratorState, GradientState.
+
+Each is a process-wide singleton (instances share one ``__dict__``), so a
+``PartialState()`` made anywhere sees the same process group and device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from . import environment
+from .utils.dataclasses import DistributedType, InitProcessGroupKwargs, PrecisionType
+
+
+def _default_device(cpu: bool, local_rank: int) -> torch.device:
+    if cpu or environment.get_bool(environment.USE_CPU):
+        return torch.device("cpu")
+    if torch.cuda.is_available():
+        return torch.device("cuda", local_rank % torch.cuda.device_count())
+    if hasattr(torch, "xpu") and torch.xpu.is_available():
+        return torch.device("xpu", local_rank)
+    if torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def _multi_type(device: torch.device) -> DistributedType:
+    return {
+        "cuda": DistributedType.MULTI_GPU,
+        "xpu": DistributedType.MULTI_XPU,
+        "npu": DistributedType.MULTI_NPU,
+        "mlu": DistributedType.MULTI_MLU,
+    }.get(device.type, DistributedType.MULTI_CPU)
+
+
+def _process_group_backend(device: torch.device) -> str:
+    return {"cuda": "nccl", "xpu": "xccl", "npu": "hccl"}.get(device.type, "gloo")
+
+
+class PartialState:
+    """The process: rank, local rank, world size, device; sets up the process group once.
+
+    Works without any plugin, so distributed inference needs only accel-core.
+    """
+
+    _shared_state: dict[str, Any] = {}
+
+    def __init__(self, cpu: bool = False, **kwargs: Any):
+        self.__dict__ = self._shared_state
+        if self.initialized:
+            return
+        pg_kwargs: InitProcessGroupKwargs | None = kwargs.pop("init_process_group_kwargs", None)
+        self._cpu = cpu or environment.get_bool(environment.USE_CPU)
+        self.debug = environment.get_bool(environment.DEBUG_MODE)
+        rank, local_rank, world = environment.world_info()
+        self.process_index = rank
+        self.local_process_index = local_rank
+        self.num_processes = world
+        self.device = _default_device(self._cpu, local_rank)
+        self.timeout = (pg_kwargs or InitProcessGroupKwargs()).timeout
+        if world > 1:
+            self.distributed_type = _multi_type(self.device)
+            self.backend = _process_group_backend(self.device)
+            # InitProcessGroupKwargs defaults to "nccl", which cannot serve a CPU run.
+            if (
+                pg_kwargs is not None
+                and pg_kwargs.backend
+                and not (self.device.type == "cpu" and pg_kwargs.backend == "nccl")
+            ):
+                self.backend = pg_kwargs.backend
+            if not dist.is_initialized():
+                if self.device.type == "cuda":
+                    torch.cuda.set_device(self.device)
+                init_kwargs: dict[str, Any] = {"backend": self.backend, "timeout": self.timeout}
+                if pg_kwargs is not None and pg_kwargs.init_method:
+                    init_kwargs["init_method"] = pg_kwargs.init_method
+                if "MASTER_ADDR" not in os.environ and "OMPI_COMM_WORLD_SIZE" in os.environ:
+                    raise RuntimeError(
+                        "MASTER_ADDR and MASTER_PORT must be set when launching with mpirun"
+                    )
+                init_kwargs.setdefault("rank", rank)
+                init_kwargs.setdefault("world_size", world)
+                dist.init_process_group(**init_kwargs)
+        else:
+            self.distributed_type = DistributedType.NO
+            self.backend = None
+        self.fork_launched = False
+
+    # -- identity ---------------------------------------------------------
+    @property
+    def initialized(self) -> bool:
+        """Whether the singleton has been set up in this process."""
+        return "device" in self._shared_state
+
+    @property
+    def use_distributed(self) -> bool:
+        """True when more than one process takes part."""
+        return self.num_processes > 1
+
+    @property
+    def is_main_process(self) -> bool:
+        """True on global rank 0."""
+        return self.process_index == 0
+
+    @property
+    def is_local_main_process(self) -> bool:
+        """True on local rank 0 of each machine."""
+        return self.local_process_index == 0
+
+    @property
+    def is_last_process(self) -> bool:
+        """True on the last global rank."""
+        return self.process_index == self.num_processes - 1
+
+    @property
+    def default_device(self) -> torch.device:
+        """The device a fresh state would choose (ignores ``cpu=True``)."""
+        return _default_device(False, self.local_process_index)
+
+    def __repr__(self) -> str:
+        return (
+            f"Distributed environment: {self.distributed_type}{'  Backend: ' + self.backend if self.backend else ''}\n"
+            f"Num processes: {self.num_processes}\nProcess index: {self.process_index}\n"
+            f"Local process index: {self.local_process_index}\nDevice: {self.device}\n"
+        )
+
+    # -- synchronisation --------------------------------------------------
+    def wait_for_everyone(self) -> None:
+        """Barrier: every process waits here until all have arrived."""
+        if self.use_distributed and dist.is_initialized():
+            dist.barrier()
+
+    @contextlib.contextmanager
+    def _goes_first(self, is_first: bool) -> Iterator[None]:
+        if not is_first:
+            self.wait_for_everyone()
+        yield
+        if is_first:
+            self.wait_for_everyone()
+
+    @contextlib.contextmanager
+    def main_process_first(self) -> Iterator[None]:
+        """The main process runs the block first, then the others."""
+        with self._goes_first(self.is_main_process):
+            yield
+
+    @contextlib.contextmanager
+    def local_main_process_first(self) -> Iterator[None]:
+        """The local main process of each machine runs the block first."""
+        with self._goes_first(self.is_local_main_process):
+            yield
+
+    # -- decorators -------------------------------------------------------
+    def _only_if(self, predicate: Callable[[], bool], function: Callable | None) -> Callable:
+        def decorator(fn: Callable) -> Callable:
+            @functools.wraps(fn)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                if predicate():
+                    return fn(*args, **kwargs)
+                return None
+
+            return wrapper
+
+        return decorator(function) if function is not None else decorator
+
+    def on_main_process(self, function: Callable | None = None) -> Callable:
+        """Decorator: run ``function`` only on the main process."""
+        return self._only_if(lambda: self.is_main_process, function)
+
+    def on_local_main_process(self, function: Callable | None = None) -> Callable:
+        """Decorator: run ``function`` only on each machine's local main process."""
+        return self._only_if(lambda: self.is_local_main_process, function)
+
+    def on_last_process(self, function: Callable | None = None) -> Callable:
+        """Decorator: run ``function`` only on the last process."""
+        return self._only_if(lambda: self.is_last_process, function)
+
+    def on_process(
+        self, function: Callable | None = None, process_index: int | None = None
+    ) -> Callable:
+        """Decorator: run ``function`` only on global rank ``process_index``."""
+        if function is None and process_index is None:
+            raise ValueError("on_process needs process_index=N")
+        return self._only_if(lambda: self.process_index == process_index, function)
+
+    def on_local_process(
+        self, function: Callable | None = None, local_process_index: int | None = None
+    ) -> Callable:
+        """Decorator: run ``function`` only on local rank ``local_process_index``."""
+        if function is None and local_process_index is None:
+            raise ValueError("on_local_process needs local_process_index=N")
+        return self._only_if(lambda: self.local_process_index == local_process_index, function)
+
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        """``print`` on the local main process only."""
+        if self.is_local_main_process:
+            print(*args, **kwargs)
+
+    # -- splitting work ---------------------------------------------------
+    @contextlib.contextmanager
+    def split_between_processes(self, inputs: Any, apply_padding: bool = False) -> Iterator[Any]:
+        """Yield this process's contiguous share of ``inputs`` (list, tuple, dict of sequences, tensor).
+
+        With ``apply_padding`` every share has the same length, the last element repeated.
+        """
+        yield _split(inputs, self.num_processes, self.process_index, apply_padding)
+
+    def destroy_process_group(self) -> None:
+        """Tear down the process group (end of a run)."""
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+    @classmethod
+    def _reset_state(cls) -> None:
+        """Forget the singleton (tests and notebook relaunches)."""
+        cls._shared_state.clear()
+
+
+def _split(inputs: Any, world: int, rank: int, pad: bool) -> Any:
+    if world == 1:
+        return inputs
+    if isinstance(inputs, dict):
+        lengths = {len(v) for v in inputs.values()}
+        if len(lengths) > 1:
+            raise ValueError(
+                "split_between_processes: every value of the dict must have the same length"
+            )
+        return {k: _split(v, world, rank, pad) for k, v in inputs.items()}
+    length = len(inputs)
+    per, extra = divmod(length, world)
+    start = rank * per + min(rank, extra)
+    end = start + per + (1 if rank < extra else 0)
+    part = inputs[start:end]
+    if pad:
+        target = math.ceil(length / world)
+        missing = target - (end - start)
+        if missing > 0 and length > 0:
+            last = inputs[-1:]
+            if isinstance(part, torch.Tensor):
+                part = torch.cat([part] + [last] * missing)
+            else:
+                part = part + type(part)(list(last) * missing)
+    return part
+
+
+class AcceleratorState(PartialState):
+    """PartialState plus the training setup: mixed precision, distributed type, plugin configs."""
+
+    _shared_state: dict[str, Any] = PartialState._shared_state
+
+    def __init__(
+        self,
+        mixed_precision: str | None = None,
+        cpu: bool = False,
+        dynamo_plugin: Any = None,
+        _from_accelerator: bool = False,
+        **kwargs: Any,
+    ):
+        if "mixed_precision" in self._shared_state and self._shared_state.get("_accelerator_ready"):
+            self.__dict__ = self._shared_state
+            if mixed_precision is not None and str(mixed_precision) != self.mixed_precision:
+                raise ValueError(
+                    f"AcceleratorState already set up with mixed_precision={self.mixed_precision!r}; "
+                    f"an Accelerator cannot switch it to {mixed_precision!r} in the same process"
+                )
+            return
+        plugins = {k: kwargs.pop(k) for k in list(kwargs) if k.endswith("_plugin")}
+        super().__init__(cpu=cpu, **kwargs)
+        if mixed_precision is None:
+            mixed_precision = environment.get_str(environment.MIXED_PRECISION, "no")
+        mixed_precision = str(mixed_precision).lower()
+        if mixed_precision not in PrecisionType.list():
+            raise ValueError(
+                f"unknown mixed_precision {mixed_precision!r}: use one of {', '.join(PrecisionType.list())}"
+            )
+        self.mixed_precision = mixed_precision
+        self.dynamo_plugin = dynamo_plugin
+        self.plugins = {k: v for k, v in plugins.items() if v is not None}
+        self.distributed_type = _resolve_distributed_type(self)
+        self._accelerator_ready = _from_accelerator
+
+    @property
+    def fsdp_plugin(self) -> Any:
+        """The FSDP plugin object, if FSDP is used."""
+        return self.plugins.get("fsdp_plugin")
+
+    @property
+    def deepspeed_plugin(self) -> Any:
+        """The DeepSpeed plugin object, if DeepSpeed is used."""
+        return self.plugins.get("deepspeed_plugin")
+
+    @property
+    def megatron_lm_plugin(self) -> Any:
+        """The Megatron-LM plugin object, if Megatron-LM is used."""
+        return self.plugins.get("megatron_lm_plugin")
+
+    def __repr__(self) -> str:
+        return super().__repr__() + f"Mixed precision type: {self.mixed_precision}\n"
+
+    @classmethod
+    def _reset_state(cls, reset_partial_state: bool = False) -> None:
+        """Forget the training setup (and the process with ``reset_partial_state``)."""
+        if reset_partial_state:
+            cls._shared_state.clear()
+            return
+        for key in ("mixed_precision", "dynamo_plugin", "plugins", "_accelerator_ready"):
+            cls._shared_state.pop(key, None)
+
+
+_PLUGIN_TYPES = {
+    "fsdp_plugin": DistributedType.FSDP,
+    "deepspeed_plugin": DistributedType.DEEPSPEED,
+    "megatron_lm_plugin": DistributedType.MEGATRON_LM,
+}
+
+
+def _resolve_distributed_type(state: AcceleratorState) -> str:
+    """Plugin object passed in code > ``ACCEL_DISTRIBUTED_TYPE`` from the launcher > world size."""
+    for key, dtype in _PLUGIN_TYPES.items():
+        if key in state.plugins:
+            return dtype
+    launched = environment.get_str(environment.DISTRIBUTED_TYPE)
+    if launched and launched not in (
+        "NO",
+        "MULTI_CPU",
+        "MULTI_GPU",
+        "MULTI_XPU",
+        "MULTI_NPU",
+        "MULTI_MLU",
+    ):
+        return launched
+    return state.distributed_type
+
+
+class GradientState:
+    """Gradient-synchronisation bookkeeping shared by the Accelerator, data loaders, optimizers, schedulers."""
+
+    _shared_state: dict[str, Any] = {}
+
+    def __init__(self, gradient_accumulation_plugin: Any = None):
+        self.__dict__ = self._shared_state
+        if not self.initialized:
+            self.sync_gradients = True
+            self.active_dataloader = None
+            self.dataloader_references: list[Any] = [None]
+            self.plugin_kwargs: dict[str, Any] = {
+                "num_steps": 1,
+                "adjust_scheduler": True,
+                "sync_with_dataloader": True,
+                "sync_each_batch": False,
+            }
+            self.step = 0
+            self.is_xla_gradients_synced = False
+        if gradient_accumulation_plugin is not None:
+            kwargs = gradient_accumulation_plugin.to_dict()
+            if kwargs.get("num_steps") is None:
+                kwargs["num_steps"] = 1
+            self.plugin_kwargs = kwargs
+
+    @property
+    def initialized(self) -> bool:
+        """Whether the singleton has been set up."""
+        return "sync_gradients" in self._shared_state
+
+    @property
+    def num_steps(self) -> int:
+        """Number of accumulation steps."""
+        return self.plugin_kwargs["num_steps"]
+
+    @property
+    def adjust_scheduler(self) -> bool:
+        """Whether the scheduler steps on every micro-batch to account for accumulation."""
+        return self.plugin_kwargs["adjust_scheduler"]
+
+    @property
+    def sync_with_dataloader(self) -> bool:
+        """Whether the end of a data loader forces a synchronising step."""
+        return self.plugin_kwargs["sync_with_dataloader"]
+
+    @property
+    def sync_each_batch(self) -> bool:
+        """Whether gradients are synchronised on every micro-batch (saves memory)."""
+        return self.plugin_kwargs["sync_each_batch"]
+
+    @property
+    def end_of_dataloader(self) -> bool:
+        """True while the active data loader yields its last batch."""
+        return bool(self.active_dataloader is not None and self.active_dataloader.end_of_dataloader)
+
+    @property
+    def remainder(self) -> int:
+        """Samples of the last global batch that are padding duplicates (-1 when unknown)."""
+        return -1 if self.active_dataloader is None else self.active_dataloader.remainder
+
+    @property
+    def in_dataloader(self) -> bool:
+        """True while iterating a prepared data loader."""
+        return self.active_dataloader is not None
+
+    def _set_sync_gradients(self, sync_gradients: bool) -> None:
+        self.sync_gradients = sync_gradients
+
+    def _add_dataloader(self, dataloader: Any) -> None:
+        self.active_dataloader = dataloader
+        self.dataloader_references.append(dataloader)
+
+    def _remove_dataloader(self, dataloader: Any) -> None:
+        self.dataloader_references.remove(dataloader)
+        self.active_dataloader = self.dataloader_references[-1]
+
+    @classmethod
+    def _reset_state(cls) -> None:
+        """Forget the singleton (tests)."""
+        cls._shared_state.clear()
