@@ -29,7 +29,15 @@ from .utils.dataclasses import (
     TorchDynamoPlugin,
 )
 from .utils.modeling import compile_regions, save_weights
-from .utils.operations import gather, gather_object, pad_across_processes, reduce
+from .utils.operations import (
+    gather,
+    gather_object,
+    gather_uneven,
+    is_tensor_structure,
+    pad_across_processes,
+    recursively_apply,
+    reduce,
+)
 
 logger = get_logger(__name__)
 
@@ -538,36 +546,25 @@ class Accelerator:
         return gather(tensor)
 
     def gather_for_metrics(self, input_data: Any, use_gather_object: bool = False) -> Any:
-        """Gather for evaluation, dropping the samples added to even out the last batch."""
-        from .utils.operations import recursively_apply
+        """Gather evaluation outputs from every process, each sample exactly once.
 
-        tensors_only = True
-
-        def _check(t: Any) -> Any:
-            nonlocal tensors_only
-            tensors_only = False
-            return t
-
-        recursively_apply(
-            _check,
-            input_data,
-            test_type=lambda x: not isinstance(x, (torch.Tensor, list, tuple, dict)),
-        )
-        data = (
-            gather_object(input_data)
-            if use_gather_object or not tensors_only
-            else gather(input_data)
-        )
+        The samples a prepared data loader added to even out its last round are
+        dropped; with ``even_batches=False`` batches of different sizes are gathered
+        as they are. Non-tensor data (or ``use_gather_object``) goes through
+        :func:`~accel.utils.gather_object`.
+        """
+        if use_gather_object or not is_tensor_structure(input_data):
+            data = gather_object(input_data)
+        elif self.even_batches:
+            data = gather(input_data)
+        else:
+            data = gather_uneven(input_data)
         remainder = self.gradient_state.remainder
-        if self.gradient_state.end_of_dataloader and remainder > 0:
-            if (
-                isinstance(data, torch.Tensor)
-                or not isinstance(data, (list, tuple, dict))
-                or not tensors_only
-            ):
-                return data[:remainder]
-            return recursively_apply(lambda t: t[:remainder], data)
-        return data
+        if not (self.gradient_state.end_of_dataloader and remainder > 0):
+            return data
+        if isinstance(data, list) and not is_tensor_structure(data):
+            return data[:remainder]
+        return recursively_apply(lambda t: t[:remainder], data)
 
     def reduce(self, tensor: Any, reduction: str = "sum", scale: float = 1.0) -> Any:
         """All-reduce ``tensor`` (``sum`` or ``mean``)."""

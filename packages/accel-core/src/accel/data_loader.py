@@ -170,7 +170,9 @@ class BatchSamplerShard(BatchSampler):
                         batch.extend(head[: full - len(batch)])
                 else:
                     per = math.ceil(real / n)
-                    yield batch[rank * per : (rank + 1) * per]
+                    mine = batch[rank * per : (rank + 1) * per]
+                    if mine:  # a process with nothing left gets no batch (see join_uneven_inputs)
+                        yield mine
                     continue
             per = full // n
             yield batch[rank * per : (rank + 1) * per]
@@ -302,13 +304,16 @@ class DataLoaderShard(DataLoader):
         except TypeError:
             return None
 
-    def _last_round_valid(self) -> int:
+    def _final_remainder(self) -> int:
+        """Real samples in the last round when it holds padding duplicates, else -1."""
         source = (
             self.batch_sampler
             if isinstance(self.batch_sampler, BatchSamplerShard)
             else self.dataset
         )
-        return getattr(source, "last_round_valid", -1)
+        valid = getattr(source, "last_round_valid", -1)
+        total = self.total_batch_size
+        return valid if valid >= 0 and total is not None and valid < total else -1
 
     # -- iteration --------------------------------------------------------
     def _start_epoch(self) -> int:
@@ -323,38 +328,30 @@ class DataLoaderShard(DataLoader):
             return 0
         return skip  # iterable datasets: skipped by reading
 
+    def _batches(self, skip_by_reading: int) -> Iterator[Any]:
+        """This process's batches of the epoch, before device placement."""
+        iterator = super().__iter__()
+        for _ in range(skip_by_reading):
+            next(iterator, None)
+        yield from iterator
+
     def __iter__(self) -> Iterator[Any]:
-        skip_by_reading = self._start_epoch()
+        source = self._batches(self._start_epoch())
         self.gradient_state._add_dataloader(self)
         self.end_of_dataloader = False
         self.remainder = -1
         try:
-            iterator = super().__iter__()
-            for _ in range(skip_by_reading):
-                next(iterator, None)
-            try:
-                current = next(iterator)
-            except StopIteration:
-                current = None
-                self.end_of_dataloader = True
-            while current is not None:
-                try:
-                    upcoming = next(iterator)
-                except StopIteration:
-                    upcoming = None
+            current = next(source, _END)
+            self.end_of_dataloader = current is _END
+            while current is not _END:
+                upcoming = next(source, _END)  # look ahead to know which batch is the last
+                if upcoming is _END:
                     self.end_of_dataloader = True
-                    valid = self._last_round_valid()
-                    total = self.total_batch_size
-                    self.remainder = (
-                        valid if valid >= 0 and total is not None and valid < total else -1
-                    )
-                batch = (
-                    current
-                    if self.device is None
-                    else send_to_device(current, self.device, non_blocking=self.non_blocking)
-                )
+                    self.remainder = self._final_remainder()
+                if self.device is not None:
+                    current = send_to_device(current, self.device, non_blocking=self.non_blocking)
                 self.batches_yielded += 1
-                yield batch
+                yield current
                 current = upcoming
             self.epoch += 1
             self.batches_yielded = 0
@@ -362,9 +359,83 @@ class DataLoaderShard(DataLoader):
             self.gradient_state._remove_dataloader(self)
 
 
+_END = object()
+
+
+class DataLoaderDispatcher(DataLoaderShard):
+    """The main process reads each global batch and sends every process its slice.
+
+    For data sources that only one process should read. The global batch is
+    ``batch_size * num_processes`` (``batch_size`` with ``split_batches``); with
+    ``even_batches`` the last one is completed with samples from the first.
+    """
+
+    def __init__(
+        self, dataset: Any, split_batches: bool = False, even_batches: bool = True, **kwargs: Any
+    ):
+        super().__init__(dataset, **kwargs)
+        self.split_batches = split_batches
+        self.even_batches = even_batches
+        self._last_valid = -1
+
+    def _final_remainder(self) -> int:
+        total = self.total_batch_size
+        return self._last_valid if total is not None and 0 <= self._last_valid < total else -1
+
+    def _batches(self, skip_by_reading: int) -> Iterator[Any]:
+        from .utils.operations import (
+            broadcast_object_list,
+            concatenate,
+            find_batch_size,
+            slice_tensors,
+        )
+
+        state = PartialState()
+        n, rank = state.num_processes, state.process_index
+        iterator = super()._batches(skip_by_reading) if state.is_main_process else None
+        first: Any = None
+        while True:
+            batch = next(iterator, _END) if iterator is not None else None
+            batch = broadcast_object_list([None if batch is _END else batch])[0]
+            if batch is None:
+                return
+            first = batch if first is None else first
+            real = find_batch_size(batch)
+            full = self.total_batch_size or real
+            self._last_valid = real
+            if real < full and self.even_batches:
+                while find_batch_size(batch) < full:
+                    need = full - find_batch_size(batch)
+                    batch = concatenate([batch, slice_tensors(first, slice(0, need))])
+                real_per = full // n
+            else:
+                real_per = math.ceil(real / n) if real < full else full // n
+            yield slice_tensors(batch, slice(rank * real_per, (rank + 1) * real_per))
+
+
 def _draw_seed(sampler: Any) -> int:
     generator = getattr(sampler, "generator", None)
     return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
+
+
+def _seeded_batch_sampler(batch_sampler: Any, seed: int, batch_size: int | None = None) -> Any:
+    """``batch_sampler`` with a RandomSampler replaced by a SeedableRandomSampler (and a new batch size)."""
+    sampler = getattr(batch_sampler, "sampler", None)
+    size = batch_size or getattr(batch_sampler, "batch_size", None)
+    drop_last = getattr(batch_sampler, "drop_last", False)
+    if (
+        isinstance(sampler, RandomSampler)
+        and not sampler.replacement
+        and sampler._num_samples is None
+    ):
+        return BatchSampler(
+            SeedableRandomSampler(len(sampler.data_source), seed),
+            batch_size=size,
+            drop_last=drop_last,
+        )
+    if batch_size is not None:
+        return BatchSampler(sampler, batch_size=batch_size, drop_last=drop_last)
+    return batch_sampler
 
 
 def prepare_data_loader(
@@ -377,64 +448,56 @@ def prepare_data_loader(
     even_batches: bool = True,
     data_seed: int | None = None,
     non_blocking: bool = False,
+    dispatch_batches: bool = False,
 ) -> DataLoaderShard:
-    """Rebuild ``dataloader`` as a :class:`DataLoaderShard` for this process."""
+    """Rebuild ``dataloader`` as a :class:`DataLoaderShard` (or :class:`DataLoaderDispatcher`) for this process."""
     state = PartialState()
-    num_processes = state.num_processes if num_processes is None else num_processes
-    process_index = state.process_index if process_index is None else process_index
+    n = state.num_processes if num_processes is None else num_processes
+    rank = state.process_index if process_index is None else process_index
     kwargs = {k: getattr(dataloader, k) for k in _LOADER_KWARGS if hasattr(dataloader, k)}
     if kwargs.get("num_workers", 0) == 0:
         kwargs.pop("prefetch_factor", None)
         kwargs.pop("persistent_workers", None)
     dataset = dataloader.dataset
-    seed = data_seed
-    if isinstance(dataset, IterableDataset):
-        if seed is None:
-            seed = _draw_seed(None)
-        if num_processes > 1:
-            dataset = IterableDatasetShard(
-                dataset,
-                batch_size=dataloader.batch_size,
-                drop_last=dataloader.drop_last,
-                num_processes=num_processes,
-                process_index=process_index,
-                split_batches=split_batches,
-            )
-        per = (
-            dataloader.batch_size // num_processes
-            if split_batches and dataloader.batch_size
-            else dataloader.batch_size
+    iterable = isinstance(dataset, IterableDataset)
+    sampler = None if iterable else getattr(dataloader.batch_sampler, "sampler", None)
+    seed = data_seed if data_seed is not None else _draw_seed(sampler)
+    if n > 1:
+        seed = _agree_on_seed(seed)
+    common = {
+        "device": device if put_on_device else None,
+        "seed": seed,
+        "non_blocking": non_blocking,
+    }
+    batch_size = dataloader.batch_size
+    if split_batches and batch_size is not None and batch_size % n != 0:
+        raise ValueError(
+            f"split_batches=True needs a batch size ({batch_size}) that is a multiple of the number of processes ({n})"
         )
+    if dispatch_batches and n > 1:
+        global_size = batch_size if split_batches or batch_size is None else batch_size * n
+        if iterable:
+            kwargs.update(batch_size=global_size, drop_last=dataloader.drop_last)
+        else:
+            kwargs["batch_sampler"] = BatchSamplerShard(
+                _seeded_batch_sampler(dataloader.batch_sampler, seed, global_size)
+            )
+        return DataLoaderDispatcher(
+            dataset, split_batches=split_batches, even_batches=even_batches, **common, **kwargs
+        )
+    if iterable:
+        if n > 1:
+            dataset = IterableDatasetShard(
+                dataset, batch_size, dataloader.drop_last, n, rank, split_batches
+            )
+        per = batch_size // n if split_batches and batch_size else batch_size
         kwargs.update(batch_size=per, drop_last=dataloader.drop_last)
     else:
-        batch_sampler = dataloader.batch_sampler
-        sampler = getattr(batch_sampler, "sampler", None)
-        if (
-            isinstance(sampler, RandomSampler)
-            and not sampler.replacement
-            and sampler._num_samples is None
-        ):
-            if seed is None:
-                seed = _draw_seed(sampler)
-            batch_sampler = BatchSampler(
-                SeedableRandomSampler(len(sampler.data_source), seed),
-                batch_size=batch_sampler.batch_size,
-                drop_last=batch_sampler.drop_last,
-            )
-        elif seed is None:
-            seed = _draw_seed(sampler)
+        batch_sampler = _seeded_batch_sampler(dataloader.batch_sampler, seed)
         kwargs["batch_sampler"] = BatchSamplerShard(
-            batch_sampler, num_processes, process_index, split_batches, even_batches
+            batch_sampler, n, rank, split_batches, even_batches
         )
-    if num_processes > 1:
-        seed = _agree_on_seed(seed)
-    return DataLoaderShard(
-        dataset,
-        device=device if put_on_device else None,
-        seed=seed,
-        non_blocking=non_blocking,
-        **kwargs,
-    )
+    return DataLoaderShard(dataset, **common, **kwargs)
 
 
 def _agree_on_seed(seed: int) -> int:
@@ -477,6 +540,7 @@ class _SkippingLoader:
 __all__ = [
     "BatchSamplerShard",
     "DataLoaderShard",
+    "DataLoaderDispatcher",
     "IterableDatasetShard",
     "SeedableRandomSampler",
     "prepare_data_loader",

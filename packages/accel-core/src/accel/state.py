@@ -6,6 +6,7 @@ Each is a process-wide singleton (instances share one ``__dict__``), so a
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import math
@@ -43,6 +44,11 @@ def _multi_type(device: torch.device) -> DistributedType:
 
 def _process_group_backend(device: torch.device) -> str:
     return {"cuda": "nccl", "xpu": "xccl", "npu": "hccl"}.get(device.type, "gloo")
+
+
+def _destroy_process_group() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 class PartialState:
@@ -89,6 +95,8 @@ class PartialState:
                 init_kwargs.setdefault("rank", rank)
                 init_kwargs.setdefault("world_size", world)
                 dist.init_process_group(**init_kwargs)
+                # Tear the group down before interpreter exit: gloo's threads abort the process otherwise.
+                atexit.register(_destroy_process_group)
         else:
             self.distributed_type = DistributedType.NO
             self.backend = None
@@ -215,8 +223,7 @@ class PartialState:
 
     def destroy_process_group(self) -> None:
         """Tear down the process group (end of a run)."""
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        _destroy_process_group()
 
     @classmethod
     def _reset_state(cls) -> None:

@@ -58,12 +58,18 @@ class Backend:
     def prepare_model(
         self, model: torch.nn.Module, device_placement: bool = True, evaluation_mode: bool = False
     ) -> torch.nn.Module:
-        """Place the model, apply mixed precision and compilation; subclasses then wrap it."""
+        """Place the model, apply mixed precision, :meth:`wrap_model` (unless evaluating), then compile."""
         acc = self.accelerator
         if device_placement:
             model = model.to(acc.device)
         model = acc.precision.wrap_model(model)
+        if not evaluation_mode:
+            model = self.wrap_model(model)
         return acc._compile(model)
+
+    def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Wrap a placed model for this strategy (DDP, FSDP, ...); the default leaves it as is."""
+        return model
 
     def prepare_optimizer(
         self, optimizer: torch.optim.Optimizer, device_placement: bool = True
@@ -91,6 +97,7 @@ class Backend:
             even_batches=config.even_batches,
             data_seed=config.data_seed,
             non_blocking=config.non_blocking,
+            dispatch_batches=bool(config.dispatch_batches),
         )
 
     def prepare_scheduler(self, scheduler: Any, optimizers: list[Any]) -> Any:

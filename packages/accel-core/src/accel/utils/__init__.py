@@ -41,6 +41,8 @@ _add(
     "find_batch_size",
     "gather",
     "gather_object",
+    "gather_uneven",
+    "verify_operation",
     "pad_across_processes",
     "recursively_apply",
     "reduce",

@@ -128,18 +128,11 @@ def get_shapes(data: Any) -> Any:
     return recursively_apply(lambda t: list(t.shape), data)
 
 
-def _verify(name: str, data: Any, same_shape: bool) -> None:
-    """Debug mode: gather every rank's shapes and raise if they cannot go through ``name``."""
-    shapes = get_shapes(data)
+def _verify(name: str, data: Any) -> None:
+    """Debug mode: gather every rank's shapes and raise unless they are all the same."""
     everyone: list[Any] = [None] * _world()
-    dist.all_gather_object(everyone, shapes)
-    reference = everyone[0]
-    bad = any(_structure(s) != _structure(reference) for s in everyone)
-    if same_shape:
-        bad = bad or any(s != reference for s in everyone)
-    else:  # gather: every dim but the first must agree
-        bad = bad or any(_tail_dims(s) != _tail_dims(reference) for s in everyone)
-    if bad:
+    dist.all_gather_object(everyone, get_shapes(data))
+    if any(shapes != everyone[0] for shapes in everyone):
         lines = "\n".join(f"  - Process {i}: {s}" for i, s in enumerate(everyone))
         raise DistributedOperationException(
             f"Cannot apply desired operation due to shape mismatches. All shapes across devices must be valid.\n"
@@ -147,35 +140,16 @@ def _verify(name: str, data: Any, same_shape: bool) -> None:
         )
 
 
-def _structure(shapes: Any) -> Any:
-    return recursively_apply(
-        lambda s: len(s),
-        shapes,
-        test_type=lambda x: isinstance(x, list) and all(isinstance(i, int) for i in x),
-    )
+def verify_operation(function: Callable) -> Callable:
+    """Decorator: in debug mode, check that shapes match across ranks before running the collective."""
 
+    @functools.wraps(function)
+    def wrapper(data: Any, *args: Any, **kwargs: Any) -> Any:
+        if _world() > 1 and _debug_enabled():
+            _verify(function.__name__, data)
+        return function(data, *args, **kwargs)
 
-def _tail_dims(shapes: Any) -> Any:
-    return recursively_apply(
-        lambda s: s[1:],
-        shapes,
-        test_type=lambda x: isinstance(x, list) and all(isinstance(i, int) for i in x),
-    )
-
-
-def verify_operation(same_shape: bool) -> Callable:
-    """Decorator: in debug mode, check shapes across ranks before running the collective."""
-
-    def decorator(function: Callable) -> Callable:
-        @functools.wraps(function)
-        def wrapper(data: Any, *args: Any, **kwargs: Any) -> Any:
-            if _world() > 1 and _debug_enabled():
-                _verify(function.__name__, data, same_shape)
-            return function(data, *args, **kwargs)
-
-        return wrapper
-
-    return decorator
+    return wrapper
 
 
 def _gather_one(tensor: torch.Tensor) -> torch.Tensor:
@@ -189,12 +163,42 @@ def _gather_one(tensor: torch.Tensor) -> torch.Tensor:
     return out
 
 
-@verify_operation(same_shape=False)
+@verify_operation
 def gather(tensor: Any) -> Any:
     """Concatenate ``tensor`` (nested) from every process along the first dimension."""
     if _world() == 1:
         return tensor
     return recursively_apply(_gather_one, tensor, error_on_other_type=True)
+
+
+def is_tensor_structure(data: Any) -> bool:
+    """Whether ``data`` is a tensor or lists/tuples/dicts holding only tensors."""
+    if isinstance(data, torch.Tensor):
+        return True
+    if isinstance(data, (list, tuple)):
+        return len(data) > 0 and all(is_tensor_structure(d) for d in data)
+    if isinstance(data, Mapping):
+        return len(data) > 0 and all(is_tensor_structure(d) for d in data.values())
+    return False
+
+
+def _gather_uneven_one(tensor: torch.Tensor) -> torch.Tensor:
+    if tensor.ndim == 0:
+        tensor = tensor[None]
+    sizes = _gather_one(torch.tensor([tensor.shape[0]], device=tensor.device)).tolist()
+    longest = max(sizes)
+    if tensor.shape[0] < longest:
+        padding = tensor.new_zeros((longest - tensor.shape[0], *tensor.shape[1:]))
+        tensor = torch.cat([tensor, padding])
+    chunks = _gather_one(tensor).split(longest)
+    return torch.cat([chunk[:size] for chunk, size in zip(chunks, sizes)])
+
+
+def gather_uneven(tensor: Any) -> Any:
+    """Like :func:`gather`, for tensors whose first dimension differs across processes."""
+    if _world() == 1:
+        return tensor
+    return recursively_apply(_gather_uneven_one, tensor, error_on_other_type=True)
 
 
 def gather_object(obj: Any) -> list[Any]:
@@ -208,7 +212,7 @@ def gather_object(obj: Any) -> list[Any]:
     return everyone
 
 
-@verify_operation(same_shape=True)
+@verify_operation
 def reduce(tensor: Any, reduction: str = "mean", scale: float = 1.0) -> Any:
     """All-reduce ``tensor`` (nested) with ``sum`` or ``mean``, times ``scale``."""
     if reduction not in ("sum", "mean", "none"):
@@ -225,7 +229,7 @@ def reduce(tensor: Any, reduction: str = "mean", scale: float = 1.0) -> Any:
     return recursively_apply(_reduce, tensor, error_on_other_type=True)
 
 
-@verify_operation(same_shape=True)
+@verify_operation
 def broadcast(tensor: Any, from_process: int = 0) -> Any:
     """Broadcast ``tensor`` (nested, in place) from ``from_process`` to every process."""
     if _world() == 1:

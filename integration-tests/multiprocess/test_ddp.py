@@ -1,0 +1,18 @@
+"""accel-ddp on 2 real gloo processes: parity with one process, accumulation, comm hooks, LocalSGD, join."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.mark.timeout(400)
+def test_ddp_on_two_processes(distributed):
+    result = distributed("ddp_checks.py", timeout=380)
+    for name in ("parity", "accumulation", "comm_hooks", "local_sgd", "join", "providers"):
+        assert f"ok {name}" in result.stdout, result.stdout
+
+
+@pytest.mark.timeout(200)
+def test_without_accel_ddp_preparing_a_model_names_the_package(distributed):
+    result = distributed("no_ddp_checks.py", timeout=180, env={"ACCEL_DISABLE_PLUGINS": "ddp"})
+    assert "ok no_ddp" in result.stdout, result.stdout

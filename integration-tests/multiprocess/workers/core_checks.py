@@ -1,0 +1,213 @@
+"""Checks of accel-core's multi-process features on 2 real processes (no model wrapping needed)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import tempfile
+import time
+
+import torch
+import torch.distributed as dist
+from accel import Accelerator, DataLoaderConfiguration, PartialState
+from accel.state import AcceleratorState, GradientState
+from accel.utils import (
+    DistributedOperationException,
+    broadcast,
+    broadcast_object_list,
+    gather,
+    gather_object,
+    gather_uneven,
+    pad_across_processes,
+    reduce,
+    synchronize_rng_states,
+)
+from torch.utils.data import DataLoader, IterableDataset
+
+
+def fresh(**kwargs) -> Accelerator:
+    AcceleratorState._reset_state()
+    GradientState._reset_state()
+    return Accelerator(**kwargs)
+
+
+class Stream(IterableDataset):
+    def __init__(self, n: int):
+        self.n = n
+
+    def __iter__(self):
+        yield from range(self.n)
+
+
+def check_operations() -> None:
+    state = PartialState()
+    rank = state.process_index
+    t = torch.tensor([rank, rank + 10])
+    assert gather(t).tolist() == [0, 10, 1, 11]
+    nested = gather({"a": t, "b": [t * 2]})
+    assert nested["b"][0].tolist() == [0, 20, 2, 22]
+    assert gather_object([f"r{rank}"]) == ["r0", "r1"]
+    assert reduce(torch.tensor([1.0 + rank]), "sum").item() == 3.0
+    assert reduce(torch.tensor([1.0 + rank]), "mean").item() == 1.5
+    b = broadcast(torch.tensor([rank * 5.0]), from_process=1)
+    assert b.item() == 5.0
+    objs = broadcast_object_list([{"rank": rank}])
+    assert objs == [{"rank": 0}]
+    ragged = torch.ones(rank + 1, 2) * (rank + 1)
+    padded = pad_across_processes(ragged, dim=0, pad_index=-1)
+    assert padded.shape == (2, 2)
+    if rank == 0:
+        assert padded[1].tolist() == [-1, -1]
+    first = pad_across_processes(ragged, dim=0, pad_index=-1, pad_first=True)
+    if rank == 0:
+        assert first[0].tolist() == [-1, -1] and first[1].tolist() == [1, 1]
+    torch.manual_seed(rank)
+    synchronize_rng_states(["torch"])
+    draws = gather(torch.rand(1))
+    assert draws[0] == draws[1], "synchronize_rng_states did not align the torch RNG"
+
+
+def check_split_between_processes() -> None:
+    state = PartialState()
+    with state.split_between_processes(["a", "b", "c"]) as part:
+        assert part == (["a", "b"] if state.process_index == 0 else ["c"])
+    with state.split_between_processes(["a", "b", "c"], apply_padding=True) as part:
+        assert part == (["a", "b"] if state.process_index == 0 else ["c", "c"])
+    with state.split_between_processes({"x": [1, 2, 3, 4], "y": ("p", "q", "r", "s")}) as part:
+        assert part == (
+            {"x": [1, 2], "y": ("p", "q")}
+            if state.process_index == 0
+            else {"x": [3, 4], "y": ("r", "s")}
+        )
+    with state.split_between_processes(torch.arange(5)) as part:
+        assert part.tolist() == ([0, 1, 2] if state.process_index == 0 else [3, 4])
+
+
+def check_triggers_and_ordering() -> None:
+    acc = fresh()
+    assert not acc.check_trigger()
+    if acc.process_index == 1:
+        acc.set_trigger()
+    assert acc.check_trigger(), "a trigger set on rank 1 must be seen by every rank"
+    assert not acc.check_trigger(), "the trigger is reset after being seen"
+    folder = tempfile.gettempdir()
+    marker = os.path.join(folder, f"accel-mpf-{os.environ['TORCHELASTIC_RUN_ID']}")
+    with acc.main_process_first():
+        if acc.is_main_process:
+            time.sleep(0.5)
+            with open(marker, "w") as f:
+                f.write("main")
+        else:
+            assert os.path.exists(marker), "main_process_first: rank 1 ran before rank 0 finished"
+    acc.wait_for_everyone()
+    if acc.is_main_process:
+        os.remove(marker)
+    calls = []
+    acc.on_main_process(lambda: calls.append("main"))()
+    acc.on_last_process(lambda: calls.append("last"))()
+    acc.on_process(lambda: calls.append("p1"), process_index=1)()
+    assert calls == (["main"] if acc.process_index == 0 else ["last", "p1"])
+
+
+def check_gather_for_metrics_grid() -> None:
+    """Every (length, batch, drop_last, split_batches, even_batches, kind, dispatch) combination."""
+    failures = []
+    combos = itertools.product(
+        [1, 2, 7, 8, 13, 16],
+        [1, 2, 3, 4],
+        [False, True],
+        [False, True],
+        [True, False],
+        ["map", "iterable"],
+        [False, True],
+    )
+    for n, bs, drop_last, split, even, kind, dispatch in combos:
+        if split and bs % 2:
+            continue
+        if not even and not dispatch and kind == "map":
+            continue  # ranks may get different numbers of batches: needs join_uneven_inputs (ddp_checks)
+        if not even and kind == "iterable" and not dispatch:
+            continue  # iterable shards are always even
+        acc = fresh(
+            dataloader_config=DataLoaderConfiguration(
+                split_batches=split, even_batches=even, dispatch_batches=dispatch
+            )
+        )
+        data = list(range(n)) if kind == "map" else Stream(n)
+        dl = acc.prepare(DataLoader(data, batch_size=bs, drop_last=drop_last))
+        seen: list[int] = []
+        for batch in dl:
+            seen.extend(acc.gather_for_metrics(batch).tolist())
+        dup = len(seen) != len(set(seen))
+        if drop_last:
+            ok = not dup and len(seen) <= n
+        else:
+            ok = sorted(seen) == list(range(n))
+        if not ok:
+            failures.append((n, bs, drop_last, split, even, kind, dispatch, seen))
+    assert not failures, f"{len(failures)} gather_for_metrics failures, first: {failures[:3]}"
+    acc = fresh()
+    dl = acc.prepare(DataLoader(list(range(5)), batch_size=2))
+    seen_objects: list = []
+    for batch in dl:
+        seen_objects.extend(
+            acc.gather_for_metrics([f"s{i}" for i in batch.tolist()], use_gather_object=True)
+        )
+    assert sorted(seen_objects) == [f"s{i}" for i in range(5)], seen_objects
+
+
+def check_debug_mode() -> None:
+    state = PartialState()
+    state.debug = True
+    try:
+        t = torch.zeros(2, 3 + state.process_index)
+        start = time.monotonic()
+        try:
+            gather(t)
+        except DistributedOperationException as exc:
+            message = str(exc)
+            assert "gather" in message and "[2, 3]" in message and "[2, 4]" in message, message
+        else:
+            raise AssertionError("debug mode let a mismatched gather through")
+        assert time.monotonic() - start < 10
+        try:
+            reduce(torch.zeros(1 + state.process_index))
+        except DistributedOperationException:
+            pass
+        else:
+            raise AssertionError("debug mode let a mismatched reduce through")
+        assert gather_uneven(torch.zeros(1 + state.process_index, 2)).shape == (3, 2)
+    finally:
+        state.debug = False
+
+
+def check_sharded_epochs() -> None:
+    acc = fresh()
+    dl = acc.prepare(DataLoader(list(range(12)), batch_size=2, shuffle=True))
+    epochs = []
+    for _ in range(2):
+        mine = [i for b in dl for i in b.tolist()]
+        everyone = gather_object([mine])
+        assert sorted(everyone[0] + everyone[1]) == list(range(12)), (
+            "shards must partition the dataset"
+        )
+        epochs.append(everyone)
+    assert epochs[0] != epochs[1], "the permutation must change with the epoch"
+
+
+CHECKS = {
+    "operations": check_operations,
+    "split": check_split_between_processes,
+    "triggers": check_triggers_and_ordering,
+    "gather_for_metrics": check_gather_for_metrics_grid,
+    "debug": check_debug_mode,
+    "epochs": check_sharded_epochs,
+}
+
+if __name__ == "__main__":
+    PartialState()
+    for name in sys.argv[1:] or list(CHECKS):
+        CHECKS[name]()
+        if dist.get_rank() == 0:
+            print(f"ok {name}", flush=True)

@@ -1,0 +1,610 @@
+"""``accel launch``: resolve the settings, pick a launcher, run the script.
+
+Settings come from defaults < config file < ``ACCEL_*`` environment < flags (see
+:mod:`accel.utils.config`). One process runs the script directly (the launcher
+process becomes the script); several processes or machines run
+``python -m torch.distributed.run``, whose workers get the resolved settings as
+``ACCEL_*`` variables. ``--help`` and every bad-input error stay torch-free.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .parsing import Parser, UsageError
+
+DESCRIPTION = """\
+Launch a training script on one process, several processes or several machines.
+
+Settings are taken, lowest precedence first, from the defaults, the config file
+(--config_file, $ACCEL_CONFIG_FILE or the default file written by `accel config`),
+ACCEL_* environment variables and these flags. `accel config show` prints every
+resolved setting and where it came from.
+"""
+
+EPILOG = """\
+examples:
+  accel launch train.py --lr 1e-3
+  accel launch --cpu --num_processes 2 train.py
+  accel launch --multi_gpu --mixed_precision fp16 --num_processes 2 train.py
+  accel launch --num_machines 2 --machine_rank 0 --main_process_ip 10.0.0.1 \\
+      --main_process_port 29500 --num_processes 16 train.py
+"""
+
+SELECTOR_FLAGS: dict[str, str] = {
+    "use_fsdp": "FSDP",
+    "use_deepspeed": "DEEPSPEED",
+    "use_megatron_lm": "MEGATRON_LM",
+    "tpu": "XLA",
+    "use_xla": "XLA",
+}
+"""Plugin flags that choose the distributed type (``--use_fsdp`` means ``FSDP``)."""
+
+PLUGIN_FLAG_OWNERS: list[tuple[str, str]] = [
+    ("--use_fsdp", "accel-fsdp"),
+    ("--fsdp_", "accel-fsdp"),
+    ("--use_deepspeed", "accel-deepspeed"),
+    ("--deepspeed_", "accel-deepspeed"),
+    ("--zero_stage", "accel-deepspeed"),
+    ("--zero3_", "accel-deepspeed"),
+    ("--offload_optimizer", "accel-deepspeed"),
+    ("--offload_param", "accel-deepspeed"),
+    ("--gradient_clipping", "accel-deepspeed"),
+    ("--use_megatron_lm", "accel-megatron"),
+    ("--megatron_lm_", "accel-megatron"),
+    ("--fp8_", "accel-fp8"),
+    ("--tpu", "accel-tpu"),
+    ("--use_xla", "accel-tpu"),
+]
+"""Well-known plugin flags and their package, for a clear error when the plugin is absent."""
+
+
+@dataclass
+class PluginFlag:
+    """A flag a plugin added to ``accel launch``."""
+
+    dest: str
+    plugin: str
+    target: str
+    """Where the value goes: a core key, ``"section.key"``, or the dest itself."""
+    default: Any = None
+    """The default the plugin declared (applied by the plugin, never over the config file)."""
+
+
+@dataclass
+class LaunchParser:
+    """The ``accel launch`` parser and what each plugin contributed."""
+
+    parser: Parser
+    plugin_flags: dict[str, PluginFlag] = field(default_factory=dict)
+    plugin_errors: list[str] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
+    """Setting name -> the flag that set it (``use_cpu`` -> ``--cpu``), filled by :func:`flags_from`."""
+
+    def option_of(self, dest: str) -> str:
+        """The first option string of ``dest`` (``--cpu`` for ``use_cpu``)."""
+        for action in self.parser._actions:
+            if action.dest == dest and action.option_strings:
+                return action.option_strings[0]
+        return f"--{dest}"
+
+
+def _bool_flag(group: Any, *names: str, help: str, dest: str | None = None) -> None:
+    kwargs: dict[str, Any] = {"action": "store_true", "default": None, "help": help}
+    if dest:
+        kwargs["dest"] = dest
+    group.add_argument(*names, **kwargs)
+
+
+def add_core_arguments(parser: argparse.ArgumentParser, script: bool = True) -> None:
+    """Add every core flag of ``accel launch`` to ``parser`` (values stay None when not given)."""
+    parser.add_argument(
+        "--config_file",
+        "--config-file",
+        metavar="PATH",
+        default=None,
+        help="config file to use (default: $ACCEL_CONFIG_FILE, else the file `accel config` writes)",
+    )
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="do not print the resolved topology"
+    )
+    parser.add_argument(
+        "--dry_run",
+        action="store_true",
+        help="print the command and ACCEL_* variables instead of running them",
+    )
+    hw = parser.add_argument_group("hardware selection")
+    _bool_flag(hw, "--cpu", dest="use_cpu", help="run on the CPU even if an accelerator is present")
+    _bool_flag(hw, "--multi_gpu", help="distributed GPU training (DDP; needs accel-ddp)")
+    res = parser.add_argument_group("resource selection")
+    res.add_argument(
+        "--mixed_precision",
+        metavar="{no,fp16,bf16,fp8}",
+        help="mixed precision (fp8 needs accel-fp8)",
+    )
+    res.add_argument(
+        "--num_processes",
+        metavar="N",
+        help="total number of processes over all machines (Accelerate's meaning)",
+    )
+    res.add_argument(
+        "--nproc_per_node",
+        metavar="N",
+        help="processes on this machine (torchrun's meaning; default num_processes / num_machines)",
+    )
+    res.add_argument(
+        "--num_machines", "--nnodes", dest="num_machines", metavar="N", help="number of machines"
+    )
+    res.add_argument(
+        "--num_cpu_threads_per_process",
+        metavar="N",
+        help="OMP_NUM_THREADS of each process (default 1 with several processes)",
+    )
+    _bool_flag(
+        res,
+        "--enable_cpu_affinity",
+        help="pin each process to the CPU cores near its GPU (NVIDIA only)",
+    )
+    res.add_argument("--dynamo_backend", metavar="BACKEND", help="torch.compile backend (NO: off)")
+    res.add_argument(
+        "--dynamo_mode",
+        metavar="{default,reduce-overhead,max-autotune,max-autotune-no-cudagraphs}",
+        help="torch.compile mode",
+    )
+    _bool_flag(res, "--dynamo_use_fullgraph", help="torch.compile fullgraph=True")
+    _bool_flag(res, "--dynamo_use_dynamic", help="torch.compile dynamic=True")
+    _bool_flag(res, "--dynamo_use_regional_compilation", help="compile repeated blocks one by one")
+    train = parser.add_argument_group("training")
+    train.add_argument(
+        "--gradient_accumulation_steps", metavar="N", help="default gradient-accumulation steps"
+    )
+    _bool_flag(train, "--debug", help="check tensor shapes across ranks before each collective")
+    train.add_argument(
+        "--main_training_function", metavar="NAME", help="function to run (TPU pods, notebooks)"
+    )
+    train.add_argument(
+        "--downcast_bf16",
+        metavar="{no,yes}",
+        help="on TPU: float as bfloat16 and double as float32",
+    )
+    dist = parser.add_argument_group("distributed and multi-machine")
+    dist.add_argument("--gpu_ids", metavar="IDS", help="GPUs to use: all, or ids such as 0,1")
+    _bool_flag(dist, "--same_network", help="all machines are on the same local network")
+    dist.add_argument(
+        "--machine_rank",
+        "--node_rank",
+        dest="machine_rank",
+        metavar="R",
+        help="rank of this machine, 0 to num_machines - 1",
+    )
+    dist.add_argument(
+        "--main_process_ip",
+        "--master_addr",
+        dest="main_process_ip",
+        metavar="HOST",
+        help="address of machine 0",
+    )
+    dist.add_argument(
+        "--main_process_port",
+        "--master_port",
+        dest="main_process_port",
+        metavar="PORT",
+        help="port of the main process (29500 with several machines; a free one otherwise)",
+    )
+    dist.add_argument(
+        "--rdzv_backend",
+        metavar="{static,c10d,etcd,etcd-v2}",
+        help="rendezvous backend (c10d lets machines run different numbers of processes)",
+    )
+    dist.add_argument("--rdzv_conf", metavar="K=V,...", help="extra rendezvous settings")
+    dist.add_argument("--rdzv_id", metavar="ID", help="job id shared by all machines (c10d)")
+    dist.add_argument(
+        "--max_restarts", metavar="N", help="restarts of the worker group before failing"
+    )
+    dist.add_argument(
+        "--monitor_interval", metavar="SECONDS", help="seconds between checks of the workers"
+    )
+    dist.add_argument("--log_dir", metavar="DIR", help="directory for the workers' logs")
+    dist.add_argument("--tee", metavar="{0,1,2,3}", help="also write worker streams to log_dir")
+    dist.add_argument(
+        "--launcher",
+        metavar="NAME",
+        help="use this launcher instead of the one that claims the job (see `accel plugins`)",
+    )
+    if script:
+        prog = parser.add_argument_group("the script")
+        prog.add_argument(
+            "-m",
+            "--module",
+            action="store_true",
+            help="the script is a Python module name, run like `python -m`",
+        )
+        prog.add_argument(
+            "--no_python",
+            action="store_true",
+            help="the script is a program, not Python: run it without `python`",
+        )
+        parser.add_argument("training_script", nargs="?", help="the script to run")
+        parser.add_argument(
+            "training_script_args", nargs=argparse.REMAINDER, help="the script's own arguments"
+        )
+
+
+LAUNCH_ONLY_DESTS = {
+    "config_file",
+    "quiet",
+    "dry_run",
+    "launcher",
+    "module",
+    "no_python",
+    "training_script",
+    "training_script_args",
+    "multi_gpu",
+    "json",
+}
+"""Parsed names that are not settings of :mod:`accel.utils.config`."""
+
+DYNAMO_DESTS = {
+    "dynamo_backend",
+    "dynamo_mode",
+    "dynamo_use_fullgraph",
+    "dynamo_use_dynamic",
+    "dynamo_use_regional_compilation",
+}
+
+
+def build_parser(prog: str = "accel launch", script: bool = True) -> LaunchParser:
+    """The ``accel launch`` parser: core flags, then each installed plugin's flags."""
+    parser = Parser(prog=prog, description=DESCRIPTION, epilog=EPILOG if script else None)
+    add_core_arguments(parser, script=script)
+    result = LaunchParser(parser)
+    _add_plugin_arguments(result)
+    return result
+
+
+def _add_plugin_arguments(result: LaunchParser) -> None:
+    try:
+        from accel.plugins import get_plugin_manager
+    except Exception as exc:  # pragma: no cover - accel-core is a dependency
+        result.plugin_errors.append(str(exc))
+        return
+    pm = get_plugin_manager()
+    parser = result.parser
+    impls = pm.hook.accel_launch_arguments.get_hookimpls()
+    section_impls = {i.plugin_name: i for i in pm.hook.accel_config_sections.get_hookimpls()}
+    for impl in impls:
+        name = impl.plugin_name
+        dist = _distribution_of(pm, name)
+        group = parser.add_argument_group(f"{name} options ({dist or 'plugin'})")
+        before = {id(a) for a in parser._actions}
+        try:
+            impl.function(parser=group)
+        except Exception as exc:  # a broken plugin must not break `accel launch`
+            result.plugin_errors.append(f"{name}: {type(exc).__name__}: {exc}")
+            continue
+        sections: list[str] = []
+        if name in section_impls:
+            try:
+                sections = list(section_impls[name].function() or {})
+            except Exception:
+                sections = []
+        for action in parser._actions:
+            if id(action) in before or action.dest in (None, argparse.SUPPRESS, "help"):
+                continue
+            result.plugin_flags[action.dest] = PluginFlag(
+                action.dest, name, _target(action.dest, sections), action.default
+            )
+            # "not given" must stay distinguishable from the plugin's default, so that a
+            # flag's default never overrides the config file
+            action.default = argparse.SUPPRESS
+
+
+def _target(dest: str, sections: list[str]) -> str:
+    from accel.utils.config import KEYS
+
+    if dest in SELECTOR_FLAGS or dest in KEYS or "." in dest:
+        return dest
+    if len(sections) == 1:
+        return f"{sections[0]}.{dest}"
+    return dest
+
+
+def _distribution_of(pm: Any, plugin_name: str) -> str | None:
+    from accel.plugins import list_plugins
+
+    for info in list_plugins():
+        if info.name == plugin_name:
+            return info.distribution
+    return None
+
+
+def parse(
+    argv: list[str],
+    prog: str = "accel launch",
+    script: bool = True,
+    configure: Any = None,
+):
+    """Parse ``argv``; returns ``(namespace, LaunchParser)``. Unknown flags fail clearly.
+
+    ``configure(parser)`` may add options first (``accel config show`` adds ``--json``).
+    """
+    lp = build_parser(prog, script=script)
+    if configure is not None:
+        configure(lp.parser)
+    ns, extras = lp.parser.parse_known_args(argv)
+    for token in extras:
+        if not token.startswith("-"):
+            continue
+        flag = token.split("=", 1)[0]
+        for prefix, package in PLUGIN_FLAG_OWNERS:
+            if flag == prefix or (prefix.endswith("_") and flag.startswith(prefix)):
+                from accel.errors import MissingPluginError
+
+                raise MissingPluginError(f"{flag}", package)
+    if extras:
+        import difflib
+
+        flag = extras[0].split("=", 1)[0]
+        options = [o for a in lp.parser._actions for o in a.option_strings]
+        close = difflib.get_close_matches(flag, options, n=1)
+        hint = f"did you mean {close[0]}?" if close else f"see `{prog} --help`"
+        if flag.startswith("-"):
+            raise UsageError(f"unknown option {flag}; {hint}")
+        raise UsageError(f"unexpected argument {extras[0]!r}; {hint}")
+    return ns, lp
+
+
+def flags_from(ns: argparse.Namespace, lp: LaunchParser) -> dict[str, Any]:
+    """The settings given as flags, by setting name (``section.key`` for plugin sections)."""
+    flags: dict[str, Any] = {}
+    selected: list[tuple[str, str]] = []
+    for dest, value in vars(ns).items():
+        if value is None:
+            continue
+        if dest in LAUNCH_ONLY_DESTS:
+            continue
+        if dest in DYNAMO_DESTS:
+            flags[f"dynamo_config.{dest}"] = value
+            continue
+        info = lp.plugin_flags.get(dest)
+        if info is None:
+            flags[dest] = value
+            continue
+        if dest in SELECTOR_FLAGS:
+            if value:
+                selected.append((f"--{dest}", SELECTOR_FLAGS[dest]))
+            continue
+        flags[info.target] = value
+    if ns.multi_gpu:
+        selected.append(("--multi_gpu", "MULTI_GPU"))
+    for name in flags:
+        lp.labels[name] = lp.option_of(
+            name.rpartition(".")[2]
+            if name.startswith("dynamo_config.")
+            else next((d for d, i in lp.plugin_flags.items() if i.target == name), name)
+        )
+    kinds = {kind for _, kind in selected}
+    if len(kinds - {"MULTI_GPU"}) > 1:
+        names = " and ".join(flag for flag, kind in selected if kind != "MULTI_GPU")
+        raise UsageError(f"{names} contradict each other: choose one distributed type")
+    if selected:
+        plugin_kinds = kinds - {"MULTI_GPU"}
+        flags["distributed_type"] = plugin_kinds.pop() if plugin_kinds else "MULTI_GPU"
+        lp.labels["distributed_type"] = next(
+            f for f, k in selected if k == flags["distributed_type"]
+        )
+        if ns.use_cpu and flags["distributed_type"] == "MULTI_GPU":
+            raise UsageError(
+                "--cpu and --multi_gpu contradict each other: use --cpu --num_processes N "
+                "for several CPU processes"
+            )
+    return flags
+
+
+def resolve_from(ns: argparse.Namespace, lp: LaunchParser):
+    """The resolved settings for a parsed ``accel launch`` / ``accel config show`` command line."""
+    from accel.utils.config import resolve
+
+    flags = flags_from(ns, lp)
+    resolved = resolve(flags=flags, config_file=ns.config_file, flag_labels=lp.labels)
+    if resolved.config_file is None and ns.config_file:
+        raise UsageError(f"config file {ns.config_file} does not exist")
+    return resolved
+
+
+# --------------------------------------------------------------------------- running
+
+
+def _check_script(ns: argparse.Namespace, prog: str) -> list[str]:
+    if not ns.training_script:
+        raise UsageError(
+            f"the script to run is missing: {prog} [options] script.py [script arguments]"
+        )
+    if ns.module and ns.no_python:
+        raise UsageError("--module and --no_python cannot be used together: choose one")
+    script = ns.training_script
+    if ns.module:
+        import importlib.util
+
+        if not script.replace(".", "").replace("_", "").isalnum():
+            raise UsageError(f"-m {script!r} is not a module name such as package.train")
+        try:
+            found = importlib.util.find_spec(script) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise UsageError(f"-m {script}: no module named {script!r} on sys.path")
+    elif ns.no_python:
+        if shutil.which(script) is None and not Path(script).is_file():
+            raise UsageError(f"--no_python {script}: no such program on PATH")
+    else:
+        path = Path(script)
+        if not path.exists():
+            raise UsageError(
+                f"script {script!r} does not exist (looked in {os.getcwd()}); check the path"
+            )
+        if path.is_dir():
+            raise UsageError(f"script {script!r} is a directory; pass the .py file to run")
+    return [script, *ns.training_script_args]
+
+
+def worker_environment(resolved: Any) -> dict[str, str]:
+    """The ``ACCEL_*`` (and device) variables every worker gets for ``resolved``."""
+    from accel import environment as E
+
+    v = resolved.values
+    env = {
+        E.MIXED_PRECISION: str(v["mixed_precision"]),
+        E.USE_CPU: "true" if v["use_cpu"] else "false",
+        E.DEBUG_MODE: "true" if v["debug"] else "false",
+        E.DISTRIBUTED_TYPE: str(v["distributed_type"]),
+        E.DOWNCAST_BF16: str(v["downcast_bf16"]),
+        E.CPU_AFFINITY: "true" if v["enable_cpu_affinity"] else "false",
+        E.LAUNCH_CONFIG: resolved.to_json(),
+    }
+    if v.get("gradient_accumulation_steps") is not None:
+        env[E.GRADIENT_ACCUMULATION_STEPS] = str(v["gradient_accumulation_steps"])
+    dynamo = v.get("dynamo_config") or {}
+    if str(dynamo.get("dynamo_backend", "NO")).upper() != "NO":
+        env[E.DYNAMO_BACKEND] = str(dynamo["dynamo_backend"])
+        env[E.DYNAMO_MODE] = str(dynamo.get("dynamo_mode") or "default")
+        env[E.DYNAMO_USE_FULLGRAPH] = str(bool(dynamo.get("dynamo_use_fullgraph"))).lower()
+        env[E.DYNAMO_USE_DYNAMIC] = str(bool(dynamo.get("dynamo_use_dynamic"))).lower()
+        env[E.DYNAMO_USE_REGIONAL_COMPILATION] = str(
+            bool(dynamo.get("dynamo_use_regional_compilation"))
+        ).lower()
+    if v.get("gpu_ids") not in (None, "all") and not v["use_cpu"]:
+        env["CUDA_VISIBLE_DEVICES"] = str(v["gpu_ids"])
+    if v.get("num_cpu_threads_per_process"):
+        env["OMP_NUM_THREADS"] = str(v["num_cpu_threads_per_process"])
+    env.update(_plugin_environment(v))
+    return env
+
+
+def _plugin_environment(values: dict[str, Any]) -> dict[str, str]:
+    """Variables plugins add for their workers through ``accel_launch_environment`` (if declared)."""
+    from accel.plugins import get_plugin_manager
+
+    hook = getattr(get_plugin_manager().hook, "accel_launch_environment", None)
+    if hook is None or not getattr(hook, "spec", None):
+        return {}
+    env: dict[str, str] = {}
+    for mapping in reversed(hook(config=values)):
+        env.update({str(k): str(v) for k, v in (mapping or {}).items()})
+    return env
+
+
+def choose_launcher(config: dict[str, Any], name: str | None = None) -> Any:
+    """The launcher for ``config``: ``name`` if given, else the highest-priority one claiming it."""
+    from accel import registry
+
+    table = registry.launchers()
+    if name:
+        if name not in table:
+            raise UsageError(
+                f"--launcher {name}: no such launcher; installed: {', '.join(sorted(table)) or 'none'}"
+            )
+        return table[name]()
+    for cls in sorted(table.values(), key=lambda c: -getattr(c, "priority", 0)):
+        launcher = cls()
+        if launcher.claims(config):
+            return launcher
+    raise UsageError(
+        f"no installed launcher handles compute_environment {config.get('compute_environment')} "
+        f"with distributed_type {config.get('distributed_type')}; see `accel plugins`"
+    )
+
+
+def plan(argv: list[str], prog: str = "accel launch") -> dict[str, Any]:
+    """Everything ``accel launch argv`` would do, without doing it: command, env, launcher."""
+    ns, lp = parse(argv, prog)
+    if lp.plugin_errors:
+        sys.stderr.write(f"{prog}: warning: {'; '.join(lp.plugin_errors)}\n")
+    script = _check_script(ns, prog)
+    resolved = resolve_from(ns, lp)
+    config = dict(resolved.values)
+    config.update(
+        module=bool(ns.module),
+        no_python=bool(ns.no_python),
+        training_script=script[0],
+        training_script_args=script[1:],
+    )
+    launcher = choose_launcher(config, ns.launcher)
+    env = worker_environment(resolved)
+    env.update(launcher.environment(config))
+    command = launcher.command(config, script)
+    return {
+        "ns": ns,
+        "resolved": resolved,
+        "config": config,
+        "launcher": launcher,
+        "command": command,
+        "env": env,
+    }
+
+
+def _topology(config: dict[str, Any], launcher: Any) -> str:
+    machines = config["num_machines"]
+    nproc = config["nproc_per_node"]
+    parts = [
+        f"{machines} machine{'s' if machines > 1 else ''} x {nproc} process"
+        f"{'es' if nproc > 1 else ''}"
+    ]
+    if machines > 1:
+        parts[0] += f" (this is machine {config['machine_rank']})"
+        parts.append(
+            f"rendezvous {config['rdzv_backend']} at {config['main_process_ip']}:"
+            f"{config.get('main_process_port') or 29500}"
+        )
+    parts.append(f"distributed_type {config['distributed_type']}")
+    parts.append(f"mixed_precision {config['mixed_precision']}")
+    if config.get("max_restarts"):
+        parts.append(f"max_restarts {config['max_restarts']}")
+    parts.append(f"launcher {launcher.name}")
+    return "accel launch: " + ", ".join(parts)
+
+
+def main(argv: list[str], prog: str = "accel launch") -> int:
+    """Run ``accel launch``."""
+    p = plan(argv, prog)
+    ns, resolved, config = p["ns"], p["resolved"], p["config"]
+    for note in resolved.notes:
+        if not ns.quiet:
+            sys.stderr.write(f"{prog}: note: {note}\n")
+    if config["compute_environment"] != "LOCAL_MACHINE" and p["launcher"].name in (
+        "simple",
+        "torchrun",
+    ):
+        raise UsageError(
+            f"compute_environment {config['compute_environment']} is not supported by accel launch; "
+            "set compute_environment: LOCAL_MACHINE"
+        )
+    command, env = p["command"], p["env"]
+    if ns.dry_run:
+        sys.stdout.write(f"launcher: {p['launcher'].name}\n")
+        sys.stdout.write(f"command: {shlex.join(command)}\n")
+        for key in sorted(env):
+            sys.stdout.write(f"env: {key}={env[key]}\n")
+        return 0
+    full_env = dict(os.environ)
+    full_env.update(env)
+    if p["launcher"].name == "simple":
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            os.execvpe(command[0], command, full_env)
+        except OSError as exc:
+            raise UsageError(f"cannot run {command[0]}: {exc.strerror}") from None
+    if not ns.quiet:
+        sys.stderr.write(_topology(config, p["launcher"]) + "\n")
+        sys.stderr.flush()
+    from .supervise import supervise
+
+    return supervise(command, full_env, prog=prog)

@@ -1,0 +1,320 @@
+"""The ``accel config`` questionnaire: core questions, then each plugin's (``accel_config_questions``).
+
+Questions go through an :class:`Ask` object, which plugins receive too::
+
+    @hookimpl
+    def accel_config_questions(ask, config):
+        if ask.confirm("Do you want to use FSDP?", default=False, key="use_fsdp"):
+            config["distributed_type"] = "FSDP"
+            config["fsdp_config"] = {"fsdp_version": ask.select(
+                "FSDP version?", ["2", "1"], default="2", key="fsdp_config.fsdp_version")}
+
+Every method takes an optional ``key`` naming the answer, so a questionnaire can
+also be answered from a file (``accel config --answers answers.yaml``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+
+class Ask:
+    """How questions are asked. Subclasses: :class:`PromptAsk` (terminal), :class:`ScriptedAsk`."""
+
+    def select(
+        self,
+        question: str,
+        choices: Sequence[str],
+        default: str | None = None,
+        key: str | None = None,
+    ) -> str:
+        """One of ``choices``."""
+        raise NotImplementedError
+
+    def confirm(self, question: str, default: bool = False, key: str | None = None) -> bool:
+        """Yes or no."""
+        raise NotImplementedError
+
+    def text(
+        self,
+        question: str,
+        default: str = "",
+        key: str | None = None,
+        validate: Callable[[str], str | None] | None = None,
+    ) -> str:
+        """Free text; ``validate`` returns an error message or None."""
+        raise NotImplementedError
+
+    def integer(
+        self, question: str, default: int = 0, key: str | None = None, minimum: int | None = None
+    ) -> int:
+        """A whole number (>= ``minimum``)."""
+
+        def check(answer: str) -> str | None:
+            try:
+                value = int(answer.strip())
+            except ValueError:
+                return "enter a whole number"
+            if minimum is not None and value < minimum:
+                return f"enter a number >= {minimum}"
+            return None
+
+        return int(self.text(question, str(default), key=key, validate=check).strip())
+
+    def number(self, question: str, default: float = 0.0, key: str | None = None) -> float:
+        """A number."""
+
+        def check(answer: str) -> str | None:
+            try:
+                float(answer.strip())
+            except ValueError:
+                return "enter a number"
+            return None
+
+        return float(self.text(question, str(default), key=key, validate=check).strip())
+
+
+class PromptAsk(Ask):
+    """Asks in the terminal with questionary (prompt_toolkit)."""
+
+    def __init__(self) -> None:
+        import questionary
+
+        self._q = questionary
+
+    def select(self, question, choices, default=None, key=None):  # noqa: D102
+        return self._q.select(question, choices=list(choices), default=default).unsafe_ask()
+
+    def confirm(self, question, default=False, key=None):  # noqa: D102
+        return bool(self._q.confirm(question, default=default).unsafe_ask())
+
+    def text(self, question, default="", key=None, validate=None):  # noqa: D102
+        def check(answer: str) -> bool | str:
+            if validate is None:
+                return True
+            problem = validate(answer)
+            return True if problem is None else problem
+
+        return self._q.text(question, default=str(default), validate=check).unsafe_ask()
+
+
+class AnswerError(ValueError):
+    """A scripted answer is not acceptable."""
+
+
+class ScriptedAsk(Ask):
+    """Answers from a mapping (by ``key``, else by question text); defaults otherwise.
+
+    Used by ``accel config --answers FILE`` / ``--defaults`` and by tests.
+    ``asked`` records ``(key or question, answer)`` in order.
+    """
+
+    def __init__(self, answers: Mapping[str, Any] | None = None) -> None:
+        self.answers = dict(answers or {})
+        self.asked: list[tuple[str, Any]] = []
+        self._used: set[str] = set()
+
+    def _lookup(self, question: str, key: str | None, default: Any) -> Any:
+        for name in (key, question):
+            if name is not None and name in self.answers:
+                self._used.add(name)
+                return self.answers[name]
+        return default
+
+    def unused(self) -> list[str]:
+        """Answers given that no question asked for."""
+        return [k for k in self.answers if k not in self._used]
+
+    def select(self, question, choices, default=None, key=None):  # noqa: D102
+        answer = self._lookup(question, key, default if default is not None else choices[0])
+        answer = str(answer) if not isinstance(answer, bool) else ("yes" if answer else "no")
+        matches = [c for c in choices if c.lower() == answer.lower()]
+        if not matches:
+            raise AnswerError(f"{key or question}: {answer!r} is not one of {', '.join(choices)}")
+        self.asked.append((key or question, matches[0]))
+        return matches[0]
+
+    def confirm(self, question, default=False, key=None):  # noqa: D102
+        answer = self._lookup(question, key, default)
+        if isinstance(answer, str):
+            lowered = answer.strip().lower()
+            if lowered not in ("yes", "no", "true", "false", "y", "n", "1", "0"):
+                raise AnswerError(f"{key or question}: {answer!r} is not yes or no")
+            answer = lowered in ("yes", "true", "y", "1")
+        self.asked.append((key or question, bool(answer)))
+        return bool(answer)
+
+    def text(self, question, default="", key=None, validate=None):  # noqa: D102
+        answer = str(self._lookup(question, key, default))
+        if validate is not None:
+            problem = validate(answer)
+            if problem:
+                raise AnswerError(f"{key or question}: {answer!r}: {problem}")
+        self.asked.append((key or question, answer))
+        return answer
+
+
+MACHINE_TYPES = {
+    "No distributed training": "NO",
+    "multi-CPU": "MULTI_CPU",
+    "multi-GPU": "MULTI_GPU",
+    "multi-XPU": "MULTI_XPU",
+    "multi-NPU": "MULTI_NPU",
+}
+
+
+def _valid_ids(answer: str) -> str | None:
+    from accel.errors import ConfigError
+    from accel.utils.config import KEYS, coerce
+
+    try:
+        coerce(KEYS["gpu_ids"], answer, "gpu_ids")
+    except ConfigError:
+        return "enter all, or GPU ids separated by commas such as 0,1"
+    return None
+
+
+def _valid_host(answer: str) -> str | None:
+    return None if answer.strip() and " " not in answer.strip() else "enter a host name or IP"
+
+
+def ask_questions(ask: Ask, plugin_questions: bool = True) -> dict[str, Any]:
+    """Run the questionnaire; the config mapping (Accelerate's keys) it produced."""
+    from accel.utils.config import DYNAMO_BACKENDS, DYNAMO_MODES
+
+    config: dict[str, Any] = {"compute_environment": "LOCAL_MACHINE"}
+    label = ask.select(
+        "Which type of machine are you using?",
+        list(MACHINE_TYPES),
+        default="No distributed training",
+        key="distributed_type",
+    )
+    dtype = MACHINE_TYPES.get(label, label)
+    config["distributed_type"] = dtype
+    config["num_machines"] = 1
+    config["machine_rank"] = 0
+    if dtype != "NO":
+        machines = ask.integer(
+            "How many different machines will you use (use more than 1 for multi-node training)?",
+            1,
+            key="num_machines",
+            minimum=1,
+        )
+        config["num_machines"] = machines
+        if machines > 1:
+            config["machine_rank"] = ask.integer(
+                "What is the rank of this machine (0 for the main one)?",
+                0,
+                key="machine_rank",
+                minimum=0,
+            )
+            config["main_process_ip"] = ask.text(
+                "What is the IP address of the machine that will host the main process?",
+                "",
+                key="main_process_ip",
+                validate=_valid_host,
+            ).strip()
+            config["main_process_port"] = ask.integer(
+                "What is the port you will use to communicate with the main process?",
+                29500,
+                key="main_process_port",
+                minimum=1,
+            )
+            config["same_network"] = ask.confirm(
+                "Are all the machines on the same local network?", True, key="same_network"
+            )
+            config["rdzv_backend"] = ask.select(
+                "What rendezvous backend will you use?",
+                ["static", "c10d"],
+                default="static",
+                key="rdzv_backend",
+            )
+        config["debug"] = ask.confirm(
+            "Should distributed operations be checked for errors (shape mismatches)? "
+            "This can avoid hangs.",
+            False,
+            key="debug",
+        )
+    if dtype in ("NO", "MULTI_CPU"):
+        config["use_cpu"] = dtype == "MULTI_CPU" or ask.confirm(
+            "Do you want to run your training on CPU only (even if a GPU is available)?",
+            False,
+            key="use_cpu",
+        )
+    else:
+        config["use_cpu"] = False
+    if ask.confirm(
+        "Do you wish to optimize your script with torch.compile?", False, key="use_dynamo"
+    ):
+        dynamo = {
+            "dynamo_backend": ask.select(
+                "Which dynamo backend would you like to use?",
+                [b.lower() for b in DYNAMO_BACKENDS if b != "NO"],
+                default="inductor",
+                key="dynamo_config.dynamo_backend",
+            ).upper(),
+            "dynamo_mode": ask.select(
+                "Which mode do you want to use?",
+                list(DYNAMO_MODES),
+                default="default",
+                key="dynamo_config.dynamo_mode",
+            ),
+            "dynamo_use_fullgraph": ask.confirm(
+                "Do you want to use full graph mode?",
+                False,
+                key="dynamo_config.dynamo_use_fullgraph",
+            ),
+            "dynamo_use_dynamic": ask.confirm(
+                "Do you want to enable dynamic shape tracing?",
+                False,
+                key="dynamo_config.dynamo_use_dynamic",
+            ),
+            "dynamo_use_regional_compilation": ask.confirm(
+                "Do you want to compile repeated blocks one by one (regional compilation)?",
+                False,
+                key="dynamo_config.dynamo_use_regional_compilation",
+            ),
+        }
+        config["dynamo_config"] = dynamo
+    precisions = ["no", "fp16", "bf16"]
+    if _plugin_installed("accel-fp8"):
+        precisions.append("fp8")
+    config["mixed_precision"] = ask.select(
+        "Do you wish to use mixed precision?", precisions, default="no", key="mixed_precision"
+    )
+    if plugin_questions:
+        _plugin_questions(ask, config)
+    dtype = config["distributed_type"]
+    if dtype != "NO":
+        default = 2 * config["num_machines"] if dtype == "MULTI_CPU" else config["num_machines"]
+        config["num_processes"] = ask.integer(
+            "How many processes in total will you use, over all machines?",
+            default,
+            key="num_processes",
+            minimum=1,
+        )
+    else:
+        config["num_processes"] = 1
+    if not config["use_cpu"] and dtype in ("NO", "MULTI_GPU", "FSDP", "DEEPSPEED", "MEGATRON_LM"):
+        config["gpu_ids"] = ask.text(
+            "What GPU(s) (by id) should be used for training on this machine, as a comma-separated "
+            "list?",
+            "all",
+            key="gpu_ids",
+            validate=_valid_ids,
+        ).strip()
+    return config
+
+
+def _plugin_installed(package: str) -> bool:
+    from accel.plugins import list_plugins
+
+    return any(i.distribution == package and not i.error for i in list_plugins())
+
+
+def _plugin_questions(ask: Ask, config: dict[str, Any]) -> None:
+    from accel.plugins import get_plugin_manager
+
+    for impl in reversed(get_plugin_manager().hook.accel_config_questions.get_hookimpls()):
+        impl.function(ask=ask, config=config)

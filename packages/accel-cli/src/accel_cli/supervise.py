@@ -1,0 +1,129 @@
+"""Run ``torch.distributed.run`` as a child: forward signals, leave nothing running, report failures.
+
+The torchelastic agent owns the workers (each in its own session) and stops them
+when it receives SIGINT/SIGTERM. This module forwards those signals to the agent,
+kills it if it does not stop in time, and afterwards prints which rank failed and
+its traceback (written by :mod:`accel_cli._worker`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+GRACE_SECONDS = 30.0
+"""How long the agent may take to stop its workers after a forwarded signal."""
+
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+def supervise(command: list[str], env: dict[str, str], prog: str = "accel launch") -> int:
+    """Run ``command`` (an argv list, no shell) to completion; its exit status.
+
+    A failing worker's rank and traceback are printed after the agent exits.
+    """
+    from accel import environment
+
+    error_dir = tempfile.mkdtemp(prefix="accel-launch-")
+    env = dict(env)
+    env[environment.LAUNCH_ERROR_DIR] = error_dir
+    received: list[int] = []
+    try:
+        proc = subprocess.Popen(command, env=env, start_new_session=True)
+    except OSError as exc:
+        shutil.rmtree(error_dir, ignore_errors=True)
+        sys.stderr.write(f"{prog}: error: cannot start {command[0]}: {exc.strerror}\n")
+        return 2
+
+    def forward(signum: int, _frame: object) -> None:
+        received.append(signum)
+        if len(received) > 1 and received.count(signum) > 1:
+            _kill_group(proc)  # asked twice: stop now
+            return
+        try:
+            os.kill(proc.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    previous = {}
+    for sig in _FORWARDED:
+        try:
+            previous[sig] = signal.signal(sig, forward)
+        except (ValueError, OSError):  # not the main thread, or not settable
+            continue
+    try:
+        code = _wait(proc, received)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    try:
+        if code != 0:
+            _report(Path(error_dir), code, received, prog)
+    finally:
+        shutil.rmtree(error_dir, ignore_errors=True)
+    if received and code != 0:
+        return 128 + received[0] if received[0] in (signal.SIGINT, signal.SIGTERM) else code
+    return code
+
+
+def _wait(proc: subprocess.Popen, received: list[int]) -> int:
+    deadline: float | None = None
+    while True:
+        try:
+            return proc.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            pass
+        if received and deadline is None:
+            deadline = time.monotonic() + GRACE_SECONDS
+        if deadline is not None and time.monotonic() > deadline:
+            _kill_group(proc)
+            return proc.wait()
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _report(error_dir: Path, code: int, received: list[int], prog: str) -> None:
+    records = []
+    for path in error_dir.glob("*.json"):
+        try:
+            records.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    if received:
+        name = signal.Signals(received[0]).name
+        sys.stderr.write(f"{prog}: stopped by {name}; every worker was asked to stop\n")
+        return
+    if not records:
+        sys.stderr.write(
+            f"{prog}: the job failed (torch.distributed.run exited with {code}); "
+            "a worker died without a Python traceback (killed, or out of memory): "
+            "see the root cause above\n"
+        )
+        return
+    last_restart = max(r.get("restart", 0) for r in records)
+    records = sorted(
+        (r for r in records if r.get("restart", 0) == last_restart), key=lambda r: r["time"]
+    )
+    first = records[0]
+    ranks = ", ".join(str(r["rank"]) for r in records)
+    sys.stderr.write(
+        f"{prog}: worker rank {first['rank']} (local rank {first['local_rank']}, "
+        f"machine {first['group_rank']}) failed first: {first['error']}"
+        + (f"; failed ranks: {ranks}" if len(records) > 1 else "")
+        + "\n"
+    )
+    if first.get("traceback"):
+        last = first["traceback"].rstrip().splitlines()[-1]
+        sys.stderr.write(f"{prog}: its traceback is above (ends with: {last})\n")

@@ -1,0 +1,84 @@
+"""The DDP backend: wraps models in ``DistributedDataParallel`` and skips all-reduce on accumulation steps."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from accel.backends import Backend
+from torch.nn.parallel import DistributedDataParallel
+
+from .kwargs import DistributedDataParallelKwargs
+
+
+class DDPBackend(Backend):
+    """Data parallelism over every process: each holds the whole model, gradients are averaged."""
+
+    name = "ddp"
+    distributed_types = (
+        "MULTI_CPU",
+        "MULTI_GPU",
+        "MULTI_XPU",
+        "MULTI_NPU",
+        "MULTI_MLU",
+        "MULTI_MUSA",
+        "MULTI_HPU",
+    )
+
+    @property
+    def kwargs(self) -> DistributedDataParallelKwargs:
+        """The ``DistributedDataParallelKwargs`` passed to the Accelerator, or the defaults."""
+        return (
+            self.accelerator.handlers.get("DistributedDataParallelKwargs")
+            or DistributedDataParallelKwargs()
+        )
+
+    def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Wrap a model with trainable parameters in DDP and install the comm hook."""
+        if not any(p.requires_grad for p in model.parameters()):
+            return model
+        device = self.accelerator.device
+        device_ids = [device.index] if device.type != "cpu" and device.index is not None else None
+        if device_ids is not None and len({p.device for p in model.parameters()}) > 1:
+            raise ValueError(
+                "this model's parameters are on several devices; DDP needs each process's model on one device "
+                "(do not pass a multi-device device_map when training with several processes)"
+            )
+        kwargs = self.kwargs
+        wrapped = DistributedDataParallel(
+            model,
+            device_ids=device_ids,
+            output_device=device_ids[0] if device_ids else None,
+            **kwargs.ddp_kwargs(),
+        )
+        kwargs.register_comm_hook(wrapped)
+        return wrapped
+
+    @contextlib.contextmanager
+    def join_uneven_inputs(
+        self, joinables: list[Any], even_batches: bool | None = None
+    ) -> Iterator[None]:
+        """Let processes with fewer batches finish while the others continue (``torch.distributed.algorithms.Join``)."""
+        from torch.distributed.algorithms import Join
+
+        acc = self.accelerator
+        saved = acc.even_batches
+        if even_batches is not None:
+            acc.even_batches = even_batches
+        loaders = [
+            d
+            for d in acc._dataloaders
+            if hasattr(d, "batch_sampler") and hasattr(d.batch_sampler, "even_batches")
+        ]
+        previous = [d.batch_sampler.even_batches for d in loaders]
+        for loader in loaders:
+            loader.batch_sampler.even_batches = acc.even_batches
+        try:
+            with Join([j for j in joinables if isinstance(j, DistributedDataParallel)]):
+                yield
+        finally:
+            acc.even_batches = saved
+            for loader, value in zip(loaders, previous):
+                loader.batch_sampler.even_batches = value

@@ -1,0 +1,231 @@
+"""Per-step overhead of accel's training loop against a plain PyTorch loop (and Accelerate).
+
+A tiny MLP (32 -> 64 -> 10, batch 16) makes the framework's own Python work visible:
+the model's arithmetic costs little, so every extra call in ``prepare``-d objects,
+``accumulate`` and ``backward`` shows in the step time.
+
+Every variant runs in this one process, on its own model, optimizer and data loader.
+Rounds are interleaved (the order alternates every round) so that machine noise
+hits all variants alike; each round is one pass of ``--steps`` steps. The report
+gives the median step time of each variant and the median, over rounds, of its
+time divided by the plain loop's time in the same round. Times are process CPU
+time by default (``--clock wall`` for wall-clock), which a busy machine disturbs
+far less than wall-clock time.
+
+    uv run python tools/bench/step_overhead.py
+    uv run --group bench python tools/bench/step_overhead.py     # adds Accelerate
+    uv run python tools/bench/step_overhead.py --profile         # cProfile the accel loop
+
+This is a benchmark, not a test: it exits 0 whatever the figures, unless
+``--fail-above`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+TARGET = 1.10
+"""accel's step time should stay within 10% of the plain loop's."""
+
+
+def make_model(seed: int) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
+
+
+def make_optimizer(model: nn.Module, kind: str) -> torch.optim.Optimizer:
+    if kind == "adamw":
+        return torch.optim.AdamW(model.parameters(), lr=1e-3)
+    return torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+
+def make_loader(steps: int, batch_size: int, seed: int) -> DataLoader:
+    generator = torch.Generator().manual_seed(seed)
+    inputs = torch.randn(steps * batch_size, 32, generator=generator)
+    targets = torch.randint(0, 10, (steps * batch_size,), generator=generator)
+    return DataLoader(
+        TensorDataset(inputs, targets),
+        batch_size=batch_size,
+        shuffle=True,
+        generator=torch.Generator().manual_seed(seed),
+    )
+
+
+Round = Callable[[], float]
+
+CLOCK: Callable[[], float] = time.process_time
+"""Process CPU time by default: on a shared machine it ignores time spent descheduled."""
+
+
+def plain_variant(args: argparse.Namespace) -> Round:
+    model = make_model(0)
+    optimizer = make_optimizer(model, args.optimizer)
+    loader = make_loader(args.steps, args.batch_size, 0)
+
+    def run() -> float:
+        start = CLOCK()
+        for inputs, targets in loader:
+            loss = F.cross_entropy(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        return CLOCK() - start
+
+    return run
+
+
+def _framework_variant(accelerator_cls: type, args: argparse.Namespace) -> Round:
+    accelerator = accelerator_cls(cpu=True, gradient_accumulation_steps=1)
+    model = make_model(0)
+    optimizer = make_optimizer(model, args.optimizer)
+    loader = make_loader(args.steps, args.batch_size, 0)
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+
+    def run() -> float:
+        start = CLOCK()
+        for inputs, targets in loader:
+            with accelerator.accumulate(model):
+                loss = F.cross_entropy(model(inputs), targets)
+                accelerator.backward(loss)
+                optimizer.step()
+                optimizer.zero_grad()
+        return CLOCK() - start
+
+    return run
+
+
+def accel_variant(args: argparse.Namespace) -> Round:
+    from accel import Accelerator
+
+    return _framework_variant(Accelerator, args)
+
+
+def accelerate_variant(args: argparse.Namespace) -> Round | None:
+    try:
+        from accelerate import Accelerator
+    except ImportError:
+        return None
+    return _framework_variant(Accelerator, args)
+
+
+def measure(variants: dict[str, Round], rounds: int, warmup: int) -> dict[str, list[float]]:
+    """Seconds per round of each variant; the order alternates from round to round."""
+    names = list(variants)
+    for _ in range(warmup):
+        for name in names:
+            variants[name]()
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for index in range(rounds):
+        order = names if index % 2 == 0 else names[::-1]
+        for name in order:
+            times[name].append(variants[name]())
+    return times
+
+
+def report(times: dict[str, list[float]], steps: int) -> dict[str, float]:
+    """Print the table; return each variant's median ratio to the plain loop."""
+    base = times["plain"]
+    ratios: dict[str, float] = {}
+    print(f"{'variant':<12}{'median µs/step':>16}{'min µs/step':>14}{'ratio (median)':>17}")
+    for name, values in times.items():
+        per_round = [v / b for v, b in zip(values, base)]
+        ratios[name] = statistics.median(per_round)
+        print(
+            f"{name:<12}{statistics.median(values) / steps * 1e6:>16.1f}"
+            f"{min(values) / steps * 1e6:>14.1f}{ratios[name]:>16.3f}x"
+        )
+    return ratios
+
+
+def profile_accel(args: argparse.Namespace) -> None:
+    """cProfile ``--profile-rounds`` rounds of the accel loop; print accel's own functions."""
+    run = accel_variant(args)
+    run()  # warm-up
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(args.profile_rounds):
+        run()
+    profiler.disable()
+    calls = args.profile_rounds * args.steps
+    buffer = io.StringIO()
+    stats = pstats.Stats(profiler, stream=buffer)
+    stats.sort_stats("tottime").print_stats(25)
+    print(f"cProfile of {calls} accel steps, top functions by own time:")
+    print(buffer.getvalue())
+    buffer = io.StringIO()
+    stats = pstats.Stats(profiler, stream=buffer)
+    stats.sort_stats("cumulative").print_stats(r"accel/", 30)
+    print("accel functions by cumulative time:")
+    print(buffer.getvalue())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=15, help="measured rounds per variant")
+    parser.add_argument("--steps", type=int, default=200, help="training steps per round")
+    parser.add_argument("--warmup", type=int, default=2, help="unmeasured rounds per variant")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch intra-op threads (1 keeps noise low)"
+    )
+    parser.add_argument(
+        "--clock",
+        choices=["cpu", "wall"],
+        default="cpu",
+        help="cpu: process CPU time (robust on a busy machine); wall: perf_counter",
+    )
+    parser.add_argument("--no-accelerate", action="store_true", help="skip Accelerate")
+    parser.add_argument("--profile", action="store_true", help="cProfile the accel loop instead")
+    parser.add_argument("--profile-rounds", type=int, default=10)
+    parser.add_argument(
+        "--fail-above",
+        type=float,
+        default=None,
+        help="exit 1 if accel's median ratio exceeds this (e.g. 1.10)",
+    )
+    args = parser.parse_args(argv)
+    global CLOCK
+    CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
+    torch.set_num_threads(args.threads)
+
+    if args.profile:
+        profile_accel(args)
+        return 0
+
+    variants: dict[str, Round] = {"plain": plain_variant(args), "accel": accel_variant(args)}
+    if not args.no_accelerate:
+        accelerate = accelerate_variant(args)
+        if accelerate is not None:
+            variants["accelerate"] = accelerate
+        else:
+            print("accelerate is not installed: `uv run --group bench ...` adds it\n")
+    torch.set_num_threads(args.threads)  # in case a framework changed it
+
+    print(
+        f"torch {torch.__version__}, {args.threads} thread(s), {args.clock} clock, MLP 32-64-10, batch {args.batch_size}, "
+        f"{args.optimizer}, {args.rounds} rounds x {args.steps} steps (+{args.warmup} warm-up)\n"
+    )
+    times = measure(variants, args.rounds, args.warmup)
+    ratios = report(times, args.steps)
+    verdict = "meets" if ratios["accel"] <= TARGET else "misses"
+    print(f"\naccel {verdict} the target ratio <= {TARGET:.2f}x ({ratios['accel']:.3f}x)")
+    if args.fail_above is not None and ratios["accel"] > args.fail_above:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
