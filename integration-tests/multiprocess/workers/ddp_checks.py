@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
 
 import torch
 import torch.distributed as dist
@@ -125,7 +128,7 @@ def check_comm_hooks() -> None:
     for hook, wrapper, options, expected in cases:
         seen: list[tuple[torch.dtype, int]] = []
 
-        def spy(tensor, *args, **kwargs):
+        def spy(tensor, *args, seen=seen, **kwargs):
             seen.append((tensor.dtype, tensor.numel()))
             return original(tensor, *args, **kwargs)
 
@@ -219,12 +222,50 @@ def check_join_uneven_inputs() -> None:
     assert acc.even_batches
 
 
+def _resume_run(folder: str, stop_after: int | None, resume: bool) -> torch.nn.Module:
+    acc = fresh()
+    set_seed(1)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Dropout(0.2), torch.nn.Linear(16, 1))
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)
+    dl = DataLoader(make_data(40), batch_size=2, shuffle=True)
+    model, opt, dl, sched = acc.prepare(model, opt, dl, sched)
+    if resume:
+        acc.load_state(folder)
+    steps = 0
+    for _ in range(dl.epoch, 3):
+        for x, y in dl:
+            acc.backward(torch.nn.functional.mse_loss(model(x), y))
+            opt.step()
+            sched.step()
+            opt.zero_grad()
+            steps += 1
+            if stop_after is not None and steps == stop_after:
+                acc.save_state(folder)
+                return acc.unwrap_model(model)
+    return acc.unwrap_model(model)
+
+
+def check_resume() -> None:
+    """2 processes: train 0->N equals train 0->k, save_state, fresh objects, load_state, k->N (bit for bit)."""
+    folder = os.path.join(tempfile.gettempdir(), f"accel-resume-{os.environ['TORCHELASTIC_RUN_ID']}")
+    straight = _resume_run(folder, None, False)
+    _resume_run(folder, 13, False)  # mid-epoch: 10 steps per epoch per process
+    resumed = _resume_run(folder, None, True)
+    for (name, p), q in zip(straight.named_parameters(), resumed.parameters()):
+        assert torch.equal(p, q), f"resumed run differs at {name}"
+    dist.barrier()
+    if dist.get_rank() == 0:
+        shutil.rmtree(folder)
+
+
 CHECKS = {
     "parity": check_parity,
     "accumulation": check_accumulation_skips_allreduce,
     "comm_hooks": check_comm_hooks,
     "local_sgd": check_local_sgd,
     "join": check_join_uneven_inputs,
+    "resume": check_resume,
     "providers": check_missing_plugin_message,
 }
 

@@ -65,7 +65,7 @@ class DistributedDataParallelKwargs(KwargsHandler):
             )
 
     def ddp_kwargs(self) -> dict[str, Any]:
-        """The arguments for ``DistributedDataParallel`` itself."""
+        """The arguments for ``DistributedDataParallel`` itself that differ from its defaults."""
         names = (
             "dim",
             "broadcast_buffers",
@@ -75,7 +75,8 @@ class DistributedDataParallelKwargs(KwargsHandler):
             "gradient_as_bucket_view",
             "static_graph",
         )
-        return {name: getattr(self, name) for name in names}
+        changed = self.to_kwargs()
+        return {name: changed[name] for name in names if name in changed}
 
     def register_comm_hook(self, model: Any) -> None:
         """Install the configured communication hook on a DDP ``model``."""
