@@ -19,11 +19,10 @@ import sys
 import time
 
 import torch
-from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
-
 from accel import Accelerator  # accel
 from accel.utils import set_seed  # accel
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
 NUM_CLASSES = 3
 

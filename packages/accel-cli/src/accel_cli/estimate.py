@@ -121,17 +121,11 @@ def _table(name: str, rows: list[dict[str, Any]]) -> str:
 
 
 def _byte_size(tensor: Any) -> float:
-    import torch
-
-    element = torch.finfo(tensor.dtype).bits if tensor.dtype.is_floating_point else None
-    if element is None:
-        element = torch.iinfo(tensor.dtype).bits if tensor.dtype != torch.bool else 8
-    # sizes are computed for float32; integer buffers never grow past their own size
-    return tensor.numel() * min(4.0, element / 8)
+    return float(tensor.numel() * tensor.element_size())
 
 
 def model_sizes(model: Any) -> tuple[float, float]:
-    """``(largest layer, total)`` in bytes at float32.
+    """``(largest layer, total)`` in bytes, each tensor at its own dtype (float32 weights).
 
     The largest layer is the biggest leaf module or block that must not be split
     (``model._no_split_modules``), as for a ``device_map``.
@@ -280,6 +274,7 @@ def _builtin_model(config: dict, origin: str) -> Any:
 
 
 def _bert(c: dict) -> Any:
+    import torch
     from torch import nn
 
     h, inter = c["hidden_size"], c["intermediate_size"]
@@ -303,6 +298,9 @@ def _bert(c: dict) -> Any:
             self.position_embeddings = nn.Embedding(c.get("max_position_embeddings", 512), h)
             self.token_type_embeddings = nn.Embedding(c.get("type_vocab_size", 2), h)
             self.embeddings_norm = nn.LayerNorm(h)
+            positions = c.get("max_position_embeddings", 512)
+            self.register_buffer("position_ids", torch.zeros(1, positions, dtype=torch.long))
+            self.register_buffer("token_type_ids", torch.zeros(1, positions, dtype=torch.long))
             self.layer = nn.ModuleList(BertLayer() for _ in range(c["num_hidden_layers"]))
             self.pooler = nn.Linear(h, h)
 

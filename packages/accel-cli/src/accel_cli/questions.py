@@ -129,7 +129,12 @@ class ScriptedAsk(Ask):
     def select(self, question, choices, default=None, key=None):  # noqa: D102
         answer = self._lookup(question, key, default if default is not None else choices[0])
         answer = str(answer) if not isinstance(answer, bool) else ("yes" if answer else "no")
-        matches = [c for c in choices if c.lower() == answer.lower()]
+        def norm(text: str) -> str:
+            return text.strip().lower().replace("_", "-")
+
+        matches = [c for c in choices if norm(c) == norm(answer)] or [
+            c for c in choices if norm(c).startswith(norm(answer) + " ")
+        ]
         if not matches:
             raise AnswerError(f"{key or question}: {answer!r} is not one of {', '.join(choices)}")
         self.asked.append((key or question, matches[0]))

@@ -84,31 +84,24 @@ def save_accelerator_state(
         tmp.mkdir(parents=True)
     accelerator.wait_for_everyone()
 
+    backend = accelerator.backend
     models = list(accelerator._models)
-    weights = [accelerator.backend.get_state_dict(m, unwrap=True) for m in models]
-    for hook in accelerator._save_model_state_pre_hook.values():
-        hook(models, weights, str(tmp))
-
+    if accelerator._save_model_state_pre_hook:
+        # Hooks see (and may pop) full state dicts, then what is left is written.
+        weights = [backend.get_state_dict(m, unwrap=True) for m in models]
+        for hook in accelerator._save_model_state_pre_hook.values():
+            hook(models, weights, str(tmp))
+        if accelerator.is_main_process:
+            for index, state_dict in enumerate(weights):
+                write_model_weights(state_dict, tmp, index, safe_serialization)
+    else:
+        for index, model in enumerate(models):
+            backend.save_model_state(model, tmp, index, safe_serialization)
+    for index, optimizer in enumerate(accelerator._optimizers):
+        backend.save_optimizer_state(
+            optimizer, tmp, index, models[index] if index < len(models) else None
+        )
     if accelerator.is_main_process:
-        for index, state_dict in enumerate(weights):
-            name = SAFE_MODEL_NAME if safe_serialization else MODEL_NAME
-            folder = tmp if index == 0 else tmp / f"{name}_{index}"
-            files = save_weights(
-                state_dict, folder, max_shard_size="10GB", safe_serialization=safe_serialization
-            )
-            if (
-                index > 0 and len(files) == 1
-            ):  # Accelerate's layout: model_1.safetensors beside model.safetensors
-                (folder / files[0]).rename(
-                    tmp / _indexed(name, index, "safetensors" if safe_serialization else "bin")
-                )
-                shutil.rmtree(folder)
-        for index, optimizer in enumerate(accelerator._optimizers):
-            model = models[index] if index < len(models) else None
-            _atomic_save(
-                accelerator.backend.optimizer_state_dict(optimizer, model),
-                tmp / _indexed(OPTIMIZER_NAME, index, "bin"),
-            )
         for index, scheduler in enumerate(accelerator._schedulers):
             _atomic_save(scheduler.state_dict(), tmp / _indexed(SCHEDULER_NAME, index, "bin"))
         for index, dataloader in enumerate(accelerator._dataloaders):
@@ -155,21 +148,15 @@ def load_accelerator_state(
     folder = Path(input_dir)
     if not folder.is_dir():
         raise CheckpointError(f"checkpoint directory {folder} does not exist")
+    backend = accelerator.backend
     models = list(accelerator._models)
     for hook in accelerator._load_model_state_pre_hook.values():
         hook(models, str(folder))
     for index, model in enumerate(models):
-        path = _model_file(folder, index)
-        state_dict = (
-            load_weights(path)
-            if path.is_dir() or path.suffix == ".safetensors"
-            else _safe_load(path, weights_only)
-        )
-        accelerator.backend.load_model_state_dict(model, state_dict, strict=strict)
+        backend.load_model_state(model, folder, index, strict=strict, weights_only=weights_only)
     for index, optimizer in enumerate(accelerator._optimizers):
-        model = models[index] if index < len(models) else None
-        state = _safe_load(folder / _indexed(OPTIMIZER_NAME, index, "bin"), weights_only)
-        accelerator.backend.load_optimizer_state_dict(optimizer, state, model)
+        model = accelerator._models[index] if index < len(accelerator._models) else None
+        backend.load_optimizer_state(optimizer, folder, index, model, weights_only=weights_only)
     for index, scheduler in enumerate(accelerator._schedulers):
         scheduler.load_state_dict(
             _safe_load(folder / _indexed(SCHEDULER_NAME, index, "bin"), weights_only)
@@ -187,6 +174,47 @@ def load_accelerator_state(
         restore_rng_state(_safe_load(rng_path, weights_only))
     meta_path = folder / META_NAME
     return json.loads(meta_path.read_text()) if meta_path.exists() else {}
+
+
+def write_model_weights(
+    state_dict: dict[str, Any], folder: Path, index: int, safe_serialization: bool = True
+) -> None:
+    """Write model ``index``'s full state dict into a checkpoint ``folder`` (main process only)."""
+    name = SAFE_MODEL_NAME if safe_serialization else MODEL_NAME
+    target = folder if index == 0 else folder / f"{name}_{index}"
+    files = save_weights(
+        state_dict, target, max_shard_size="10GB", safe_serialization=safe_serialization
+    )
+    if (
+        index > 0 and len(files) == 1
+    ):  # Accelerate's layout: model_1.safetensors beside model.safetensors
+        (target / files[0]).rename(
+            folder / _indexed(name, index, "safetensors" if safe_serialization else "bin")
+        )
+        shutil.rmtree(target)
+
+
+def read_model_weights(folder: Path, index: int, weights_only: bool = True) -> dict[str, Any]:
+    """Read model ``index``'s full state dict from a checkpoint ``folder``."""
+    path = _model_file(folder, index)
+    if path.is_dir() or path.suffix == ".safetensors":
+        return load_weights(path)
+    return _safe_load(path, weights_only)
+
+
+def write_object(obj: Any, path: Path) -> None:
+    """``torch.save`` to ``path`` through a temporary file."""
+    _atomic_save(obj, path)
+
+
+def read_object(path: Path, weights_only: bool = True) -> Any:
+    """``torch.load`` with ``weights_only`` (a pickle carrying code raises :class:`CheckpointError`)."""
+    return _safe_load(path, weights_only)
+
+
+def optimizer_file(folder: Path, index: int) -> Path:
+    """Where optimizer ``index``'s full state is stored in a checkpoint."""
+    return folder / _indexed(OPTIMIZER_NAME, index, "bin")
 
 
 def _model_file(folder: Path, index: int) -> Path:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -163,15 +164,53 @@ class Backend:
         """Load a full state dict into a (possibly wrapped) model."""
         return self.unwrap_model(model).load_state_dict(state_dict, strict=strict)
 
-    def optimizer_state_dict(self, optimizer: Any, model: torch.nn.Module | None = None) -> dict:
-        """The optimizer's state for a checkpoint."""
-        return optimizer.state_dict()
-
-    def load_optimizer_state_dict(
-        self, optimizer: Any, state_dict: dict, model: torch.nn.Module | None = None
+    # -- checkpoints (called on every process) ------------------------------
+    def save_model_state(
+        self, model: torch.nn.Module, folder: Path, index: int, safe_serialization: bool = True
     ) -> None:
-        """Load an optimizer state saved by :meth:`optimizer_state_dict`."""
-        optimizer.load_state_dict(state_dict)
+        """Write model ``index`` into checkpoint ``folder``; default: a full state dict from the main process."""
+        from ..checkpointing import write_model_weights
+
+        state_dict = self.get_state_dict(model, unwrap=True)
+        if self.accelerator.is_main_process:
+            write_model_weights(state_dict, folder, index, safe_serialization)
+
+    def load_model_state(
+        self,
+        model: torch.nn.Module,
+        folder: Path,
+        index: int,
+        strict: bool = True,
+        weights_only: bool = True,
+    ) -> None:
+        """Restore model ``index`` from checkpoint ``folder``."""
+        from ..checkpointing import read_model_weights
+
+        self.load_model_state_dict(
+            model, read_model_weights(folder, index, weights_only), strict=strict
+        )
+
+    def save_optimizer_state(
+        self, optimizer: Any, folder: Path, index: int, model: torch.nn.Module | None = None
+    ) -> None:
+        """Write optimizer ``index`` into checkpoint ``folder``; default: its state dict from the main process."""
+        from ..checkpointing import optimizer_file, write_object
+
+        if self.accelerator.is_main_process:
+            write_object(optimizer.state_dict(), optimizer_file(folder, index))
+
+    def load_optimizer_state(
+        self,
+        optimizer: Any,
+        folder: Path,
+        index: int,
+        model: torch.nn.Module | None = None,
+        weights_only: bool = True,
+    ) -> None:
+        """Restore optimizer ``index`` from checkpoint ``folder``."""
+        from ..checkpointing import optimizer_file, read_object
+
+        optimizer.load_state_dict(read_object(optimizer_file(folder, index), weights_only))
 
 
 def _looks_like_scheduler(obj: Any) -> bool:

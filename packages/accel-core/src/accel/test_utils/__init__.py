@@ -1,0 +1,1 @@
+"""Helpers for testing code that uses accel (devices present, skips naming the hardware)."""

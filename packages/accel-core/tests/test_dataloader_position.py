@@ -1,0 +1,137 @@
+"""A prepared data loader's position (epoch, batches yielded): state_dict, resume, skip_first_batches.
+
+These run in one process; test_resume.py checks the same through save_state /
+load_state in fresh processes.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from accel import Accelerator, DataLoaderConfiguration, skip_first_batches
+from accel.state import AcceleratorState, GradientState
+
+EPOCHS = 3
+BATCHES_PER_EPOCH = 10
+
+
+def _fresh_loader(seed: int = 7):
+    """A shuffled loader of 40 samples in batches of 4, prepared by a fresh Accelerator."""
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
+    accelerator = Accelerator(cpu=True, dataloader_config=DataLoaderConfiguration(data_seed=seed))
+    dataset = TensorDataset(torch.arange(40))
+    return accelerator.prepare(DataLoader(dataset, batch_size=4, shuffle=True))
+
+
+def _train(loader, start_epoch: int = 0, stop_after: int | None = None) -> list[list[int]]:
+    seen: list[list[int]] = []
+    for _epoch in range(start_epoch, EPOCHS):
+        for (batch,) in loader:
+            seen.append(batch.tolist())
+            if stop_after is not None and len(seen) == stop_after:
+                return seen
+    return seen
+
+
+@pytest.fixture
+def uninterrupted() -> list[list[int]]:
+    seen = _train(_fresh_loader())
+    assert len(seen) == EPOCHS * BATCHES_PER_EPOCH
+    epochs = [sorted(sum(seen[i : i + 10], [])) for i in range(0, 30, 10)]
+    assert all(e == list(range(40)) for e in epochs)  # every sample once per epoch
+    assert seen[:10] != seen[10:20]  # each epoch has its own order
+    return seen
+
+
+@pytest.mark.parametrize("k", [3, 13, 29])
+def test_state_dict_restores_a_mid_epoch_position(uninterrupted, k):
+    loader = _fresh_loader()
+    first = _train(loader, stop_after=k)
+    state = loader.state_dict()
+    assert state["epoch"] == k // 10 and state["batches_yielded"] == k % 10
+
+    resumed = _fresh_loader()
+    resumed.load_state_dict(state)
+    assert resumed.epoch == k // 10
+    assert first + _train(resumed, start_epoch=resumed.epoch) == uninterrupted
+
+
+def test_state_dict_between_epochs(uninterrupted):
+    loader = _fresh_loader()
+    first = [batch.tolist() for (batch,) in loader]  # one whole epoch
+    state = loader.state_dict()
+    assert state["epoch"] == 1 and state["batches_yielded"] == 0
+    resumed = _fresh_loader()
+    resumed.load_state_dict(state)
+    assert first + _train(resumed, start_epoch=resumed.epoch) == uninterrupted
+
+
+def test_state_dict_after_the_last_batch_resumes_with_loader_epoch(uninterrupted):
+    loader = _fresh_loader()
+    first = _train(loader, stop_after=10)  # saved inside the loop, after the epoch's last batch
+    resumed = _fresh_loader()
+    resumed.load_state_dict(loader.state_dict())
+    assert first + _train(resumed, start_epoch=resumed.epoch) == uninterrupted
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="data_loader.py: a position saved after the last batch of an epoch is kept as "
+    "(epoch, batches_yielded=len) instead of (epoch + 1, 0), so Accelerate's resume recipe "
+    "(start_epoch = step // len(loader)) replays an empty epoch and loses the last one",
+)
+def test_accelerate_recipe_after_the_last_batch_of_an_epoch(uninterrupted):
+    loader = _fresh_loader()
+    first = _train(loader, stop_after=10)
+    resumed = _fresh_loader()
+    resumed.load_state_dict(loader.state_dict())
+    start_epoch, skip = divmod(10, len(resumed))
+    assert skip == 0
+    assert first + _train(resumed, start_epoch=start_epoch) == uninterrupted
+
+
+def test_skip_first_batches_replaces_the_restored_position(uninterrupted):
+    loader = _fresh_loader()
+    _train(loader, stop_after=13)
+    resumed = _fresh_loader()
+    resumed.load_state_dict(loader.state_dict())  # epoch 1, 3 batches seen
+    same = skip_first_batches(resumed, 5)
+    assert same is resumed  # a prepared loader is skipped in place, at the sampler
+    rest = [batch.tolist() for (batch,) in resumed]
+    assert rest == uninterrupted[15:20]  # epoch 1 from batch 5, not 3 + 5
+    # the skip applies to one iteration only
+    assert [b.tolist() for (b,) in resumed] == uninterrupted[20:30]
+
+
+def test_skip_first_batches_on_a_plain_dataloader():
+    loader = DataLoader(TensorDataset(torch.arange(10)), batch_size=2)
+    skipped = skip_first_batches(loader, 3)
+    assert len(skipped) == 2
+    assert [b.tolist() for (b,) in skipped] == [[6, 7], [8, 9]]
+
+
+def test_set_epoch_resets_the_position(uninterrupted):
+    loader = _fresh_loader()
+    _train(loader, stop_after=3)
+    loader.set_epoch(2)
+    assert [b.tolist() for (b,) in loader] == uninterrupted[20:30]
+
+
+def test_data_seed_fixes_the_order_across_accelerators():
+    first = _train(_fresh_loader(seed=11))
+    second = _train(_fresh_loader(seed=11))
+    other = _train(_fresh_loader(seed=12))
+    assert first == second
+    assert first != other
+
+
+def test_order_does_not_consume_the_global_rng():
+    loader = _fresh_loader()
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    _train(loader)
+    assert torch.equal(torch.rand(3), expected)
