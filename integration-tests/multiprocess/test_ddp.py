@@ -8,7 +8,15 @@ import pytest
 @pytest.mark.timeout(400)
 def test_ddp_on_two_processes(distributed):
     result = distributed("ddp_checks.py", timeout=380)
-    for name in ("parity", "accumulation", "comm_hooks", "local_sgd", "join", "resume", "providers"):
+    for name in (
+        "parity",
+        "accumulation",
+        "comm_hooks",
+        "local_sgd",
+        "join",
+        "resume",
+        "providers",
+    ):
         assert f"ok {name}" in result.stdout, result.stdout
 
 

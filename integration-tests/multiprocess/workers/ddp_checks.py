@@ -225,7 +225,9 @@ def check_join_uneven_inputs() -> None:
 def _resume_run(folder: str, stop_after: int | None, resume: bool) -> torch.nn.Module:
     acc = fresh()
     set_seed(1)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Dropout(0.2), torch.nn.Linear(16, 1))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(8, 16), torch.nn.Dropout(0.2), torch.nn.Linear(16, 1)
+    )
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)
     dl = DataLoader(make_data(40), batch_size=2, shuffle=True)
@@ -248,7 +250,9 @@ def _resume_run(folder: str, stop_after: int | None, resume: bool) -> torch.nn.M
 
 def check_resume() -> None:
     """2 processes: train 0->N equals train 0->k, save_state, fresh objects, load_state, k->N (bit for bit)."""
-    folder = os.path.join(tempfile.gettempdir(), f"accel-resume-{os.environ['TORCHELASTIC_RUN_ID']}")
+    folder = os.path.join(
+        tempfile.gettempdir(), f"accel-resume-{os.environ['TORCHELASTIC_RUN_ID']}"
+    )
     straight = _resume_run(folder, None, False)
     _resume_run(folder, 13, False)  # mid-epoch: 10 steps per epoch per process
     resumed = _resume_run(folder, None, True)

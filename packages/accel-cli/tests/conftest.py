@@ -13,7 +13,7 @@ ACCEL = Path(sys.executable).with_name("accel")
 DATA = Path(__file__).parent / "data"
 
 
-def clean_env(tmp_path: Path, plugins: str | None = "cli", **extra: str) -> dict[str, str]:
+def _clean_env(tmp_path: Path, plugins: str | None = "cli", **extra: str) -> dict[str, str]:
     """os.environ without ACCEL_* / torchrun variables, with a private config dir.
 
     ``plugins`` restricts the entry-point plugins that load (``ACCEL_PLUGINS``); None loads all.
@@ -41,7 +41,7 @@ def run_accel(
     plugins: str | None = "cli",
 ) -> subprocess.CompletedProcess:
     """``accel *args`` in a subprocess (text output captured)."""
-    full_env = clean_env(tmp_path, plugins)
+    full_env = _clean_env(tmp_path, plugins)
     full_env.update(env or {})
     return subprocess.run(
         [str(ACCEL), *args],
@@ -74,3 +74,9 @@ def script(tmp_path):
         "'config': json.loads(os.environ.get('ACCEL_LAUNCH_CONFIG', '{}'))}))\n"
     )
     return path
+
+
+@pytest.fixture(name="clean_env")
+def clean_env_fixture():
+    """The ``clean_env(tmp_path, plugins="cli", **extra)`` function."""
+    return _clean_env

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.utils.data import DataLoader, TensorDataset
-
 from accel import Accelerator, DataLoaderConfiguration, skip_first_batches
 from accel.state import AcceleratorState, GradientState
+from torch.utils.data import DataLoader, TensorDataset
 
 EPOCHS = 3
 BATCHES_PER_EPOCH = 10

@@ -7,11 +7,10 @@ import copy
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
-
 from accel import Accelerator, GradientAccumulationPlugin
 from accel.optimizer import AcceleratedOptimizer
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
 
 def _model() -> nn.Module:
@@ -88,7 +87,9 @@ def test_optimizer_step_and_zero_grad_are_noops_on_accumulation_steps():
             optimizer.zero_grad()
             if i < 3:
                 assert not accelerator.sync_gradients
-                assert torch.equal(weight.detach(), initial), f"optimizer stepped on micro-batch {i}"
+                assert torch.equal(weight.detach(), initial), (
+                    f"optimizer stepped on micro-batch {i}"
+                )
                 assert weight.grad is not None and torch.equal(weight.grad, grad_before_step), (
                     f"zero_grad cleared the accumulated gradient on micro-batch {i}"
                 )

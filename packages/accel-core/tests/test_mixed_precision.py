@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
-from torch import nn
-
 from accel import Accelerator, AutocastKwargs, GradScalerKwargs
+from torch import nn
 
 
 def _linear() -> nn.Sequential:
@@ -142,3 +143,22 @@ def test_autocast_handler_argument_overrides_the_default():
 def test_duplicate_kwargs_handlers_are_rejected():
     with pytest.raises(ValueError, match="GradScalerKwargs"):
         Accelerator(cpu=True, kwargs_handlers=[GradScalerKwargs(), GradScalerKwargs()])
+
+
+def test_a_deep_copy_of_a_prepared_model_runs_its_own_weights():
+    # e.g. an EMA or teacher copy made after prepare()
+    accelerator = Accelerator(mixed_precision="bf16", cpu=True)
+    model = accelerator.prepare(_linear())
+    copy_ = copy.deepcopy(model)
+    with torch.no_grad():
+        copy_[0].weight.zero_()
+        copy_[0].bias.fill_(1.0)
+    inner = _record_output_dtype(copy_)
+    x = torch.randn(2, 8)
+    out = copy_(x)
+    assert torch.equal(out, torch.ones(2, 4))  # not the original model's output
+    assert inner == [torch.bfloat16] and out.dtype == torch.float32
+    assert not torch.equal(model(x), out)
+    plain = accelerator.unwrap_model(copy_, keep_fp32_wrapper=False)
+    assert "forward" not in plain.__dict__
+    assert torch.equal(plain(x), torch.ones(2, 4))

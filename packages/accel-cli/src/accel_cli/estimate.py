@@ -273,6 +273,14 @@ def _builtin_model(config: dict, origin: str) -> Any:
         raise UsageError(f"{origin}: {model_type} config lacks {exc.args[0]!r}") from None
 
 
+def _embedding(num: int, dim: int) -> Any:
+    """An nn.Embedding without initialisation (normal_ on meta is slow the first time)."""
+    import torch
+    from torch import nn
+
+    return nn.Embedding(num, dim, _weight=torch.empty(num, dim))
+
+
 def _bert(c: dict) -> Any:
     import torch
     from torch import nn
@@ -294,9 +302,9 @@ def _bert(c: dict) -> Any:
 
         def __init__(self) -> None:
             super().__init__()
-            self.word_embeddings = nn.Embedding(c["vocab_size"], h)
-            self.position_embeddings = nn.Embedding(c.get("max_position_embeddings", 512), h)
-            self.token_type_embeddings = nn.Embedding(c.get("type_vocab_size", 2), h)
+            self.word_embeddings = _embedding(c["vocab_size"], h)
+            self.position_embeddings = _embedding(c.get("max_position_embeddings", 512), h)
+            self.token_type_embeddings = _embedding(c.get("type_vocab_size", 2), h)
             self.embeddings_norm = nn.LayerNorm(h)
             positions = c.get("max_position_embeddings", 512)
             self.register_buffer("position_ids", torch.zeros(1, positions, dtype=torch.long))
@@ -330,8 +338,8 @@ def _gpt2(c: dict) -> Any:
 
         def __init__(self) -> None:
             super().__init__()
-            self.wte = nn.Embedding(c["vocab_size"], h)
-            self.wpe = nn.Embedding(c.get("n_positions", 1024), h)
+            self.wte = _embedding(c["vocab_size"], h)
+            self.wpe = _embedding(c.get("n_positions", 1024), h)
             self.h = nn.ModuleList(GPT2Block() for _ in range(c.get("n_layer", 12)))
             self.ln_f = nn.LayerNorm(h)
 
@@ -372,7 +380,7 @@ def _llama(c: dict) -> Any:
 
         def __init__(self) -> None:
             super().__init__()
-            self.embed_tokens = nn.Embedding(c["vocab_size"], h)
+            self.embed_tokens = _embedding(c["vocab_size"], h)
             self.layers = nn.ModuleList(DecoderLayer() for _ in range(c["num_hidden_layers"]))
             self.norm = RMSNorm()
 

@@ -435,10 +435,13 @@ def _check_script(ns: argparse.Namespace, prog: str) -> list[str]:
 
         if not script.replace(".", "").replace("_", "").isalnum():
             raise UsageError(f"-m {script!r} is not a module name such as package.train")
+        sys.path.insert(0, os.getcwd())  # where `python -m` will look first
         try:
             found = importlib.util.find_spec(script) is not None
         except (ImportError, ValueError):
             found = False
+        finally:
+            sys.path.pop(0)
         if not found:
             raise UsageError(f"-m {script}: no module named {script!r} on sys.path")
     elif ns.no_python:
@@ -516,9 +519,15 @@ def choose_launcher(config: dict[str, Any], name: str | None = None) -> Any:
         launcher = cls()
         if launcher.claims(config):
             return launcher
+    env_name = config.get("compute_environment")
+    if env_name != "LOCAL_MACHINE":
+        raise UsageError(
+            f"compute_environment {env_name}: no installed launcher runs it (accel's own run "
+            "LOCAL_MACHINE jobs); set compute_environment: LOCAL_MACHINE or install a launcher plugin"
+        )
     raise UsageError(
-        f"no installed launcher handles compute_environment {config.get('compute_environment')} "
-        f"with distributed_type {config.get('distributed_type')}; see `accel plugins`"
+        f"no installed launcher handles distributed_type {config.get('distributed_type')}; "
+        "see `accel plugins`"
     )
 
 
@@ -578,14 +587,6 @@ def main(argv: list[str], prog: str = "accel launch") -> int:
     for note in resolved.notes:
         if not ns.quiet:
             sys.stderr.write(f"{prog}: note: {note}\n")
-    if config["compute_environment"] != "LOCAL_MACHINE" and p["launcher"].name in (
-        "simple",
-        "torchrun",
-    ):
-        raise UsageError(
-            f"compute_environment {config['compute_environment']} is not supported by accel launch; "
-            "set compute_environment: LOCAL_MACHINE"
-        )
     command, env = p["command"], p["env"]
     if ns.dry_run:
         sys.stdout.write(f"launcher: {p['launcher'].name}\n")

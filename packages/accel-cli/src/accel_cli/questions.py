@@ -78,16 +78,18 @@ class Ask:
 class PromptAsk(Ask):
     """Asks in the terminal with questionary (prompt_toolkit)."""
 
-    def __init__(self) -> None:
+    def __init__(self, **prompt_kwargs: Any) -> None:
         import questionary
 
         self._q = questionary
+        self._kw = prompt_kwargs  # e.g. input= / output= for tests
 
     def select(self, question, choices, default=None, key=None):  # noqa: D102
-        return self._q.select(question, choices=list(choices), default=default).unsafe_ask()
+        q = self._q.select(question, choices=list(choices), default=default, **self._kw)
+        return q.unsafe_ask()
 
     def confirm(self, question, default=False, key=None):  # noqa: D102
-        return bool(self._q.confirm(question, default=default).unsafe_ask())
+        return bool(self._q.confirm(question, default=default, **self._kw).unsafe_ask())
 
     def text(self, question, default="", key=None, validate=None):  # noqa: D102
         def check(answer: str) -> bool | str:
@@ -96,7 +98,8 @@ class PromptAsk(Ask):
             problem = validate(answer)
             return True if problem is None else problem
 
-        return self._q.text(question, default=str(default), validate=check).unsafe_ask()
+        q = self._q.text(question, default=str(default), validate=check, **self._kw)
+        return q.unsafe_ask()
 
 
 class AnswerError(ValueError):

@@ -40,6 +40,11 @@ def _indexed(name: str, index: int, ext: str) -> str:
     return f"{name}.{ext}" if index == 0 else f"{name}_{index}.{ext}"
 
 
+def _custom_name(index: int) -> str:
+    # Accelerate's layout numbers every registered object, the first one included
+    return f"{CUSTOM_NAME}_{index}.pkl"
+
+
 def list_checkpoints(folder: str | os.PathLike) -> list[Path]:
     """``checkpoint_N`` directories in ``folder``, oldest (lowest N) first."""
     folder = Path(folder)
@@ -77,13 +82,29 @@ def save_accelerator_state(
     """Write models, optimizers, schedulers, data-loader positions, scaler, RNG and registered objects."""
     final = Path(output_dir)
     tmp = final.with_name(final.name + ".accel-tmp")
-    state = accelerator.state
     if accelerator.is_main_process:
         if tmp.exists():
             shutil.rmtree(tmp)
         tmp.mkdir(parents=True)
     accelerator.wait_for_everyone()
 
+    try:
+        _write_state(accelerator, tmp, safe_serialization)
+    except BaseException:
+        # a failed save leaves the previous checkpoint as it was, and no half-written copy
+        if accelerator.is_main_process:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        _replace_dir(tmp, final)
+    accelerator.wait_for_everyone()
+    return final
+
+
+def _write_state(accelerator: Accelerator, tmp: Path, safe_serialization: bool) -> None:
+    """Write every file of a checkpoint into the temporary directory ``tmp``."""
+    state = accelerator.state
     backend = accelerator.backend
     models = list(accelerator._models)
     if accelerator._save_model_state_pre_hook:
@@ -111,7 +132,7 @@ def save_accelerator_state(
         if scaler_state is not None:
             _atomic_save(scaler_state, tmp / SCALER_NAME)
         for index, obj in enumerate(accelerator._custom_objects):
-            _atomic_save(obj.state_dict(), tmp / _indexed(CUSTOM_NAME, index, "pkl"))
+            _atomic_save(obj.state_dict(), tmp / _custom_name(index))
         meta = {
             "step": accelerator.step,
             "gradient_step": accelerator.gradient_state.step,
@@ -119,11 +140,6 @@ def save_accelerator_state(
         }
         (tmp / META_NAME).write_text(json.dumps(meta))
     _atomic_save(capture_rng_state(), tmp / f"{RNG_STATE_NAME}_{state.process_index}.pkl")
-    accelerator.wait_for_everyone()
-    if accelerator.is_main_process:
-        _replace_dir(tmp, final)
-    accelerator.wait_for_everyone()
-    return final
 
 
 def _replace_dir(tmp: Path, final: Path) -> None:
@@ -168,7 +184,10 @@ def load_accelerator_state(
     if (folder / SCALER_NAME).exists():
         accelerator.precision.load_state_dict(_safe_load(folder / SCALER_NAME, weights_only))
     for index, obj in enumerate(accelerator._custom_objects):
-        obj.load_state_dict(_safe_load(folder / _indexed(CUSTOM_NAME, index, "pkl"), weights_only))
+        path = folder / _custom_name(index)
+        if index == 0 and not path.exists() and (folder / f"{CUSTOM_NAME}.pkl").exists():
+            path = folder / f"{CUSTOM_NAME}.pkl"  # the name accel 0.1.0 wrote for the first object
+        obj.load_state_dict(_safe_load(path, weights_only))
     rng_path = folder / f"{RNG_STATE_NAME}_{accelerator.process_index}.pkl"
     if rng_path.exists():
         restore_rng_state(_safe_load(rng_path, weights_only))

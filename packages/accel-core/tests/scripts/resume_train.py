@@ -18,11 +18,10 @@ import sys
 from pathlib import Path
 
 import torch
-from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
-
 from accel import Accelerator
 from accel.utils import set_seed
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
 EPOCHS = 3
 SAMPLES = 40

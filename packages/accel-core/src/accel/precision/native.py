@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import types
 from typing import Any
 
 import torch
@@ -31,6 +32,21 @@ class _AutocastPrecision(Precision):
             return model
         original = model.forward
         precision = self
+        function = getattr(original, "__func__", None)
+        if function is not None and getattr(original, "__self__", None) is model:
+            # Bind the wrapper as a method of ``model`` (as Accelerate does): copy.deepcopy of the
+            # prepared model then rebinds it to the copy instead of running the original's forward.
+            @functools.wraps(function)
+            def method(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+                with precision.autocast():
+                    outputs = function(module, *args, **kwargs)
+                return convert_to_fp32(outputs)
+
+            method._accel_precision = self  # type: ignore[attr-defined]
+            method._accel_original_forward = function  # type: ignore[attr-defined]
+            method._accel_original_is_function = True  # type: ignore[attr-defined]
+            model.forward = types.MethodType(method, model)
+            return model
 
         @functools.wraps(original)
         def forward(*args: Any, **kwargs: Any) -> Any:

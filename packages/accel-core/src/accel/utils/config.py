@@ -962,14 +962,11 @@ def _find_with_environ(
 
 
 def _where(resolved: ResolvedConfig, key: str) -> str:
+    """``key value (source)``, e.g. ``num_processes 3 (file c.yaml)``."""
     source = resolved.source(key)
-    if source.kind == "flag":
-        return source.detail
-    if source.kind == "env":
-        return f"{key} (from {source.detail})"
-    if source.kind == "file":
-        return f"{source.detail}: {key}"
-    return key
+    value = resolved.values.get(key)
+    shown = f"{key} {value}"
+    return shown if source.kind == "default" else f"{shown} ({source})"
 
 
 def _derive(resolved: ResolvedConfig) -> None:
@@ -979,17 +976,16 @@ def _derive(resolved: ResolvedConfig) -> None:
     machines = v["num_machines"]
     if v["machine_rank"] >= machines:
         raise ConfigError(
-            f"{_where(resolved, 'machine_rank')}: machine_rank {v['machine_rank']} needs "
-            f"num_machines > {v['machine_rank']} (num_machines is {machines}); "
-            "ranks go from 0 to num_machines - 1"
+            f"{_where(resolved, 'machine_rank')} needs num_machines > {v['machine_rank']} "
+            f"but {_where(resolved, 'num_machines')}; ranks go from 0 to num_machines - 1"
         )
     # --cpu against a GPU distributed type: the higher layer wins, equal layers contradict
     if v["use_cpu"] and dtype in MULTI_DEVICE_TYPES and dtype != "MULTI_CPU":
         s_cpu, s_type = resolved.source("use_cpu"), resolved.source("distributed_type")
         if s_cpu.rank == s_type.rank:
             raise ConfigError(
-                f"{_where(resolved, 'use_cpu')} contradicts distributed_type {dtype} "
-                f"({s_type}): use --cpu or --multi_gpu, not both"
+                f"{_where(resolved, 'use_cpu')} contradicts "
+                f"{_where(resolved, 'distributed_type')}: use --cpu or --multi_gpu, not both"
             )
         if s_cpu.rank > s_type.rank:
             v["distributed_type"] = dtype = "MULTI_CPU"
@@ -1011,11 +1007,15 @@ def _derive(resolved: ResolvedConfig) -> None:
             v["num_processes"] = total = nproc * machines
             src["num_processes"] = Source("derived", "from nproc_per_node x num_machines")
         # with c10d, machines may run different numbers of processes: num_processes stays the total
+    elif machines > 1 and resolved.source("num_processes").kind == "default":
+        v["num_processes"] = total = machines
+        src["num_processes"] = Source("derived", "one process per machine")
+        v["nproc_per_node"] = 1
+        src["nproc_per_node"] = Source("derived", "one process per machine")
     elif total % machines != 0:
         raise ConfigError(
-            f"{_where(resolved, 'num_processes')}: num_processes {total} is the total over "
-            f"{machines} machines and must be divisible by num_machines; "
-            "or give --nproc_per_node for each machine"
+            f"{_where(resolved, 'num_processes')} is the total over {machines} machines "
+            "and must be divisible by num_machines; or give --nproc_per_node for each machine"
         )
     else:
         v["nproc_per_node"] = total // machines
@@ -1038,9 +1038,9 @@ def _derive(resolved: ResolvedConfig) -> None:
         s_type, s_num = resolved.source("distributed_type"), resolved.source("num_processes")
         if s_type.rank >= s_num.rank and machines == 1:
             raise ConfigError(
-                f"{_where(resolved, 'distributed_type')}: distributed_type NO runs one process "
-                f"but num_processes is {total}; set distributed_type MULTI_CPU or MULTI_GPU, "
-                "or num_processes 1"
+                f"{_where(resolved, 'distributed_type')} runs one process but "
+                f"{_where(resolved, 'num_processes')}; set distributed_type MULTI_CPU or "
+                "MULTI_GPU, or num_processes 1"
             )
         guess = "MULTI_CPU" if v["use_cpu"] or not _has_cuda_hint() else "MULTI_GPU"
         v["distributed_type"] = guess
@@ -1080,9 +1080,9 @@ def _has_cuda_hint() -> bool:
 def _check_plugins(resolved: ResolvedConfig) -> None:
     dtype = resolved.values.get("distributed_type")
     if dtype in PROVIDERS:
-        require_plugin(dtype, f"distributed_type {dtype}", _where(resolved, "distributed_type"))
+        require_plugin(dtype, _where(resolved, "distributed_type"))
     if resolved.values.get("mixed_precision") == "fp8":
-        require_plugin("fp8", "mixed_precision fp8", _where(resolved, "mixed_precision"))
+        require_plugin("fp8", _where(resolved, "mixed_precision"))
 
 
 # --------------------------------------------------------------------------- writing

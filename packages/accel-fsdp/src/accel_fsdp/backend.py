@@ -1,0 +1,417 @@
+"""The FSDP backend: shards models with FSDP2 (``fully_shard``) or FSDP1, checkpoints through DCP."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from accel.backends import Backend
+
+from .config import FullyShardedDataParallelPlugin
+from .wrap import fsdp1_policy, units_to_shard
+
+_WRAPPER_PREFIXES = re.compile(r"(_fsdp_wrapped_module\.|_checkpoint_wrapped_module\.|_orig_mod\.)")
+_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _clean(name: str) -> str:
+    return _WRAPPER_PREFIXES.sub("", name)
+
+
+class FSDPBackend(Backend):
+    """Fully Sharded Data Parallel: parameters, gradients and optimizer state sharded across processes."""
+
+    name = "fsdp"
+    distributed_types = ("FSDP",)
+
+    def setup(self) -> None:
+        """Read the plugin, make sure a process group exists, use a sharded grad scaler for fp16."""
+        state = self.accelerator.state
+        self.plugin: FullyShardedDataParallelPlugin = (
+            state.fsdp_plugin or FullyShardedDataParallelPlugin()
+        )
+        state.plugins["fsdp_plugin"] = self.plugin
+        if not dist.is_initialized():  # one process: FSDP still needs a (trivial) group
+            dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        precision = self.accelerator.precision
+        if precision.scaler is not None:
+            from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+            handler = self.accelerator.handlers.get("GradScalerKwargs")
+            precision.scaler = ShardedGradScaler(
+                self.accelerator.device.type, **(handler.to_kwargs() if handler else {})
+            )
+        self._param_map: dict[int, torch.nn.Parameter] = {}
+
+    @property
+    def version(self) -> int:
+        """1 or 2."""
+        return self.plugin.fsdp_version
+
+    # -- wrapping -------------------------------------------------------------
+    def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Shard ``model``; remember how its parameters were replaced (for optimizers made before)."""
+        before = {name: param for name, param in model.named_parameters()}
+        wrapped = self._shard_fsdp2(model) if self.version == 2 else self._shard_fsdp1(model)
+        after = {_clean(name): param for name, param in wrapped.named_parameters()}
+        for name, old in before.items():
+            if name in after and after[name] is not old:
+                self._param_map[id(old)] = after[name]
+        return wrapped
+
+    def _mixed_precision_dtype(self) -> torch.dtype | None:
+        return _DTYPES.get(self.accelerator.mixed_precision)
+
+    def _mesh(self) -> Any:
+        from torch.distributed.device_mesh import init_device_mesh
+
+        world = dist.get_world_size()
+        device = self.accelerator.device.type
+        strategy = self.plugin.sharding_strategy
+        if strategy == "NO_SHARD":
+            return init_device_mesh(device, (world, 1), mesh_dim_names=("replicate", "shard"))
+        if strategy.startswith("HYBRID"):
+            local = torch.cuda.device_count() if device == "cuda" else world
+            local = max(1, min(local, world))
+            return init_device_mesh(
+                device, (world // local, local), mesh_dim_names=("replicate", "shard")
+            )
+        return init_device_mesh(device, (world,), mesh_dim_names=("shard",))
+
+    def _shard_fsdp2(self, model: torch.nn.Module) -> torch.nn.Module:
+        from torch.distributed.fsdp import (
+            CPUOffloadPolicy,
+            MixedPrecisionPolicy,
+            OffloadPolicy,
+            fully_shard,
+        )
+
+        plugin = self.plugin
+        mp = plugin.mixed_precision_policy
+        if mp is None:
+            dtype = self._mixed_precision_dtype()
+            mp = (
+                MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=dtype)
+                if dtype is not None
+                else MixedPrecisionPolicy()
+            )
+        elif isinstance(mp, dict):
+            mp = MixedPrecisionPolicy(
+                **{k: _DTYPES.get(v, v) if isinstance(v, str) else v for k, v in mp.items()}
+            )
+        kwargs = {
+            "mesh": self._mesh(),
+            "reshard_after_forward": plugin.reshard_after_forward,
+            "mp_policy": mp,
+            "offload_policy": CPUOffloadPolicy() if plugin.offload_params else OffloadPolicy(),
+        }
+        units = units_to_shard(model, plugin)
+        if plugin.activation_checkpointing:
+            from torch.distributed._composable import checkpoint
+
+            for unit in units or [model]:
+                checkpoint(unit)
+        for unit in units:
+            fully_shard(unit, **kwargs)
+        fully_shard(model, **kwargs)
+        return model
+
+    def _shard_fsdp1(self, model: torch.nn.Module) -> torch.nn.Module:
+        from torch.distributed.fsdp import (
+            BackwardPrefetch,
+            CPUOffload,
+            MixedPrecision,
+            ShardingStrategy,
+        )
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+        plugin = self.plugin
+        mp = plugin.mixed_precision_policy
+        if mp is None:
+            dtype = self._mixed_precision_dtype()
+            mp = (
+                MixedPrecision(param_dtype=dtype, reduce_dtype=dtype, buffer_dtype=dtype)
+                if dtype is not None
+                else None
+            )
+        elif isinstance(mp, dict):
+            mp = MixedPrecision(
+                **{k: _DTYPES.get(v, v) if isinstance(v, str) else v for k, v in mp.items()}
+            )
+        prefetch = plugin.backward_prefetch
+        device = self.accelerator.device
+        wrapped = FSDP(
+            model,
+            sharding_strategy=getattr(
+                ShardingStrategy,
+                "_HYBRID_SHARD_ZERO2"
+                if plugin.sharding_strategy == "HYBRID_SHARD_ZERO2"
+                else plugin.sharding_strategy,
+            ),
+            auto_wrap_policy=fsdp1_policy(model, plugin),
+            mixed_precision=mp,
+            cpu_offload=CPUOffload(offload_params=plugin.offload_params),
+            backward_prefetch=None
+            if prefetch in (None, "NO_PREFETCH")
+            else getattr(BackwardPrefetch, prefetch),
+            forward_prefetch=plugin.forward_prefetch,
+            limit_all_gathers=plugin.limit_all_gathers,
+            use_orig_params=plugin.use_orig_params,
+            sync_module_states=plugin.sync_module_states,
+            ignored_modules=plugin.ignored_modules,
+            param_init_fn=plugin.param_init_fn,
+            device_id=device,
+        )
+        if plugin.activation_checkpointing:
+            from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+                apply_activation_checkpointing,
+            )
+
+            units = {id(m) for m in units_to_shard(model, plugin)}
+            apply_activation_checkpointing(wrapped, check_fn=lambda m: id(m) in units)
+        return wrapped
+
+    def prepare_optimizer(
+        self, optimizer: torch.optim.Optimizer, device_placement: bool = True
+    ) -> Any:
+        """Point an optimizer made before ``prepare`` at the sharded parameters, then wrap it."""
+        for group in optimizer.param_groups:
+            group["params"] = [self._param_map.get(id(p), p) for p in group["params"]]
+        flat = [p for g in optimizer.param_groups for p in g["params"]]
+        if (
+            self.version == 1
+            and not self.plugin.use_orig_params
+            and any(p.__class__.__name__ != "FlatParameter" for p in flat)
+        ):
+            raise ValueError(
+                "with FSDP1 and use_orig_params=False create the optimizer after prepare(model), from the prepared model's parameters"
+            )
+        return super().prepare_optimizer(optimizer, device_placement)
+
+    # -- training step ----------------------------------------------------------
+    @contextlib.contextmanager
+    def no_sync(self, model: torch.nn.Module) -> Iterator[None]:
+        """Skip gradient reduction (FSDP2: ``set_requires_gradient_sync``; FSDP1: ``no_sync``)."""
+        if hasattr(model, "set_requires_gradient_sync"):
+            model.set_requires_gradient_sync(False)
+            try:
+                yield
+            finally:
+                model.set_requires_gradient_sync(True)
+        else:
+            with model.no_sync():
+                yield
+
+    def clip_grad_norm_(
+        self, parameters: Iterable[torch.Tensor], max_norm: float, norm_type: float = 2.0
+    ) -> torch.Tensor:
+        """Clip by the norm over every shard."""
+        parameters = list(parameters)
+        if self.version == 1:
+            ids = {id(p) for p in parameters}
+            for model in self.accelerator._models:
+                if hasattr(model, "clip_grad_norm_") and any(
+                    id(p) in ids for p in model.parameters()
+                ):
+                    return model.clip_grad_norm_(max_norm, norm_type)
+        norm = torch.nn.utils.clip_grad_norm_(parameters, max_norm, norm_type=norm_type)
+        return norm.full_tensor() if hasattr(norm, "full_tensor") else norm
+
+    # -- state --------------------------------------------------------------------
+    def unwrap_model(
+        self,
+        model: torch.nn.Module,
+        keep_fp32_wrapper: bool = True,
+        keep_torch_compile: bool = True,
+    ) -> torch.nn.Module:
+        """FSDP1: the wrapped module; FSDP2: the model itself (sharded in place)."""
+        model = super().unwrap_model(
+            model, keep_fp32_wrapper=keep_fp32_wrapper, keep_torch_compile=keep_torch_compile
+        )
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+        return model.module if isinstance(model, FSDP) else model
+
+    def _options(self, **kwargs: Any) -> Any:
+        from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+        return StateDictOptions(**kwargs)
+
+    def get_state_dict(
+        self, model: torch.nn.Module, unwrap: bool = True
+    ) -> dict[str, torch.Tensor]:
+        """The full state dict, gathered to the main process (empty elsewhere)."""
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+        state = get_model_state_dict(
+            model, options=self._options(full_state_dict=True, cpu_offload=True)
+        )
+        return {_clean(k): v for k, v in state.items()}
+
+    def load_model_state_dict(
+        self, model: torch.nn.Module, state_dict: dict[str, torch.Tensor], strict: bool = True
+    ) -> Any:
+        """Load a full state dict; the main process's copy is broadcast and sharded."""
+        from torch.distributed.checkpoint.state_dict import set_model_state_dict
+
+        return set_model_state_dict(
+            model,
+            state_dict,
+            options=self._options(full_state_dict=True, broadcast_from_rank0=True, strict=strict),
+        )
+
+    @property
+    def sharded(self) -> bool:
+        """Whether checkpoints are written as DCP shards."""
+        return self.plugin.state_dict_type != "FULL_STATE_DICT"
+
+    @contextlib.contextmanager
+    def _local(self, model: torch.nn.Module) -> Iterator[None]:
+        """FSDP1 LOCAL_STATE_DICT: each rank's flat shard, for same-world-size resume."""
+        if self.plugin.state_dict_type != "LOCAL_STATE_DICT":
+            yield
+            return
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        from torch.distributed.fsdp import StateDictType
+
+        with FSDP.state_dict_type(model, StateDictType.LOCAL_STATE_DICT):
+            yield
+
+    def save_model_state(
+        self, model: torch.nn.Module, folder: Path, index: int, safe_serialization: bool = True
+    ) -> None:
+        """SHARDED/LOCAL: DCP into ``pytorch_model_fsdp_<i>/``; FULL: one full state dict."""
+        if not self.sharded:
+            return super().save_model_state(model, folder, index, safe_serialization)
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+        with self._local(model):
+            state = (
+                model.state_dict()
+                if self.plugin.state_dict_type == "LOCAL_STATE_DICT"
+                else get_model_state_dict(model)
+            )
+            dcp.save({"model": state}, checkpoint_id=folder / f"pytorch_model_fsdp_{index}")
+
+    def load_model_state(
+        self,
+        model: torch.nn.Module,
+        folder: Path,
+        index: int,
+        strict: bool = True,
+        weights_only: bool = True,
+    ) -> None:
+        """Restore what :meth:`save_model_state` wrote (DCP reshards to this world size)."""
+        shards = folder / f"pytorch_model_fsdp_{index}"
+        if not shards.exists():
+            return super().load_model_state(
+                model, folder, index, strict=strict, weights_only=weights_only
+            )
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import (
+            get_model_state_dict,
+            set_model_state_dict,
+        )
+
+        with self._local(model):
+            if self.plugin.state_dict_type == "LOCAL_STATE_DICT":
+                state = {"model": model.state_dict()}
+                dcp.load(state, checkpoint_id=shards)
+                model.load_state_dict(state["model"])
+                return
+            state = {"model": get_model_state_dict(model)}
+            dcp.load(state, checkpoint_id=shards)
+            set_model_state_dict(model, state["model"], options=self._options(strict=strict))
+
+    def save_optimizer_state(
+        self, optimizer: Any, folder: Path, index: int, model: torch.nn.Module | None = None
+    ) -> None:
+        """SHARDED: DCP into ``optimizer_<i>/``; FULL: the full optimizer state from the main process."""
+        from accel.checkpointing import optimizer_file, write_object
+        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
+        inner = getattr(optimizer, "optimizer", optimizer)
+        if model is None:
+            return super().save_optimizer_state(optimizer, folder, index, model)
+        if self.sharded:
+            import torch.distributed.checkpoint as dcp
+
+            dcp.save(
+                {"optimizer": get_optimizer_state_dict(model, inner)},
+                checkpoint_id=folder / f"optimizer_{index}",
+            )
+            return
+        if self.version == 1:
+            state = self._fsdp1_full_optimizer_state(model, inner)
+        else:
+            state = get_optimizer_state_dict(
+                model, inner, options=self._options(full_state_dict=True, cpu_offload=True)
+            )
+        if self.accelerator.is_main_process:
+            write_object(state, optimizer_file(folder, index))
+
+    def load_optimizer_state(
+        self,
+        optimizer: Any,
+        folder: Path,
+        index: int,
+        model: torch.nn.Module | None = None,
+        weights_only: bool = True,
+    ) -> None:
+        """Restore what :meth:`save_optimizer_state` wrote."""
+        from accel.checkpointing import optimizer_file, read_object
+        from torch.distributed.checkpoint.state_dict import (
+            get_optimizer_state_dict,
+            set_optimizer_state_dict,
+        )
+
+        inner = getattr(optimizer, "optimizer", optimizer)
+        if model is None:
+            return super().load_optimizer_state(optimizer, folder, index, model, weights_only)
+        shards = folder / f"optimizer_{index}"
+        if shards.exists():
+            import torch.distributed.checkpoint as dcp
+
+            state = {"optimizer": get_optimizer_state_dict(model, inner)}
+            dcp.load(state, checkpoint_id=shards)
+            set_optimizer_state_dict(model, inner, state["optimizer"])
+            return
+        full = read_object(optimizer_file(folder, index), weights_only)
+        if self.version == 1:
+            from torch.distributed.fsdp import (
+                FullOptimStateDictConfig,
+                FullStateDictConfig,
+                StateDictType,
+            )
+            from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+            with FSDP.state_dict_type(
+                model,
+                StateDictType.FULL_STATE_DICT,
+                FullStateDictConfig(),
+                FullOptimStateDictConfig(),
+            ):
+                inner.load_state_dict(FSDP.optim_state_dict_to_load(model, inner, full))
+            return
+        set_optimizer_state_dict(model, inner, full, options=self._options(full_state_dict=True))
+
+    @staticmethod
+    def _fsdp1_full_optimizer_state(model: torch.nn.Module, optimizer: Any) -> dict:
+        from torch.distributed.fsdp import (
+            FullOptimStateDictConfig,
+            FullStateDictConfig,
+            StateDictType,
+        )
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+        config = FullOptimStateDictConfig(offload_to_cpu=True, rank0_only=False)
+        with FSDP.state_dict_type(
+            model, StateDictType.FULL_STATE_DICT, FullStateDictConfig(), config
+        ):
+            return FSDP.optim_state_dict(model, optimizer)

@@ -1,0 +1,76 @@
+"""Which submodules become their own FSDP unit (auto-wrap policies), for FSDP2 and FSDP1."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import torch
+
+from .config import FullyShardedDataParallelPlugin
+
+
+def layer_classes(model: torch.nn.Module, plugin: FullyShardedDataParallelPlugin) -> set[type]:
+    """Classes named by ``transformer_cls_names_to_wrap`` (else the model's ``_no_split_modules``)."""
+    names = set(
+        plugin.transformer_cls_names_to_wrap or getattr(model, "_no_split_modules", None) or []
+    )
+    found = {type(m) for m in model.modules() if type(m).__name__ in names}
+    missing = names - {cls.__name__ for cls in found}
+    if missing:
+        raise ValueError(
+            f"fsdp_transformer_layer_cls_to_wrap names {sorted(missing)}, which the model does not contain "
+            f"(it has {sorted({type(m).__name__ for m in model.modules()})[:12]}...)"
+        )
+    return found
+
+
+def units_to_shard(
+    model: torch.nn.Module, plugin: FullyShardedDataParallelPlugin
+) -> list[torch.nn.Module]:
+    """Submodules (not the root) to shard as separate units, children before parents."""
+    policy = plugin.auto_wrap_policy
+    if policy is None:
+        policy = (
+            "TRANSFORMER_BASED_WRAP"
+            if (plugin.transformer_cls_names_to_wrap or getattr(model, "_no_split_modules", None))
+            else "NO_WRAP"
+        )
+    if policy == "NO_WRAP":
+        return []
+    if callable(policy):
+        return [m for m in _post_order(model) if m is not model and policy(m)]
+    if policy == "TRANSFORMER_BASED_WRAP":
+        classes = tuple(layer_classes(model, plugin))
+        return [m for m in _post_order(model) if m is not model and isinstance(m, classes)]
+    minimum = plugin.min_num_params if plugin.min_num_params is not None else 100_000_000
+    chosen: list[torch.nn.Module] = []
+    remaining: dict[int, int] = {}
+    for module in _post_order(model):
+        own = sum(p.numel() for p in module.parameters(recurse=False))
+        total = own + sum(remaining[id(c)] for c in module.children())
+        if module is not model and total >= minimum:
+            chosen.append(module)
+            total = 0
+        remaining[id(module)] = total
+    return chosen
+
+
+def _post_order(module: torch.nn.Module) -> list[torch.nn.Module]:
+    order: list[torch.nn.Module] = []
+    for child in module.children():
+        order.extend(_post_order(child))
+    order.append(module)
+    return order
+
+
+def fsdp1_policy(model: torch.nn.Module, plugin: FullyShardedDataParallelPlugin) -> Callable | None:
+    """The ``auto_wrap_policy`` argument of FSDP1 matching the plugin."""
+    units = {id(m) for m in units_to_shard(model, plugin)}
+    if not units:
+        return None
+
+    def policy(module: torch.nn.Module, recurse: bool, nonwrapped_numel: int) -> bool:
+        return True if recurse else id(module) in units
+
+    return functools.partial(policy)

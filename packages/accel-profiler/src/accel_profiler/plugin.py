@@ -1,0 +1,25 @@
+"""Entry-point module of accel-profiler: implements ``accel_profile``. Imports nothing heavy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accel.hookspecs import hookimpl
+
+
+@hookimpl
+def accel_profile(accelerator: Any, profile_kwargs: Any) -> Any:
+    """A context manager running ``torch.profiler.profile`` configured by ``profile_kwargs``."""
+    from .profiler import profile
+
+    return profile(
+        profile_kwargs,
+        process_index=accelerator.process_index,
+        wait_for_everyone=accelerator.wait_for_everyone,
+    )
+
+
+@hookimpl
+def accel_env_info() -> dict[str, str]:
+    """A line for ``accel env``."""
+    return {"Profiler": "accel-profiler (torch.profiler)"}
