@@ -1,9 +1,10 @@
 """Train a small MLP on a generated three-arm spiral with accel.
 
 Everything is generated in this file (no download, no network), so the run is
-reproducible: with the default seed it reaches at least ``--threshold`` accuracy
-(0.95) on a held-out set in a few seconds on a laptop CPU, and exits with status 1
-otherwise.
+reproducible: with the default settings it reaches at least ``--threshold`` accuracy
+(0.95; in practice 0.99 to 1.00) on a held-out set in a few seconds of training on a
+small CPU, also with mixed precision or up to 4 gradient-accumulation steps, and
+exits with status 1 otherwise.
 
     uv run python docs/examples/train_demo.py
     uv run python docs/examples/train_demo.py --gradient_accumulation_steps 2 --mixed_precision bf16
@@ -74,7 +75,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--gradient_accumulation_steps",
         type=int,
         default=1,
-        help="micro-batches per optimizer step",
+        help="micro-batches per optimizer step (each epoch then has fewer optimizer steps: "
+        "beyond 4, raise --epochs to keep the accuracy)",
     )
     parser.add_argument(
         "--num_threads",

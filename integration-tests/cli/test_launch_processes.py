@@ -24,37 +24,18 @@ def _records(out, restart=0):
     }
 
 
-def test_cpu_two_processes_see_ranks_and_settings(run_accel, tmp_path):
-    out = tmp_path / "out"
-    out.mkdir()
-    result = run_accel(
-        "launch", "--cpu", "--num_processes", "2", "--mixed_precision", "bf16", "--debug",
-        "--gradient_accumulation_steps", "2", RANKS, str(out),
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 machine x 2 processes" in result.stderr
-    records = _records(out)
-    assert sorted(records) == [0, 1]
-    for rank, rec in records.items():
-        assert rec["world"] == 2 and rec["local_rank"] == rank
-        assert rec["sum"] == 3.0 and rec["ranks"] == [0, 1]
-        assert rec["backend"] == "gloo" and rec["device"] == "cpu"
-        env = rec["env"]
-        assert env["ACCEL_USE_CPU"] == "true"
-        assert env["ACCEL_DISTRIBUTED_TYPE"] == "MULTI_CPU"
-        assert env["ACCEL_MIXED_PRECISION"] == "bf16"
-        assert env["ACCEL_DEBUG_MODE"] == "true"
-        assert env["ACCEL_GRADIENT_ACCUMULATION_STEPS"] == "2"
-        assert rec["config"]["num_processes"] == 2 and rec["config"]["mixed_precision"] == "bf16"
-
-
 def test_failing_worker_rank_and_traceback_are_shown(run_accel, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    result = run_accel("launch", "--cpu", "--num_processes", "2", RANKS, str(out), "--fail-rank", "1")
+    result = run_accel(
+        "launch", "--cpu", "--num_processes", "2", RANKS, str(out), "--fail-rank", "1"
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     err = result.stderr
-    assert "accel launch: worker rank 1 (local rank 1, machine 0) failed first: ValueError: boom on rank 1" in err
+    assert (
+        "accel launch: worker rank 1 (local rank 1, machine 0) failed first: ValueError: boom on rank 1"
+        in err
+    )
     assert "Traceback (most recent call last)" in err
     assert 'ranks.py", line' in err and "raise ValueError" in err
 
@@ -86,8 +67,12 @@ def test_two_machines_on_loopback_form_one_job(cli, tmp_path):
         ]  # fmt: skip
         procs.append(
             subprocess.Popen(
-                cmd, env=cli.accel_env(tmp_path), cwd=str(tmp_path), text=True,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                cmd,
+                env=cli.accel_env(tmp_path),
+                cwd=str(tmp_path),
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
             )  # fmt: skip
         )
     outputs = []
@@ -104,38 +89,67 @@ def test_two_machines_on_loopback_form_one_job(cli, tmp_path):
     records = _records(out)
     assert sorted(records) == [0, 1]
     assert {r["group_rank"]: r["rank"] for r in records.values()} == {0: 0, 1: 1}
-    assert all(r["world"] == 2 and r["local_rank"] == 0 and r["sum"] == 3.0 for r in records.values())
+    assert all(
+        r["world"] == 2 and r["local_rank"] == 0 and r["sum"] == 3.0 for r in records.values()
+    )
 
 
-def test_sigterm_reaches_every_worker_and_nothing_is_left(cli, tmp_path):
+def _check_settings(records: dict) -> None:
+    assert sorted(records) == [0, 1]
+    for rank, rec in records.items():
+        assert rec["world"] == 2 and rec["local_rank"] == rank
+        assert rec["sum"] == 3.0 and rec["ranks"] == [0, 1]
+        assert rec["backend"] == "gloo" and rec["device"] == "cpu"
+        env = rec["env"]
+        assert env["ACCEL_USE_CPU"] == "true"
+        assert env["ACCEL_DISTRIBUTED_TYPE"] == "MULTI_CPU"
+        assert env["ACCEL_MIXED_PRECISION"] == "bf16"
+        assert env["ACCEL_DEBUG_MODE"] == "true"
+        assert env["ACCEL_GRADIENT_ACCUMULATION_STEPS"] == "2"
+        assert rec["config"]["num_processes"] == 2 and rec["config"]["mixed_precision"] == "bf16"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_two_cpu_processes_then_stopping_the_launcher_leaves_nothing(cli, tmp_path, sig):
+    """`--cpu --num_processes 2` starts 2 gloo ranks with the settings as ACCEL_* variables;
+    SIGTERM is forwarded and every worker stops; even a SIGKILLed launcher leaves nothing."""
     out = tmp_path / "out"
     out.mkdir()
     proc = subprocess.Popen(
-        [str(cli.ACCEL), "launch", "--cpu", "--num_processes", "2", RANKS, str(out), "--sleep", "300"],
+        [
+            str(cli.ACCEL), "launch", "--cpu", "--num_processes", "2", "--mixed_precision", "bf16",
+            "--debug", "--gradient_accumulation_steps", "2", RANKS, str(out), "--sleep", "300",
+        ],
         env=cli.accel_env(tmp_path), cwd=str(tmp_path), text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
+    tree: list[psutil.Process] = []
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and len(list(out.glob("rank*-restart0.json"))) < 2:
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.5)
         assert len(list(out.glob("rank*-restart0.json"))) == 2, "workers did not start in time"
+        _check_settings(_records(out))
         tree = psutil.Process(proc.pid).children(recursive=True)
         workers = {int(p.read_text()) for p in out.glob("pid-rank*-restart0")}
         assert workers <= {p.pid for p in tree}
         start = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
         stdout, stderr = proc.communicate(timeout=60)
+        assert time.monotonic() - start < 45
+        if sig == signal.SIGTERM:
+            assert proc.returncode == 128 + signal.SIGTERM, stdout + stderr
+            assert "stopped by SIGTERM" in stderr
+        deadline = time.monotonic() + 45
+        while time.monotonic() < deadline and any(_alive(p.pid) for p in tree):
+            time.sleep(0.5)
+        alive = [p.pid for p in tree if _alive(p.pid)]
+        assert not alive, f"left running: {alive}"
     finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert time.monotonic() - start < 45
-    assert proc.returncode == 128 + signal.SIGTERM, stdout + stderr
-    assert "stopped by SIGTERM" in stderr
-    time.sleep(1)
-    alive = [p.pid for p in tree if _alive(p.pid)]
-    assert not alive, f"left running: {alive}"
+        for p in [*tree, psutil.Process(proc.pid) if proc.poll() is None else None]:
+            if p is not None and _alive(p.pid):
+                p.kill()
 
 
 def _alive(pid: int) -> bool:

@@ -81,7 +81,11 @@ def main() -> int:
     ]
     pairs = {"accel --help": None, "accel launch --help": None, "accel env": None}
     if accelerate is not None:
-        for name, tail in (("--help", ["--help"]), ("launch --help", ["launch", "--help"]), ("env", ["env"])):
+        for name, tail in (
+            ("--help", ["--help"]),
+            ("launch --help", ["launch", "--help"]),
+            ("env", ["env"]),
+        ):
             label = f"accelerate {name}"
             cases.append((label, [accelerate, *tail], env))
             pairs[f"accel {name}"] = label

@@ -19,14 +19,23 @@ import time
 def _model():
     import torch
 
-    return torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+    return torch.nn.Sequential(
+        torch.nn.Linear(256, 512),
+        torch.nn.ReLU(),
+        torch.nn.Linear(512, 512),
+        torch.nn.ReLU(),
+        torch.nn.Linear(512, 10),
+    )
 
 
 def _data(steps: int, batch: int):
     import torch
 
     g = torch.Generator().manual_seed(0)
-    return torch.utils.data.TensorDataset(torch.randn(steps * batch * 2, 256, generator=g), torch.randint(0, 10, (steps * batch * 2,), generator=g))
+    return torch.utils.data.TensorDataset(
+        torch.randn(steps * batch * 2, 256, generator=g),
+        torch.randint(0, 10, (steps * batch * 2,), generator=g),
+    )
 
 
 def plain_round(steps: int, batch: int) -> float:
@@ -58,7 +67,6 @@ def accel_round(steps: int, batch: int) -> float:
     """Steps per second of the same loop through accel."""
     import torch
     import torch.distributed as dist
-
     from accel import Accelerator
     from accel.state import AcceleratorState, GradientState
 
@@ -85,7 +93,6 @@ def accel_round(steps: int, batch: int) -> float:
 
 def worker(rounds: int, steps: int, batch: int) -> None:
     import torch.distributed as dist
-
     from accel import PartialState
 
     state = PartialState()
@@ -95,14 +102,20 @@ def worker(rounds: int, steps: int, batch: int) -> None:
     for r in range(rounds):
         order = ["plain DDP", "accel"] if r % 2 == 0 else ["accel", "plain DDP"]
         for name in order:
-            results[name].append((plain_round if name == "plain DDP" else accel_round)(steps, batch))
+            results[name].append(
+                (plain_round if name == "plain DDP" else accel_round)(steps, batch)
+            )
     if state.is_main_process:
         base = statistics.median(results["plain DDP"])
-        print(f"2 processes (gloo, CPU), batch {batch} per process, {rounds} rounds x {steps} steps")
+        print(
+            f"2 processes (gloo, CPU), batch {batch} per process, {rounds} rounds x {steps} steps"
+        )
         for name, values in results.items():
             print(f"  {name:10s} median {statistics.median(values):8.1f} steps/s")
         ratios = [a / p for a, p in zip(results["accel"], results["plain DDP"])]
-        print(f"  accel / plain DDP: median ratio {statistics.median(ratios):.3f}x (throughput of {statistics.median(results['accel']) / base:.3f}x; target >= 0.97x)")
+        print(
+            f"  accel / plain DDP: median ratio {statistics.median(ratios):.3f}x (throughput of {statistics.median(results['accel']) / base:.3f}x; target >= 0.97x)"
+        )
     dist.barrier()
 
 
@@ -115,7 +128,15 @@ def main() -> None:
     if "LOCAL_RANK" in os.environ:
         worker(args.rounds, args.steps, args.batch)
         return
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", __file__, *sys.argv[1:]]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        __file__,
+        *sys.argv[1:],
+    ]
     env = {**os.environ, "ACCEL_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
     sys.exit(subprocess.call(command, env=env))
 

@@ -46,7 +46,9 @@ record = {
     "ranks": ranks,
     "backend": state.backend,
     "device": str(state.device),
-    "env": {k: v for k, v in os.environ.items() if k.startswith("ACCEL_") and k != "ACCEL_LAUNCH_CONFIG"},
+    "env": {
+        k: v for k, v in os.environ.items() if k.startswith("ACCEL_") and k != "ACCEL_LAUNCH_CONFIG"
+    },
     "config": launched_config(),
 }
 (out / f"rank{rank}-restart{restart}.json").write_text(json.dumps(record))

@@ -61,7 +61,9 @@ def test_launch_help_is_torch_free(clean_env, tmp_path):
     assert _help_modules(clean_env, "cli", tmp_path) == []
 
 
-@pytest.mark.xfail(reason="an installed plugin imports torch in its entry-point module", strict=False)
+@pytest.mark.xfail(
+    reason="an installed plugin imports torch in its entry-point module", strict=False
+)
 def test_launch_help_is_torch_free_with_every_installed_plugin(clean_env, tmp_path):
     assert _help_modules(clean_env, None, tmp_path) == []
 
@@ -111,7 +113,9 @@ def test_module_and_no_python(accel, tmp_path):
 
 
 def test_dry_run_two_processes_uses_torchrun(accel, script):
-    out = accel("launch", "--cpu", "--num_processes", "2", "--max_restarts", "1", "--dry_run", str(script))
+    out = accel(
+        "launch", "--cpu", "--num_processes", "2", "--max_restarts", "1", "--dry_run", str(script)
+    )
     assert out.returncode == 0, out.stderr
     command = next(line for line in out.stdout.splitlines() if line.startswith("command: "))
     assert "-m torch.distributed.run --nproc_per_node 2 --standalone --max_restarts 1" in command
@@ -177,10 +181,9 @@ def test_config_questionnaire_from_answers(accel, tmp_path):
 
 
 def test_prompt_questions_go_through_prompt_toolkit():
+    from accel_cli.questions import PromptAsk
     from prompt_toolkit.input import create_pipe_input
     from prompt_toolkit.output import DummyOutput
-
-    from accel_cli.questions import PromptAsk
 
     with create_pipe_input() as inp:
         inp.send_text("\x1b[B\r")  # arrow down, enter
@@ -190,8 +193,11 @@ def test_prompt_questions_go_through_prompt_toolkit():
         assert PromptAsk(input=inp, output=DummyOutput()).confirm("?", False) is True
 
 
-def test_env_lists_versions_config_and_plugins(accel):
-    accel("config", "default")
+def test_env_lists_versions_config_and_plugins(accel, tmp_path):
+    (tmp_path / "accel-config").mkdir()
+    (tmp_path / "accel-config" / "default_config.yaml").write_text(
+        (DATA / "seed_multi_gpu.yaml").read_text()
+    )
     out = accel("env")
     assert out.returncode == 0, out.stderr
     for label in (

@@ -9,7 +9,6 @@ import types
 from pathlib import Path
 
 import pytest
-
 from accel import hookimpl, plugins
 from accel.errors import ConfigError, MissingPluginError
 from accel.utils import config as C
@@ -185,7 +184,9 @@ def test_plugin_section_validated_by_its_plugin(tmp_path):
 
     def problems(section):
         seen.append(section)
-        return [] if section.get("fsdp_sharding_strategy") in (1, "FULL_SHARD") else ["bad strategy"]
+        return (
+            [] if section.get("fsdp_sharding_strategy") in (1, "FULL_SHARD") else ["bad strategy"]
+        )
 
     module = _section_plugin(problems)
     pm.register(module, name="fake_fsdp")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import types
 
 import pytest
-
 from accel import hookimpl, plugins
 from accel.utils import config as C
 from accel_cli import launch
@@ -38,7 +37,9 @@ def _fake_plugin(calls: list) -> types.ModuleType:
         if ask.confirm("Do you want to use FSDP?", False, key="use_fsdp"):
             config["distributed_type"] = "FSDP"
             config["fsdp_config"] = {
-                "fsdp_version": ask.select("Version?", ["2", "1"], "2", key="fsdp_config.fsdp_version")
+                "fsdp_version": ask.select(
+                    "Version?", ["2", "1"], "2", key="fsdp_config.fsdp_version"
+                )
             }
 
     class Hello:
@@ -56,7 +57,12 @@ def _fake_plugin(calls: list) -> types.ModuleType:
     def accel_cli_commands():
         return [Hello()]
 
-    for fn in (accel_launch_arguments, accel_config_sections, accel_config_questions, accel_cli_commands):
+    for fn in (
+        accel_launch_arguments,
+        accel_config_sections,
+        accel_config_questions,
+        accel_cli_commands,
+    ):
         setattr(module, fn.__name__, fn)
     return module
 
@@ -165,7 +171,12 @@ def test_launchers_chosen_by_priority_and_claims(fake):
     )
     assert multi.name == "torchrun"
     restarts = launch.choose_launcher(
-        {"compute_environment": "LOCAL_MACHINE", "num_machines": 1, "nproc_per_node": 1, "max_restarts": 2}
+        {
+            "compute_environment": "LOCAL_MACHINE",
+            "num_machines": 1,
+            "nproc_per_node": 1,
+            "max_restarts": 2,
+        }
     )
     assert restarts.name == "torchrun"  # restarts need the elastic agent
     cmd = multi.command(

@@ -17,7 +17,13 @@ BERT_BASE_CASED = {
     "type_vocab_size": 2,
     "vocab_size": 28996,
 }
-GPT2 = {"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_positions": 1024, "vocab_size": 50257}
+GPT2 = {
+    "model_type": "gpt2",
+    "n_embd": 768,
+    "n_layer": 12,
+    "n_positions": 1024,
+    "vocab_size": 50257,
+}
 TINY_LLAMA = {
     "model_type": "llama",
     "hidden_size": 64,
@@ -46,20 +52,37 @@ def test_estimate_memory_matches_the_seed_table_for_bert(accel, tmp_path):
 @pytest.mark.parametrize(
     ("config", "params"),
     [
+        (BERT_BASE_CASED, 108_310_272),  # BertModel (bert-base-cased)
         (GPT2, 124_439_808),  # GPT2Model (gpt2)
         # embed + 3 x (q, k, v, o, gate, up, down, 2 norms) + norm
-        (TINY_LLAMA, 1000 * 64 + 3 * (64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 128 + 2 * 64) + 64),
+        (
+            TINY_LLAMA,
+            1000 * 64 + 3 * (64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 128 + 2 * 64) + 64,
+        ),
+        ({**TINY_LLAMA, "model_type": "qwen2"}, 175_040 + 3 * (64 + 2 * 32)),  # q/k/v biases
     ],
 )
-def test_estimate_memory_json_counts_parameters(accel, tmp_path, config, params):
+def test_builtin_builders_count_parameters_on_meta(config, params):
+    from accel_cli.estimate import _builtin_model, model_sizes
+
+    model = _builtin_model(dict(config), "config.json")
+    assert all(p.device.type == "meta" for p in model.parameters())
+    assert sum(p.numel() for p in model.parameters()) == params
+    largest, total = model_sizes(model)
+    assert total >= params * 4 and largest < total
+
+
+def test_estimate_memory_json(accel, tmp_path):
     path = tmp_path / "config.json"
-    path.write_text(json.dumps(config))
-    out = accel("estimate-memory", str(path), "--dtypes", "float32", "bfloat16", "--json", timeout=120)
+    path.write_text(json.dumps(TINY_LLAMA))
+    out = accel(
+        "estimate-memory", str(path), "--dtypes", "float32", "bfloat16", "--json", timeout=120
+    )
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)["rows"]
-    assert rows[0]["total_size"] == params * 4
-    assert rows[1]["total_size"] == params * 2
-    assert rows[0]["training_using_adam"] == params * 16
+    assert [r["dtype"] for r in rows] == ["float32", "bfloat16"]
+    assert rows[0]["total_size"] == 175_040 * 4 and rows[1]["total_size"] == 175_040 * 2
+    assert rows[0]["training_using_adam"] == 175_040 * 16
 
 
 def test_merge_weights_dcp_to_safetensors(accel, tmp_path):
@@ -71,9 +94,11 @@ def test_merge_weights_dcp_to_safetensors(accel, tmp_path):
     ckpt = tmp_path / "pytorch_model_fsdp_0"
     with pytest.warns(UserWarning):  # no process group: DCP saves as one process
         dcp.save({"model": model.state_dict()}, checkpoint_id=str(ckpt))
-    out = accel("merge-weights", str(ckpt), str(tmp_path / "merged"), timeout=120)
+    target = tmp_path / "merged" / "model.safetensors"
+    out = accel("merge-weights", str(ckpt), str(target), "--remove_checkpoint_dir", timeout=120)
     assert out.returncode == 0, out.stderr
-    merged = load_file(tmp_path / "merged" / "model.safetensors")
+    assert not ckpt.exists()
+    merged = load_file(target)
     expected = model.state_dict()
     assert sorted(merged) == sorted(expected)
     assert all(torch.equal(merged[k], expected[k]) for k in expected)
@@ -81,6 +106,3 @@ def test_merge_weights_dcp_to_safetensors(accel, tmp_path):
     fresh.load_state_dict(merged)
     x = torch.randn(5, 4)
     assert torch.equal(fresh(x), model(x))
-    out = accel("merge-weights", str(ckpt), str(tmp_path / "one.safetensors"), "--remove_checkpoint_dir")
-    assert out.returncode == 0 and (tmp_path / "one.safetensors").is_file()
-    assert not ckpt.exists()

@@ -73,11 +73,6 @@ def test_prepare_returns_objects_in_the_order_given(order):
     assert [b[0].shape[0] for b in prepared["loader"]] == [4, 4]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="accelerator.py _optimizers_of: the scheduler itself has .optimizer, so it is listed "
-    "among its own optimizers when prepared in the same call",
-)
 def test_scheduler_is_linked_only_to_its_optimizer():
     accelerator = Accelerator(cpu=True)
     objects = _objects()

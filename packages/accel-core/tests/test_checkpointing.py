@@ -191,11 +191,6 @@ def test_a_failing_save_keeps_the_previous_checkpoint(tmp_path):
     assert counter.count == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="accelerator.py save_state prunes the oldest checkpoints (total_limit) before the new "
-    "one is written: a failing save with total_limit=1 leaves no checkpoint at all",
-)
 def test_a_failing_save_does_not_prune_older_checkpoints(tmp_path):
     accelerator = Accelerator(
         cpu=True,

@@ -76,12 +76,6 @@ def test_state_dict_after_the_last_batch_resumes_with_loader_epoch(uninterrupted
     assert first + _train(resumed, start_epoch=resumed.epoch) == uninterrupted
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="data_loader.py: a position saved after the last batch of an epoch is kept as "
-    "(epoch, batches_yielded=len) instead of (epoch + 1, 0), so Accelerate's resume recipe "
-    "(start_epoch = step // len(loader)) replays an empty epoch and loses the last one",
-)
 def test_accelerate_recipe_after_the_last_batch_of_an_epoch(uninterrupted):
     loader = _fresh_loader()
     first = _train(loader, stop_after=10)

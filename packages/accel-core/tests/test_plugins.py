@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(240)
 
 GOOD_PLUGIN = '''
 """A third-party accel plugin: a backend and a precision. Imports nothing heavy."""
@@ -90,7 +90,7 @@ def _run(plugin_path: Path, code: str, **env_vars: str) -> dict:
         cwd=plugin_path,
         capture_output=True,
         text=True,
-        timeout=100,
+        timeout=200,
     )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])

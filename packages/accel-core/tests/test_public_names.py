@@ -76,6 +76,22 @@ def test_tracker_classes_name_accel_trackers_when_absent(name):
     assert info.value.package == "accel-trackers"
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(
+            name,
+            marks=pytest.mark.skipif(not _installed(module), reason=f"{module} is not installed"),
+        )
+        for name, module in sorted(TRACKER_CLASSES.items())
+    ],
+)
+def test_tracker_classes_come_from_accel_trackers_when_installed(name):
+    namespace = {}
+    exec(f"from accel.tracking import {name}", namespace)
+    assert namespace[name] is getattr(importlib.import_module(TRACKER_CLASSES[name]), name)
+
+
 def test_unknown_names_are_attribute_errors():
     with pytest.raises(AttributeError, match="no attribute 'NotAThing'"):
         accel.NotAThing  # noqa: B018

@@ -6,7 +6,6 @@ import os
 import types
 
 import pytest
-
 from accel.state import AcceleratorState, GradientState
 
 

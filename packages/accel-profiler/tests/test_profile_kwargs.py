@@ -9,7 +9,6 @@ import warnings
 
 import pytest
 import torch
-
 from accel import Accelerator, ProfileKwargs
 from accel.errors import MissingPluginError
 from accel.plugins import list_plugins, reset_plugin_manager
@@ -61,16 +60,22 @@ def test_defaults_profile_the_cpu_and_present_accelerators():
     assert (torch.profiler.ProfilerActivity.CUDA in activities) == torch.cuda.is_available()
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks dropping CUDA on a machine without it")
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="checks dropping CUDA on a machine without it"
+)
 def test_missing_activities_are_dropped_with_a_warning():
     with pytest.warns(UserWarning, match=r"\['cuda', 'xpu'\] are not available"):
         activities = ProfileKwargs(activities=["cpu", "cuda", "xpu"]).profiler_activities()
     assert activities == [torch.profiler.ProfilerActivity.CPU]
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks dropping CUDA on a machine without it")
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="checks dropping CUDA on a machine without it"
+)
 def test_when_every_activity_is_missing_the_cpu_is_profiled_and_the_warning_points_at_the_user():
-    with pytest.warns(UserWarning, match=r"\['cuda'\] are not available.*profiling \['cpu'\]") as caught:
+    with pytest.warns(
+        UserWarning, match=r"\['cuda'\] are not available.*profiling \['cpu'\]"
+    ) as caught:
         with Accelerator(cpu=True).profile(ProfileKwargs(activities=["cuda"])) as prof:
             torch.ones(2).sum()
     assert prof.activities == {torch.profiler.ProfilerActivity.CPU}

@@ -12,9 +12,8 @@ import warnings
 
 import pytest
 import torch
-from torch.profiler import ProfilerActivity, profile, record_function, schedule
-
 from accel import Accelerator, ProfileKwargs
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -76,7 +75,9 @@ def test_memory_pytorch(models):
     model = models.resnet18()
     inputs = torch.randn(5, 3, 224, 224)
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True) as prof:
+    with profile(
+        activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True
+    ) as prof:
         model(inputs)
 
     assert "CPU Mem" in prof.key_averages().table(sort_by="self_cpu_memory_usage", row_limit=10)
@@ -201,7 +202,10 @@ def test_long_running_accel_two_cycles(models, tmp_path):
         warnings.simplefilter("ignore")
         ready = _seed_schedule_run(model, inputs, 20, tmp_path)
     assert ready == [10, 19]
-    assert sorted(p.name for p in tmp_path.glob("trace_*.json")) == ["trace_10.json", "trace_19.json"]
+    assert sorted(p.name for p in tmp_path.glob("trace_*.json")) == [
+        "trace_10.json",
+        "trace_19.json",
+    ]
 
 
 def test_scheduled_traces_go_to_output_trace_dir(tmp_path):

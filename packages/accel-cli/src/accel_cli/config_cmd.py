@@ -182,6 +182,9 @@ def _show(argv: list[str], prog: str) -> int:
             "(default, file, env, flag or derived). Takes the same options as accel launch."
         )
         parser.add_argument("--json", action="store_true", help="print JSON")
+        parser.add_argument(
+            "--resolved", action="store_true", help="(the default) every resolved setting"
+        )
 
     ns, lp = parse(argv, prog, script=False, configure=configure)
     flags = flags_from(ns, lp)

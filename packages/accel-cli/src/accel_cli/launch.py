@@ -248,6 +248,7 @@ LAUNCH_ONLY_DESTS = {
     "training_script_args",
     "multi_gpu",
     "json",
+    "resolved",
 }
 """Parsed names that are not settings of :mod:`accel.utils.config`."""
 
@@ -346,8 +347,12 @@ def parse(
         for prefix, package in PLUGIN_FLAG_OWNERS:
             if flag == prefix or (prefix.endswith("_") and flag.startswith(prefix)):
                 from accel.errors import MissingPluginError
+                from accel.utils.config import disabled_by, installed_but_disabled
 
-                raise MissingPluginError(f"{flag}", package)
+                extra = ""
+                if installed_but_disabled(package):
+                    extra = f" ({package} is installed but not loaded: {disabled_by()})"
+                raise MissingPluginError(f"{flag}", package, extra)
     if extras:
         import difflib
 
@@ -508,7 +513,12 @@ def choose_launcher(config: dict[str, Any], name: str | None = None) -> Any:
     """The launcher for ``config``: ``name`` if given, else the highest-priority one claiming it."""
     from accel import registry
 
-    table = registry.launchers()
+    from .launchers import SimpleLauncher, TorchrunLauncher
+
+    table = dict(registry.launchers())
+    # accel-cli's own launchers stay available when ACCEL_PLUGINS leaves out its entry point
+    for cls in (SimpleLauncher, TorchrunLauncher):
+        table.setdefault(cls.name, cls)
     if name:
         if name not in table:
             raise UsageError(
@@ -609,3 +619,9 @@ def main(argv: list[str], prog: str = "accel launch") -> int:
     from .supervise import supervise
 
     return supervise(command, full_env, prog=prog)
+
+
+if __name__ == "__main__":  # `python -m accel_cli.launch ...` is `accel launch ...`
+    from .main import run
+
+    raise SystemExit(run(["launch", *sys.argv[1:]]))

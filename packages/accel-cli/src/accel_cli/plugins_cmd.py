@@ -30,7 +30,9 @@ def main(argv: list[str], prog: str = "accel plugins") -> int:
             i.name + (" (default)" if i.default else ""),
             i.distribution or "?",
             i.version or "?",
-            ("ERROR: " + i.error) if i.error else ", ".join(h.removeprefix("accel_") for h in i.hooks),
+            ("ERROR: " + i.error)
+            if i.error
+            else ", ".join(h.removeprefix("accel_") for h in i.hooks),
         )
         for i in infos
     ]

@@ -132,6 +132,7 @@ class ScriptedAsk(Ask):
     def select(self, question, choices, default=None, key=None):  # noqa: D102
         answer = self._lookup(question, key, default if default is not None else choices[0])
         answer = str(answer) if not isinstance(answer, bool) else ("yes" if answer else "no")
+
         def norm(text: str) -> str:
             return text.strip().lower().replace("_", "-")
 

@@ -36,7 +36,9 @@ def supervise(command: list[str], env: dict[str, str], prog: str = "accel launch
     env[environment.LAUNCH_ERROR_DIR] = error_dir
     received: list[int] = []
     try:
-        proc = subprocess.Popen(command, env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            command, env=env, start_new_session=True, preexec_fn=_parent_death_signal()
+        )
     except OSError as exc:
         shutil.rmtree(error_dir, ignore_errors=True)
         sys.stderr.write(f"{prog}: error: cannot start {command[0]}: {exc.strerror}\n")
@@ -71,6 +73,24 @@ def supervise(command: list[str], env: dict[str, str], prog: str = "accel launch
     if received and code != 0:
         return 128 + received[0] if received[0] in (signal.SIGINT, signal.SIGTERM) else code
     return code
+
+
+def _parent_death_signal():
+    """A preexec function making the kernel send SIGTERM to the agent if this launcher dies
+    (even by SIGKILL), so the agent stops its workers; None off Linux."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+    def set_pdeathsig() -> None:
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+    return set_pdeathsig
 
 
 def _wait(proc: subprocess.Popen, received: list[int]) -> int:

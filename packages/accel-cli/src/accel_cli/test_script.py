@@ -35,7 +35,6 @@ def check(name: str) -> Callable[[Callable[[], str | None]], None]:
 def main() -> int:
     """Run every check; the exit status."""
     import torch
-
     from accel import PartialState
     from accel.utils import operations as ops
 
@@ -138,8 +137,10 @@ def main() -> int:
     all_results = ops.gather_object([(rank, RESULTS)]) if world > 1 else [(rank, RESULTS)]
     failed = False
     if state.is_main_process:
-        print(f"accel test: {world} process(es), device {state.device}, "
-              f"distributed_type {state.distributed_type}")
+        print(
+            f"accel test: {world} process(es), device {state.device}, "
+            f"distributed_type {state.distributed_type}"
+        )
         by_check: dict[str, list[tuple[int, str, str]]] = {}
         for r, results in all_results:
             for name, status, detail in results:
@@ -155,8 +156,11 @@ def main() -> int:
                 print(f"SKIP {name}: {skipped[0][2]}")
             else:
                 print(f"PASS {name}")
-        print("Test is a success! You are ready for your distributed training!"
-              if not failed else "accel test: FAILED")
+        print(
+            "Test is a success! You are ready for your distributed training!"
+            if not failed
+            else "accel test: FAILED"
+        )
     failed = any(status == "FAIL" for _, results in all_results for _, status, _ in results)
     sys.stdout.flush()
     state.wait_for_everyone()

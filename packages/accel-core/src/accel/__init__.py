@@ -32,6 +32,8 @@ _NAMES: dict[str, str] = {
     "init_empty_weights": "accel.big_modeling",
     "init_on_device": "accel.big_modeling",
     "cpu_offload": "accel.big_modeling",
+    "cpu_offload_with_hook": "accel.big_modeling",
+    "load_checkpoint_in_model": "accel.big_modeling",
     "disk_offload": "accel.big_modeling",
     "dispatch_model": "accel.big_modeling",
     "load_checkpoint_and_dispatch": "accel.big_modeling",

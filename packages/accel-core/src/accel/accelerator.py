@@ -395,7 +395,12 @@ class Accelerator:
     def _optimizers_of(self, scheduler: Any, prepared: list[Any]) -> list[Any]:
         """The prepared optimizers wrapping ``scheduler.optimizer``."""
         target = scheduler.optimizer
-        found = [o for o in prepared + self._optimizers if getattr(o, "optimizer", None) is target]
+        from .optimizer import AcceleratedOptimizer
+
+        candidates = prepared + self._optimizers
+        found = [
+            o for o in candidates if isinstance(o, AcceleratedOptimizer) and o.optimizer is target
+        ]
         return found or [target]
 
     def prepare_model(
@@ -698,10 +703,6 @@ class Accelerator:
                     raise CheckpointError(
                         f"checkpoint {output_dir} already exists: set ProjectConfiguration(iteration=...) past it"
                     )
-                existing = checkpointing.list_checkpoints(root)
-                if config.total_limit is not None:
-                    for old in existing[: max(len(existing) + 1 - config.total_limit, 0)]:
-                        shutil.rmtree(old)
         elif output_dir is None:
             raise ValueError(
                 "save_state needs output_dir (or ProjectConfiguration(automatic_checkpoint_naming=True))"
@@ -710,6 +711,15 @@ class Accelerator:
         path = checkpointing.save_accelerator_state(
             self, output_dir, safe_serialization=safe_serialization
         )
+        if (
+            config.automatic_checkpoint_naming
+            and config.total_limit is not None
+            and self.is_main_process
+        ):
+            # pruned only once the new checkpoint is complete: a failed save loses nothing
+            existing = checkpointing.list_checkpoints(self._checkpoint_root())
+            for old in existing[: max(len(existing) - config.total_limit, 0)]:
+                shutil.rmtree(old)
         config.iteration += 1
         logger.info(f"saved state to {path}")
         return str(path)

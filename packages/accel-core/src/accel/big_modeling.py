@@ -277,6 +277,7 @@ def dispatch_model(
             offload[name] = True
 
     _remember_ties(model)
+    _move_tied_once(model, device_map, execution, offload)
     weights_map = None
     if any(offload.values()):
         weights_map = _offloaded_weights(
@@ -294,6 +295,24 @@ def dispatch_model(
     if len(devices) > 1 or any(offload.values()):
         _guard_moves(model)
     return model
+
+
+def _move_tied_once(
+    model: torch.nn.Module,
+    device_map: Mapping[str, Any],
+    execution: Mapping[str, Any],
+    offload: Mapping[str, bool],
+) -> None:
+    """Move each tied group kept on one device there once, so it is not copied per owner."""
+    for group in find_tied_parameters(model):
+        entries = [_entry_of(name, device_map) for name in group]
+        if any(offload[entry] for entry in entries):
+            continue
+        devices = {execution[entry] for entry in entries}
+        if len(devices) != 1 or model.get_parameter(group[0]).device.type == "meta":
+            continue
+        set_module_tensor_to_device(model, group[0], devices.pop())
+        retie_parameters(model, [group])
 
 
 def _move_whole(model: torch.nn.Module, device: Any) -> None:

@@ -267,6 +267,12 @@ class DataLoaderShard(DataLoader):
 
     def state_dict(self) -> dict[str, int]:
         """The position: ``{"seed", "epoch", "batches_yielded"}``."""
+        try:
+            finished = self.batches_yielded >= len(self) > 0
+        except TypeError:  # iterable dataset without a length
+            finished = False
+        if finished:  # saved right after the last batch: the next epoch starts at 0
+            return {"seed": self.seed, "epoch": self.epoch + 1, "batches_yielded": 0}
         return {"seed": self.seed, "epoch": self.epoch, "batches_yielded": self.batches_yielded}
 
     def load_state_dict(self, state: dict[str, int]) -> None:

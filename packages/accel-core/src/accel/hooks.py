@@ -226,8 +226,12 @@ class AlignDevicesHook(ModelHook):
 
     def init_hook(self, module: torch.nn.Module) -> torch.nn.Module:
         """Offload the weights to the meta device, or move them to the execution device."""
-        params = _names(module.named_parameters(recurse=self.place_submodules, remove_duplicate=False))
-        buffers = _names(module.named_buffers(recurse=self.place_submodules, remove_duplicate=False))
+        params = _names(
+            module.named_parameters(recurse=self.place_submodules, remove_duplicate=False)
+        )
+        buffers = _names(
+            module.named_buffers(recurse=self.place_submodules, remove_duplicate=False)
+        )
         if self.offload:
             if self.weights_map is None:
                 raise ValueError("AlignDevicesHook(offload=True) needs a weights_map to load from")
@@ -551,7 +555,9 @@ def _attach_blocks(
             add_hook_to_module(module, hook, append=True)
         return
     prefix = _prefix(module_name)
-    direct = [n for n, t in [*module._parameters.items(), *module._buffers.items()] if t is not None]
+    direct = [
+        n for n, t in [*module._parameters.items(), *module._buffers.items()] if t is not None
+    ]
     mapped = [n for n in direct if prefix + n in execution_device]
     if mapped or is_root:
         device = execution_device[prefix + mapped[0]] if mapped else None

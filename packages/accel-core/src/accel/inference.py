@@ -57,21 +57,24 @@ def find_pippy_batch_size(args: Any, kwargs: Mapping[str, Any] | None) -> int | 
 
 
 def _split_points_from_map(model: torch.nn.Module, device_map: Mapping[str, Any]) -> list[str]:
-    """The first module of each device after the first, in execution (registration) order."""
+    """The first module placed on each new device, in registration order.
+
+    Entries sent back to an earlier device (a head tied to the embedding) do not start a stage.
+    """
     modules = {name for name, _ in model.named_modules()}
     points: list[str] = []
-    current = None
+    seen: set[Any] = set()
     for name, device in device_map.items():
-        if device == current:
+        if device in seen:
             continue
-        if current is not None:
+        if seen:
             if name not in modules:
                 raise ValueError(
                     f"the automatic split falls on the tensor {name!r}, which cannot start a "
                     "stage: pass split_points=[module names] explicitly"
                 )
             points.append(name)
-        current = device
+        seen.add(device)
     return points
 
 

@@ -284,7 +284,12 @@ class AcceleratorState(PartialState):
         if mixed_precision is None:
             mixed_precision = environment.get_str(environment.MIXED_PRECISION, "no")
         mixed_precision = str(mixed_precision).lower()
-        if mixed_precision not in PrecisionType.list():
+        from . import registry
+
+        if (
+            mixed_precision not in PrecisionType.list()
+            and mixed_precision not in registry.precisions()
+        ):
             raise ValueError(
                 f"unknown mixed_precision {mixed_precision!r}: use one of {', '.join(PrecisionType.list())}"
             )

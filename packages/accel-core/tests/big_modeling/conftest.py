@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch import nn
-
 from accel.utils import save_weights
+from torch import nn
 
 
 class Block(nn.Module):

@@ -8,8 +8,6 @@ import os
 import psutil
 import pytest
 import torch
-from torch import nn
-
 from accel import (
     cpu_offload,
     disk_offload,
@@ -22,6 +20,7 @@ from accel.big_modeling import _progress, cpu_offload_with_hook
 from accel.errors import CheckpointError
 from accel.hooks import remove_hook_from_module
 from accel.utils import load_checkpoint_in_model, save_weights
+from torch import nn
 
 
 def assert_same(actual: torch.Tensor, expected: torch.Tensor) -> None:
@@ -262,6 +261,7 @@ def test_dispatch_gpu_and_cpu_offload(tmp_path, reference, sharded_checkpoint, e
         empty_model(), sharded_checkpoint, device_map=device_map, offload_folder=tmp_path / "o"
     )
     assert dispatched.embed.weight.device.type == "cuda"
+    assert dispatched.head.weight is dispatched.embed.weight
     with torch.no_grad():
         output = dispatched(ids)
     assert output.device.type == "cpu"

@@ -23,7 +23,14 @@ ACTIVITIES: dict[str, str] = {
 }
 """``activities`` names accepted by :class:`ProfileKwargs` -> ``torch.profiler.ProfilerActivity`` member."""
 
-SCHEDULE_KEYS: tuple[str, ...] = ("wait", "warmup", "active", "repeat", "skip_first", "skip_first_wait")
+SCHEDULE_KEYS: tuple[str, ...] = (
+    "wait",
+    "warmup",
+    "active",
+    "repeat",
+    "skip_first",
+    "skip_first_wait",
+)
 """Keys ``schedule_option`` accepts (the arguments of ``torch.profiler.schedule``)."""
 
 REQUIRED_SCHEDULE_KEYS: tuple[str, ...] = ("wait", "warmup", "active")

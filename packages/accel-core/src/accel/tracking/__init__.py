@@ -8,6 +8,7 @@ here (``from accel.tracking import WandBTracker``) once the plugin is installed.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -21,11 +22,30 @@ class GeneralTracker:
     implements ``tracker`` (the underlying run object), ``store_init_configuration``,
     ``log`` and optionally ``log_images`` / ``finish``. With ``main_process_only``
     (default) the Accelerator creates it only on the main process.
+
+    A tracker that drives an optional library overrides :meth:`is_available` and sets
+    ``package`` (what to install, e.g. ``"accel-trackers[wandb]"``): ``log_with="all"``
+    then skips it when the library is missing, and naming it raises an ImportError
+    that says what to install.
+
+    ``GeneralTracker(_blank=True)`` is a :class:`NoOpTracker`: what processes that do not
+    track receive from ``Accelerator.get_tracker``.
     """
 
     name: str = ""
     requires_logging_directory: bool = False
     main_process_only: bool = True
+    package: str | None = None
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> GeneralTracker:
+        if cls is GeneralTracker and kwargs.get("_blank"):
+            cls = NoOpTracker
+        return super().__new__(cls)
+
+    @classmethod
+    def is_available(cls) -> bool:
+        """Whether this tracker can run here (its library is importable); cheap, imports nothing heavy."""
+        return True
 
     def __init__(self, _blank: bool = False):
         if _blank:
@@ -54,6 +74,78 @@ class GeneralTracker:
         """Flush and close the run."""
 
 
+class _Null:
+    """Accepts every attribute access, call, item access and assignment; does nothing."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> _Null:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self
+
+    def __call__(self, *args: Any, **kwargs: Any) -> _Null:
+        return self
+
+    def __getitem__(self, key: Any) -> _Null:
+        return self
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        pass
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        pass
+
+    def __iter__(self):
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __enter__(self) -> _Null:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return "<accel no-op tracker object>"
+
+
+_NULL = _Null()
+
+
+class NoOpTracker(GeneralTracker):
+    """A tracker that accepts every call and does nothing.
+
+    ``Accelerator.get_tracker`` returns one on processes that do not track (every
+    process but the main one), so ``get_tracker("wandb").log_images(...)`` or
+    ``get_tracker("wandb").tracker.log_artifact(...)`` never raises there.
+    """
+
+    main_process_only = False
+
+    def __init__(self, name: str = "", _blank: bool = True):
+        super().__init__(_blank=True)
+        self.name = name
+
+    @property
+    def tracker(self) -> Any:
+        """A no-op object standing for the run."""
+        return _NULL
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _NULL
+
+    def __repr__(self) -> str:
+        return f"NoOpTracker(name={self.name!r})"
+
+
 def on_main_process(function: Callable) -> Callable:
     """Decorator for tracker methods: run only on the main process when the tracker is main-process-only."""
 
@@ -68,18 +160,46 @@ def on_main_process(function: Callable) -> Callable:
     return wrapper
 
 
-def available_trackers() -> list[str]:
-    """Names of every tracker the installed plugins provide."""
+def available_trackers(installed_only: bool = True) -> list[str]:
+    """Names of the trackers the installed plugins provide.
+
+    With ``installed_only`` (default), only those that can run here (``is_available()``:
+    their tracking library is installed); that is what ``log_with="all"`` uses.
+    """
     from .. import registry
 
-    return sorted(registry.trackers())
+    table = registry.trackers()
+    return sorted(n for n, cls in table.items() if not installed_only or _available(cls))
+
+
+def _available(cls: type) -> bool:
+    try:
+        return bool(cls.is_available())
+    except Exception:
+        return False
+
+
+def _library_missing(name: str, cls: type) -> ImportError:
+    from ..errors import MissingPluginError
+
+    package = getattr(cls, "package", None) or f"the library of the {name!r} tracker"
+    return MissingPluginError(
+        f"the {name!r} tracker",
+        package,
+        f" (its tracking library is not installed for {sys.executable})",
+    )
 
 
 def filter_trackers(log_with: Any, logging_dir: str | None = None) -> list[Any]:
     """Resolve ``log_with`` (names, ``LoggerType``, ``"all"``, tracker instances) into tracker entries.
 
-    Returns names and instances; unknown names raise an error naming the package to install.
+    Returns names and instances. ``"all"`` adds every tracker whose library is installed
+    (skipping, with a warning, those that need a logging directory when there is none).
+    An unknown name, or a tracker whose library is missing, raises an ImportError naming
+    the package to install.
     """
+    import warnings
+
     from .. import registry
 
     if log_with is None:
@@ -92,9 +212,23 @@ def filter_trackers(log_with: Any, logging_dir: str | None = None) -> list[Any]:
             continue
         name = str(item).lower()
         if name == "all":
-            result.extend(n for n in available_trackers() if n not in result)
+            for other in available_trackers():
+                cls = registry.get_tracker(other)
+                if other in result:
+                    continue
+                if cls.requires_logging_directory and logging_dir is None:
+                    warnings.warn(
+                        f"log_with='all' skips the {other!r} tracker: it needs a logging directory; "
+                        "pass project_dir= (or ProjectConfiguration(logging_dir=...)) to the Accelerator",
+                        UserWarning,
+                        stacklevel=3,
+                    )
+                    continue
+                result.append(other)
             continue
         cls = registry.get_tracker(name)
+        if not _available(cls):
+            raise _library_missing(name, cls)
         if cls.requires_logging_directory and logging_dir is None:
             raise ValueError(
                 f"the {name!r} tracker needs a logging directory: pass project_dir= (or ProjectConfiguration(logging_dir=...)) to the Accelerator"

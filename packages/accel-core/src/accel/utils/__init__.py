@@ -65,6 +65,9 @@ _add(
     "id_tensor_storage",
     "load_weights",
     "save_weights",
+    "set_module_tensor_to_device",
+    "find_tied_parameters",
+    "retie_parameters",
 )
 _add("accel.quantization", "load_and_quantize_model")
 _add("accel.utils.config", "write_basic_config")
@@ -74,8 +77,20 @@ _add(
     "get_balanced_memory",
     "compute_module_sizes",
     "get_max_memory",
+    "check_device_map",
+    "clean_device_map",
+    "get_max_layer_size",
 )
-_add("accel.utils.offload", "load_offloaded_weights", "offload_state_dict")
+_add(
+    "accel.utils.offload",
+    "load_offloaded_weights",
+    "offload_state_dict",
+    "offload_weight",
+    "load_offloaded_weight",
+    "save_offload_index",
+    "PrefixedDataset",
+    "OffloadedWeightsLoader",
+)
 _add("accel.big_modeling", "load_checkpoint_in_model")
 _add("accel.launchers.notebook", "patch_environment")
 

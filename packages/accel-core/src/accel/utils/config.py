@@ -737,8 +737,32 @@ def require_plugin(name: str, feature: str, where: str = "") -> None:
         return
     failed = _plugin_error(package)
     extra = f" ({package} is installed but failed to load: {failed})" if failed else ""
+    if not failed and installed_but_disabled(package):
+        extra = f" ({package} is installed but not loaded: {disabled_by()})"
     prefix = f"{where}: " if where else ""
     raise MissingPluginError(f"{prefix}{feature}", package, extra)
+
+
+def installed_but_disabled(package: str) -> bool:
+    """Whether ``package`` is installed while ``ACCEL_PLUGINS`` / ``ACCEL_DISABLE_PLUGINS`` keep it out."""
+    from importlib import metadata
+
+    if disabled_by() is None:
+        return False
+    try:
+        metadata.distribution(package)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def disabled_by() -> str | None:
+    """``ACCEL_PLUGINS=...`` / ``ACCEL_DISABLE_PLUGINS=...`` when either restricts loading."""
+    for name in (environment.PLUGINS, environment.DISABLE_PLUGINS):
+        value = environment.get_str(name)
+        if value is not None and (name == environment.PLUGINS or value.strip()):
+            return f"{name}={value}"
+    return None
 
 
 def section_validators() -> dict[str, Callable[[dict], list[str]]]:

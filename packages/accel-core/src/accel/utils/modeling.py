@@ -279,7 +279,9 @@ def set_module_tensor_to_device(
     elif name in owner._buffers:
         old, is_buffer = owner._buffers[name], True
     else:
-        raise ValueError(f"{type(module).__name__} has no parameter or buffer named {tensor_name!r}")
+        raise ValueError(
+            f"{type(module).__name__} has no parameter or buffer named {tensor_name!r}"
+        )
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype.replace("torch.", ""))
     target = torch.device(device) if not isinstance(device, int) else _index_device(device)

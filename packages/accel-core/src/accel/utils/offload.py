@@ -186,7 +186,9 @@ class OffloadedWeightsLoader(Mapping):
         path = ""
         if "safetensors_file" not in info:
             if self.save_folder is None:
-                raise KeyError(f"{key}: the offload index names a file but no save_folder was given")
+                raise KeyError(
+                    f"{key}: the offload index names a file but no save_folder was given"
+                )
             path = os.path.join(self.save_folder, _file_of(key, self.index))
         tensor = load_offloaded_weight(path, info)
         return tensor if self.device is None else tensor.to(self.device)

@@ -9,10 +9,9 @@ from __future__ import annotations
 import sys
 
 import torch
-from torch import nn
-
 from accel import PartialState
 from accel.inference import prepare_pippy
+from torch import nn
 
 
 class Block(nn.Module):

@@ -1,0 +1,5 @@
+"""``python -m accel_cli ...`` is ``accel ...``."""
+
+from .main import main
+
+main()

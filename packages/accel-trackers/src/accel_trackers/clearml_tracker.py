@@ -1,0 +1,143 @@
+"""ClearML (library: ``clearml``). Offline unless ClearML is configured."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from accel.tracking import on_main_process
+
+from ._base import (
+    LibraryTracker,
+    announce_local,
+    any_file,
+    env_set,
+    image_list,
+    is_number,
+    plain_config,
+    to_numpy,
+)
+
+
+def clearml_configured(kwargs: dict[str, Any]) -> bool:
+    """Whether the user chose ClearML's mode or has a ClearML server configured.
+
+    True when ``CLEARML_OFFLINE_MODE``, ``CLEARML_API_HOST`` or ``CLEARML_API_ACCESS_KEY``
+    is set, or a ClearML config file exists (``$CLEARML_CONFIG_FILE``, ``~/clearml.conf``:
+    what ``clearml-init`` writes).
+    """
+    if env_set("CLEARML_OFFLINE_MODE", "CLEARML_API_HOST", "CLEARML_API_ACCESS_KEY"):
+        return True
+    return any_file([os.environ.get("CLEARML_CONFIG_FILE"), "~/clearml.conf"])
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """ClearML's (title, series) for a logged key: ``"eval/loss"`` -> ``("eval", "loss")``."""
+    title, sep, series = key.partition("/")
+    return (title, series) if sep else (key, key)
+
+
+class ClearMLTracker(LibraryTracker):
+    """A ClearML task: ``Task.init(project_name=run_name, task_name=..., **kwargs)``.
+
+    ``task_name`` defaults to the project name. Numbers are reported as scalars: key
+    ``"title/series"`` becomes that graph and series, a plain key is both; with
+    ``step=None`` they are single values. The configuration is connected as the
+    ``General`` hyperparameters section.
+
+    Offline default: unless ClearML is configured (see :func:`clearml_configured`), the task
+    runs in ClearML's offline mode: the session is written under
+    ``$CLEARML_CACHE_DIR/offline`` (default ``~/.clearml/cache/offline``) and zipped at the
+    end (``clearml-task --import-offline-session <zip>`` uploads it), and ClearML's update
+    check is skipped. Set ``CLEARML_OFFLINE_MODE=0`` (or configure a server) to log online.
+    """
+
+    name = "clearml"
+    requires_logging_directory = False
+    library = "clearml"
+    extra = "clearml"
+
+    def _create_run(self) -> Any:
+        clearml = self.import_library()
+        kwargs = dict(self.init_kwargs)
+        kwargs.setdefault("project_name", self.run_name)
+        kwargs.setdefault("task_name", self.run_name)
+        existing = clearml.Task.current_task()
+        if existing is not None:
+            return existing
+        if not clearml_configured(kwargs):
+            clearml.Task.set_offline(offline_mode=True)
+            _skip_update_check()
+            from clearml.config import get_offline_dir
+
+            announce_local(
+                "clearml", str(get_offline_dir()), "Run `clearml-init` to log to a ClearML server."
+            )
+        return clearml.Task.init(**kwargs)
+
+    def _store_config(self, values: dict[str, Any]) -> None:
+        self._run.connect(plain_config(values), name="General")
+
+    def _log(self, values: dict[str, Any], step: int | None, **kwargs: Any) -> None:
+        logger = self._run.get_logger()
+        for key, value in values.items():
+            if is_number(value):
+                if step is None:
+                    logger.report_single_value(name=key, value=value)
+                else:
+                    title, series = split_key(key)
+                    logger.report_scalar(title, series, value, iteration=step, **kwargs)
+            elif isinstance(value, str):
+                logger.report_text(f"{key}: {value}", print_console=False)
+
+    @on_main_process
+    def log_images(self, values: dict[str, Any], step: int | None = None, **kwargs: Any) -> None:
+        """Report images: ``{key: image or list/batch of images}`` (debug samples)."""
+        if not self._ensure_run():
+            return
+        logger = self._run.get_logger()
+        for key, images in values.items():
+            title, series = split_key(key)
+            batch = image_list(images)
+            for index, image in enumerate(batch):
+                logger.report_image(
+                    title,
+                    series if len(batch) == 1 else f"{series}_{index}",
+                    iteration=step or 0,
+                    image=to_numpy(image),
+                    **kwargs,
+                )
+
+    @on_main_process
+    def log_table(
+        self,
+        table_name: str,
+        columns: list[str] | None = None,
+        data: list[list[Any]] | None = None,
+        dataframe: Any = None,
+        step: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Report a table (``columns`` + ``data`` rows, or a pandas ``dataframe``)."""
+        if not self._ensure_run():
+            return
+        title, series = split_key(table_name)
+        if dataframe is None:
+            table = [list(columns or [])] + [list(row) for row in (data or [])]
+            kwargs["table_plot"] = table
+        else:
+            kwargs["table_plot"] = dataframe
+        self._run.get_logger().report_table(title, series, iteration=step or 0, **kwargs)
+
+    def _finish(self) -> None:
+        self._run.close()
+
+
+def _skip_update_check() -> None:
+    """Offline runs do not ask ClearML's server for a newer package."""
+    try:
+        from clearml.utilities.check_updates import CheckPackageUpdates
+
+        CheckPackageUpdates._package_version_checked = True
+    except Exception:  # a private detail of ClearML: without it, the check just times out
+        pass

@@ -1,0 +1,96 @@
+"""DVCLive (library: ``dvclive``). Always local: files in a directory."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from accel.tracking import on_main_process
+
+from ._base import (
+    LibraryTracker,
+    env_set,
+    image_list,
+    is_number,
+    plain_config,
+    set_default_env,
+    to_numpy,
+)
+
+LOCAL_ENV = {"DVC_NO_ANALYTICS": "true"}
+"""Environment defaults applied when DVC Studio is not configured (only where the user set nothing)."""
+
+
+class DVCLiveTracker(LibraryTracker):
+    """A DVCLive ``Live`` logger writing ``metrics.json``, ``params.yaml`` and ``plots/``.
+
+    Args:
+        run_name: the project name of ``init_trackers`` (not used by DVCLive).
+        logging_dir: default parent of the output directory: ``<logging_dir>/dvclive``
+            (``./dvclive`` without one).
+        live: an existing ``dvclive.Live`` to log to instead of creating one.
+        **kwargs: passed to ``dvclive.Live`` (``dir``, ``save_dvc_exp``, ``report``, ...).
+
+    ``log`` sets ``live.step`` to ``step`` (when given), logs each number with
+    ``log_metric`` and calls ``next_step()``. Without DVC Studio configured
+    (``DVC_STUDIO_TOKEN``), DVC's analytics are turned off (``DVC_NO_ANALYTICS=true``).
+    """
+
+    name = "dvclive"
+    requires_logging_directory = False
+    library = "dvclive"
+    extra = "dvclive"
+
+    def __init__(
+        self,
+        run_name: str | None = None,
+        logging_dir: str | os.PathLike | None = None,
+        live: Any = None,
+        **kwargs: Any,
+    ):
+        super().__init__(run_name or "dvclive", logging_dir, **kwargs)
+        self._live = live
+
+    def _create_run(self) -> Any:
+        if not env_set("DVC_STUDIO_TOKEN"):
+            set_default_env(LOCAL_ENV)
+        if self._live is not None:
+            return self._live
+        dvclive = self.import_library()
+        kwargs = dict(self.init_kwargs)
+        if self.logging_dir is not None:
+            kwargs.setdefault("dir", os.path.join(self.logging_dir, "dvclive"))
+        return dvclive.Live(**kwargs)
+
+    @property
+    def live(self) -> Any:
+        """The ``dvclive.Live`` object (same as :attr:`tracker`)."""
+        return self._run
+
+    def _store_config(self, values: dict[str, Any]) -> None:
+        self._run.log_params(plain_config(values))
+
+    def _log(self, values: dict[str, Any], step: int | None, **kwargs: Any) -> None:
+        if step is not None:
+            self._run.step = step
+        for key, value in values.items():
+            if is_number(value):
+                self._run.log_metric(key, value, **kwargs)
+        self._run.next_step()
+
+    @on_main_process
+    def log_images(self, values: dict[str, Any], step: int | None = None, **kwargs: Any) -> None:
+        """Save images: ``{name: image or list/batch of images}`` (``name`` gets ``.png`` if it has no suffix)."""
+        if not self._ensure_run():
+            return
+        if step is not None:
+            self._run.step = step
+        for key, images in values.items():
+            batch = image_list(images)
+            for index, image in enumerate(batch):
+                stem, ext = os.path.splitext(key)
+                name = (stem if len(batch) == 1 else f"{stem}_{index}") + (ext or ".png")
+                self._run.log_image(name, to_numpy(image), **kwargs)
+
+    def _finish(self) -> None:
+        self._run.end()
