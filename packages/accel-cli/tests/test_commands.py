@@ -8,7 +8,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 import yaml
 
 ACCEL = Path(sys.executable).with_name("accel")
@@ -61,15 +60,12 @@ def test_launch_help_is_torch_free(clean_env, tmp_path):
     assert _help_modules(clean_env, "cli", tmp_path) == []
 
 
-@pytest.mark.xfail(
-    reason="an installed plugin imports torch in its entry-point module", strict=False
-)
 def test_launch_help_is_torch_free_with_every_installed_plugin(clean_env, tmp_path):
     assert _help_modules(clean_env, None, tmp_path) == []
 
 
 def test_launch_help_answers_in_under_a_quarter_second(clean_env, tmp_path):
-    env = clean_env(tmp_path, "cli")
+    env = clean_env(tmp_path, None)  # every installed plugin adds its flags
     best = float("inf")
     for _ in range(10):  # the best of several runs: this box may be busy
         start = time.perf_counter()

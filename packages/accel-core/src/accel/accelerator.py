@@ -135,11 +135,15 @@ class Accelerator:
                 gradient_accumulation_plugin, gradient_accumulation_steps
             )
         )
-        self.precision = registry.get_precision(self.state.mixed_precision)(
-            self.state.mixed_precision, self.device, self.handlers
-        )
-        self.backend = self._select_backend()
-        self.backend.setup()
+        try:
+            self.precision = registry.get_precision(self.state.mixed_precision)(
+                self.state.mixed_precision, self.device, self.handlers
+            )
+            self.backend = self._select_backend()
+            self.backend.setup()
+        except BaseException:
+            AcceleratorState._reset_state()  # a failed Accelerator must not poison the next one
+            raise
         self.step = 0
         self.flag_tensor: torch.Tensor | None = None
         self._models: list[Any] = []
@@ -474,11 +478,12 @@ class Accelerator:
     def accumulate(self, *models: torch.nn.Module) -> Iterator[None]:
         """Wrap one micro-batch: gradients are synchronised and the optimizer steps every N calls."""
         self._do_sync()
-        skip_sync = not self.sync_gradients and not self.gradient_state.sync_each_batch
+        if self.sync_gradients or self.gradient_state.sync_each_batch:
+            yield
+            return
         with contextlib.ExitStack() as stack:
-            if skip_sync:
-                for model in models:
-                    stack.enter_context(self.backend.no_sync(model))
+            for model in models:
+                stack.enter_context(self.backend.no_sync(model))
             yield
 
     @contextlib.contextmanager

@@ -13,8 +13,11 @@ class MissingPluginError(AccelError, ImportError):
     def __init__(self, feature: str, package: str, extra: str = ""):
         self.feature = feature
         self.package = package
-        hint = f"pip install {package}"
-        super().__init__(f"{feature} needs the {package} package: {hint}{extra}")
+        if " " in package:  # not a distribution name: no plugin is known to provide it
+            message = f"{feature} is not provided by any installed plugin: install {package}{extra}"
+        else:
+            message = f"{feature} needs the {package} package: pip install {package}{extra}"
+        super().__init__(message)
 
 
 class ConfigError(AccelError, ValueError):

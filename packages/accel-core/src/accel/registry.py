@@ -122,9 +122,16 @@ def get_tracker(name: str) -> type:
     try:
         return trackers()[name]
     except KeyError:
+        from .utils.dataclasses import LoggerType
+
+        package = (
+            f"{TRACKER_PACKAGE}[{name}]"
+            if name in LoggerType.list()
+            else f"a plugin providing the {name!r} tracker"
+        )
         raise MissingPluginError(
             f"the {name!r} tracker",
-            f"{TRACKER_PACKAGE}[{name}]",
+            package,
             f" (installed trackers: {', '.join(sorted(trackers())) or 'none'})",
         ) from None
 

@@ -959,10 +959,13 @@ def resolve(
     resolved = ResolvedConfig(values, sources, path, reason)
     _derive(resolved)
     if check_plugins:
-        check_sections(
-            {k: v for k, v in values.items() if k in KEYS and KEYS[k].kind == "section"},
-            str(path) if path else "<flags>",
-        )
+        for name, value in values.items():
+            if name in KEYS and KEYS[name].kind == "section" and value:
+                kinds = {src.kind for k, src in sources.items() if k.startswith(name + ".")}
+                where = [str(path)] if path and ("file" in kinds or not kinds) else []
+                if "flag" in kinds:
+                    where.append("command line")
+                check_sections({name: value}, " + ".join(where) or "<config>")
         _check_plugins(resolved)
     return resolved
 
