@@ -45,6 +45,7 @@ def run_accel(tmp_path):
         full = accel_env(tmp_path, plugins, **(env or {}))
         return subprocess.run(
             [str(ACCEL), *args], capture_output=True, text=True, timeout=timeout, env=full,
+            stdin=subprocess.DEVNULL,
             cwd=str(tmp_path),
         )  # fmt: skip
 

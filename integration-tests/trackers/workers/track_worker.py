@@ -15,7 +15,6 @@ import os
 import sys
 
 import torch
-
 from accel import Accelerator
 from accel.tracking import GeneralTracker, NoOpTracker, available_trackers
 
@@ -74,9 +73,14 @@ def train(log_with: str, out: str) -> None:
             tracker.store_init_configuration({"a": 1})
             tracker.finish()
 
+    info = {"steps": step, "trackers": names}
+    if "clearml" in names:  # where this run's offline session goes (HOME is shared by the phases)
+        info["clearml_folder"] = str(
+            accelerator.get_tracker("clearml").tracker.get_offline_mode_folder()
+        )
     accelerator.end_training()
     with open(os.path.join(out, f"rank{accelerator.process_index}.json"), "w") as f:
-        json.dump({"steps": step, "trackers": names}, f)
+        json.dump(info, f)
     accelerator.wait_for_everyone()
     accelerator.print(f"ok {log_with}")
 

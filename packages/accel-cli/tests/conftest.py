@@ -48,6 +48,7 @@ def run_accel(
         capture_output=True,
         text=True,
         timeout=timeout,
+        stdin=subprocess.DEVNULL,
         env=full_env,
         cwd=str(cwd or tmp_path),
     )

@@ -189,3 +189,22 @@ def test_launchers_chosen_by_priority_and_claims(fake):
         "10.0.0.1:1234", "--rdzv_id", "accel", "--node_rank", "1", "--max_restarts", "0",
         "--module", "accel_cli._worker", "--script", "train.py", "--x",
     ]  # fmt: skip
+
+
+def test_third_party_plugin_owns_a_new_section(fake, tmp_path):
+    module = types.ModuleType("mytracker")
+    seen = []
+
+    @hookimpl
+    def accel_config_sections():
+        return {"mytracker_config": lambda section: seen.append(section) or []}
+
+    module.accel_config_sections = accel_config_sections
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("mytracker_config:\n  project: demo\n")
+    with pytest.raises(C.ConfigError, match="unknown key 'mytracker_config'"):
+        C.resolve(config_file=cfg, environ={})
+    plugins.get_plugin_manager().register(module, name="mytracker")
+    resolved = C.resolve(config_file=cfg, environ={})
+    assert resolved.get("mytracker_config.project") == "demo"
+    assert seen == [{"project": "demo"}]

@@ -68,7 +68,23 @@ def accel_cli_commands() -> list[Any]:
 
 @hookspec
 def accel_launch_arguments(parser: Any) -> None:
-    """Add this plugin's flags to the ``accel launch`` argument parser (an argparse group or parser)."""
+    """Add this plugin's flags to the ``accel launch`` argument parser (an argparse group).
+
+    A given value goes into this plugin's config section when it owns exactly one
+    (``accel_config_sections``), into ``section.key`` when the ``dest`` is dotted, or under
+    its own name otherwise. ``--use_<x>`` selector flags choose the distributed type. A flag
+    that is not given never overrides the config file.
+    """
+
+
+@hookspec
+def accel_launch_environment(config: dict) -> dict[str, str]:
+    """Return extra environment variables for the workers ``accel launch`` starts.
+
+    ``config`` holds every resolved setting, sections included; called once, in the
+    launcher process. (Every resolved setting also reaches the workers as JSON in
+    ``ACCEL_LAUNCH_CONFIG``: see :func:`accel.utils.config.launched_config`.)
+    """
 
 
 @hookspec

@@ -65,13 +65,15 @@ class CometMLTracker(LibraryTracker):
         if local:
             kwargs["online"] = False
             if config is None:
-                config = comet_ml.ExperimentConfig(log_env_details=False)
-            offline_dir = getattr(config, "offline_directory", None)
-            if offline_dir is None:
-                offline_dir = local_dir(self.logging_dir, ".cometml-runs")
-                config.offline_directory = offline_dir
-            else:
-                os.makedirs(offline_dir, exist_ok=True)
+                config = comet_ml.ExperimentConfig(
+                    log_env_details=False,
+                    offline_directory=local_dir(self.logging_dir, ".cometml-runs"),
+                )
+            offline_dir = os.path.abspath(
+                getattr(config, "offline_directory", None) or ".cometml-runs"
+            )
+            os.makedirs(offline_dir, exist_ok=True)  # Comet fails at the end when it is missing
+            config.offline_directory = offline_dir
             announce_local(
                 "comet_ml", offline_dir, "Set COMET_API_KEY (or `comet login`) to log online."
             )

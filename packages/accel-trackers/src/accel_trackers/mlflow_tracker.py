@@ -28,9 +28,15 @@ MAX_PARAM_LENGTH = 6000
 PARAMS_PER_BATCH = 100
 
 
+_LOCAL_URIS: set[str] = set()
+"""Local-mode URIs this process set (``mlflow.set_tracking_uri`` also exports ``MLFLOW_TRACKING_URI``)."""
+
+
 def mlflow_configured(tracking_uri: str | None) -> bool:
     """Whether the user chose where MLflow writes (``tracking_uri=`` or ``MLFLOW_TRACKING_URI``)."""
-    return tracking_uri is not None or env_set("MLFLOW_TRACKING_URI")
+    if tracking_uri is not None:
+        return True
+    return env_set("MLFLOW_TRACKING_URI") and os.environ["MLFLOW_TRACKING_URI"] not in _LOCAL_URIS
 
 
 class MLflowTracker(LibraryTracker):
@@ -93,6 +99,7 @@ class MLflowTracker(LibraryTracker):
             set_default_env(LOCAL_ENV)
             root = local_dir(self.logging_dir)
             self.tracking_uri = "sqlite:///" + os.path.join(root, "mlflow.db")
+            _LOCAL_URIS.add(self.tracking_uri)
             artifact_location = local_dir(root, "mlartifacts")
             announce_local(
                 "mlflow", self.tracking_uri, "Set MLFLOW_TRACKING_URI to log to an MLflow server."

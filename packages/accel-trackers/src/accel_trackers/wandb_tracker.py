@@ -45,16 +45,15 @@ class WandBTracker(LibraryTracker):
     def _create_run(self) -> Any:
         wandb = self.import_library()
         kwargs = dict(self.init_kwargs)
-        if self.logging_dir is not None:
-            kwargs.setdefault("dir", self.logging_dir)
+        # explicit, as W&B otherwise keeps the directory of the first run of the process
+        kwargs.setdefault("dir", os.path.abspath(self.logging_dir or os.getcwd()))
         if not wandb_configured(kwargs):
             kwargs["mode"] = "offline"
-            where = os.path.join(os.path.abspath(kwargs.get("dir") or os.getcwd()), "wandb")
+            where = os.path.join(kwargs["dir"], "wandb")
             announce_local(
                 "wandb", where, "Set WANDB_MODE=online (or `wandb login`) to sync to W&B."
             )
-        if kwargs.get("dir"):
-            os.makedirs(kwargs["dir"], exist_ok=True)
+        os.makedirs(kwargs["dir"], exist_ok=True)
         return wandb.init(project=self.run_name, **kwargs)
 
     def _store_config(self, values: dict[str, Any]) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 
 from .. import environment
 from ..errors import ConfigError, MissingPluginError
+from ..providers import PROVIDERS as _PROVIDERS
 
 CONFIG_FILE_NAME = "default_config.yaml"
 """Name of the default config file inside :func:`default_config_dir`."""
@@ -123,11 +124,9 @@ DYNAMO_BACKENDS = (
 DYNAMO_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 PROVIDERS: dict[str, str] = {
-    "FSDP": "accel-fsdp",
-    "DEEPSPEED": "accel-deepspeed",
-    "MEGATRON_LM": "accel-megatron",
-    "XLA": "accel-tpu",
-    "fp8": "accel-fp8",
+    name: package
+    for name, (_, package) in _PROVIDERS.items()
+    if package != "accel-ddp" and name != "bnb"
 }
 """Distributed types and precisions that need a plugin, and the package providing it."""
 
@@ -658,6 +657,8 @@ def validate(data: Mapping[str, Any], origin: str = "<config>") -> dict[str, Any
         if not isinstance(name, str):
             raise ConfigError(f"{origin}: key {name!r} is not a string; keys are setting names")
         key = KEYS.get(name)
+        if key is None and name.endswith("_config") and name in _plugin_section_names():
+            key = Key(name, "section", None, "a plugin's section")  # a third-party plugin's own
         if key is None or not key.in_file:
             if key is not None:
                 raise ConfigError(
@@ -765,6 +766,13 @@ def disabled_by() -> str | None:
     return None
 
 
+def _plugin_section_names() -> set[str]:
+    try:
+        return set(section_validators())
+    except Exception:  # a broken plugin must not hide the real error
+        return set()
+
+
 def section_validators() -> dict[str, Callable[[dict], list[str]]]:
     """``{section_key: validator}`` from every plugin's ``accel_config_sections`` hook."""
     from ..plugins import hook
@@ -784,7 +792,10 @@ def check_sections(data: Mapping[str, Any], origin: str = "<config>") -> None:
     for name in sorted(data):
         key = KEYS.get(name)
         section = data[name]
-        if key is None or key.kind != "section" or name == "dynamo_config" or not section:
+        is_section = (key is not None and key.kind == "section") or (
+            key is None and isinstance(section, dict) and name in validators
+        )
+        if not is_section or name == "dynamo_config" or not section:
             continue
         if name == "ipex_config":
             continue  # deprecated and ignored, as in Accelerate
@@ -905,7 +916,7 @@ def resolve(
             data = load_config_file(path, check_plugins=False)
             file_source = Source("file", str(path))
             for name, value in data.items():
-                if KEYS[name].kind == "section":
+                if isinstance(value, dict) and (name not in KEYS or KEYS[name].kind == "section"):
                     merged = dict(values.get(name) or {})
                     merged.update(value)
                     values[name] = merged
@@ -960,7 +971,7 @@ def resolve(
     _derive(resolved)
     if check_plugins:
         for name, value in values.items():
-            if name in KEYS and KEYS[name].kind == "section" and value:
+            if isinstance(value, dict) and value and name != "dynamo_config":
                 kinds = {src.kind for k, src in sources.items() if k.startswith(name + ".")}
                 where = [str(path)] if path and ("file" in kinds or not kinds) else []
                 if "flag" in kinds:
