@@ -218,6 +218,11 @@ def read_wandb_records(path: str) -> list:
     return parsed
 
 
+def _key(item) -> str:
+    """The key of a W&B record item (``key``, or ``nested_key`` parts joined with ``/``)."""
+    return item.key or "/".join(item.nested_key)
+
+
 def metric_table(rows: list[tuple[str, int, float]]) -> dict[str, dict[int, float]]:
     table: dict[str, dict[int, float]] = {}
     for key, step, value in rows:
@@ -256,11 +261,11 @@ def test_wandb(job):
         kind = record.WhichOneof("record_type")
         if kind == "run":
             project = record.run.project
-            config.update({i.key: json.loads(i.value_json) for i in record.run.config.update})
+            config.update({_key(i): json.loads(i.value_json) for i in record.run.config.update})
         elif kind == "config":
-            config.update({i.key: json.loads(i.value_json) for i in record.config.update})
+            config.update({_key(i): json.loads(i.value_json) for i in record.config.update})
         elif kind == "history":
-            items = {i.key: json.loads(i.value_json) for i in record.history.item}
+            items = {_key(i): json.loads(i.value_json) for i in record.history.item}
             for key in ("metric", "training_loss"):
                 if key in items:
                     rows.append((key, items["_step"], items[key]))
