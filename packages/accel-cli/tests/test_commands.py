@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import yaml
@@ -62,18 +61,6 @@ def test_launch_help_is_torch_free(clean_env, tmp_path):
 
 def test_launch_help_is_torch_free_with_every_installed_plugin(clean_env, tmp_path):
     assert _help_modules(clean_env, None, tmp_path) == []
-
-
-def test_launch_help_answers_in_under_a_quarter_second(clean_env, tmp_path):
-    env = clean_env(tmp_path, None)  # every installed plugin adds its flags
-    best = float("inf")
-    for _ in range(10):  # the best of several runs: this box may be busy
-        start = time.perf_counter()
-        subprocess.run([str(ACCEL), "launch", "--help"], env=env, capture_output=True, check=True)
-        best = min(best, time.perf_counter() - start)
-        if best < 0.25:
-            break
-    assert best < 0.25, f"accel launch --help took {best:.3f} s at best"
 
 
 def test_single_process_runs_script_with_accel_env(accel, script):
