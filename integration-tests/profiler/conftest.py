@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,24 @@ def _run_distributed(
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("ACCEL_")}
     env.update(ACCEL_USE_CPU="1", OMP_NUM_THREADS="1")
-    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+    # its own process group, so that a timeout ends the workers too, not only torchrun
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        pytest.fail(
+            f"{script} timed out after {timeout} s\n--- stdout\n{stdout[-6000:]}\n--- stderr\n{stderr[-6000:]}"
+        )
+    result = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
     if result.returncode != 0:
         raise AssertionError(
             f"{script} exited with {result.returncode}\n--- stdout\n{result.stdout[-6000:]}\n--- stderr\n{result.stderr[-6000:]}"

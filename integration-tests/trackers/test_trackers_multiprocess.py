@@ -19,6 +19,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -104,12 +105,17 @@ def run_job(root: Path, *args: str, timeout: float) -> str:
     log_path = root / "launch.log"
     with open(log_path, "w") as log:
         process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, env=isolated_env(root / "home"), cwd=root
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=isolated_env(root / "home"),
+            cwd=root,
+            start_new_session=True,  # its own process group: a timeout ends the workers too
         )
         try:
             process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            process.kill()
+            os.killpg(process.pid, signal.SIGKILL)
             process.wait()
             pytest.fail(f"timed out after {timeout} s\n{log_path.read_text()[-8000:]}")
     output = log_path.read_text()

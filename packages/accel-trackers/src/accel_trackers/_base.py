@@ -31,6 +31,7 @@ class LibraryTracker(GeneralTracker):
     calls are ignored.
     """
 
+    accepts_logging_directory = True
     library: ClassVar[str] = ""
     """Import name of the tracking library (``"wandb"``)."""
     extra: ClassVar[str] = ""

@@ -49,7 +49,9 @@ class ClearMLTracker(LibraryTracker):
     runs in ClearML's offline mode: the session is written under
     ``$CLEARML_CACHE_DIR/offline`` (default ``~/.clearml/cache/offline``) and zipped at the
     end (``clearml-task --import-offline-session <zip>`` uploads it), and ClearML's update
-    check is skipped. Set ``CLEARML_OFFLINE_MODE=0`` (or configure a server) to log online.
+    check is skipped, and events are reported from a thread rather than a forked
+    subprocess (forking a process where other trackers already run threads can deadlock
+    ``close()``). Set ``CLEARML_OFFLINE_MODE=0`` (or configure a server) to log online.
     """
 
     name = "clearml"
@@ -68,6 +70,7 @@ class ClearMLTracker(LibraryTracker):
         if not clearml_configured(kwargs):
             clearml.Task.set_offline(offline_mode=True)
             _skip_update_check()
+            _report_from_a_thread(clearml.Task)
             from clearml.config import get_offline_dir
 
             announce_local(
@@ -131,6 +134,19 @@ class ClearMLTracker(LibraryTracker):
 
     def _finish(self) -> None:
         self._run.close()
+
+
+def _report_from_a_thread(task_class: Any) -> None:
+    """Offline sessions report from a thread instead of a forked subprocess.
+
+    Forking a training process that already runs other libraries' threads (W&B, Comet,
+    MLflow, ... or a first ClearML task) can leave the fork deadlocked, and ``Task.close()``
+    then waits for it forever. Offline reporting only writes local files, so a thread is enough.
+    """
+    try:
+        task_class._report_subprocess_enabled = False
+    except Exception:  # a private detail of ClearML
+        pass
 
 
 def _skip_update_check() -> None:

@@ -114,13 +114,16 @@ class CometMLTracker(LibraryTracker):
         step: int | None = None,
         **kwargs: Any,
     ) -> None:
-        """Log a table (``columns`` + ``data`` rows, or a pandas ``dataframe``) as ``table_name``."""
+        """Log a table asset: ``columns`` + ``data`` rows as ``<table_name>.csv``, or a pandas ``dataframe`` as ``.json``."""
         if not self._ensure_run():
             return
+        has_suffix = os.path.splitext(table_name)[1] != ""
         if dataframe is not None:
-            self._run.log_table(table_name, tabular_data=dataframe, **kwargs)
+            name = table_name if has_suffix else f"{table_name}.json"
+            self._run.log_table(name, tabular_data=dataframe, **kwargs)
         else:
-            self._run.log_table(table_name, tabular_data=data, headers=columns or False, **kwargs)
+            name = table_name if has_suffix else f"{table_name}.csv"
+            self._run.log_table(name, tabular_data=data, headers=columns or False, **kwargs)
 
     def _finish(self) -> None:
         self._run.end()

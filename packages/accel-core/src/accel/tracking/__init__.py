@@ -34,6 +34,8 @@ class GeneralTracker:
 
     name: str = ""
     requires_logging_directory: bool = False
+    accepts_logging_directory: bool = False
+    """Whether ``__init__`` takes an optional ``logging_dir`` (given the Accelerator's, when it has one)."""
     main_process_only: bool = True
     package: str | None = None
 

@@ -30,7 +30,10 @@ class TrackingMixin:
                 if cls.main_process_only and not self.is_main_process:
                     continue
                 kwargs = dict(init_kwargs.get(entry, {}))
-                if cls.requires_logging_directory:
+                if cls.requires_logging_directory or (
+                    self.logging_dir is not None
+                    and getattr(cls, "accepts_logging_directory", False)
+                ):
                     kwargs.setdefault("logging_dir", self.logging_dir)
                 tracker = cls(project_name, **kwargs)
             if tracker.main_process_only and not self.is_main_process:
