@@ -8,7 +8,15 @@ import pytest
 @pytest.mark.timeout(300)
 def test_core_features_on_two_processes(distributed):
     result = distributed("core_checks.py", timeout=280)
-    for name in ("operations", "split", "triggers", "gather_for_metrics", "debug", "epochs"):
+    for name in (
+        "timeout",
+        "operations",
+        "split",
+        "triggers",
+        "gather_for_metrics",
+        "debug",
+        "epochs",
+    ):
         assert f"ok {name}" in result.stdout, result.stdout
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import os
 import sys
@@ -10,7 +11,7 @@ import time
 
 import torch
 import torch.distributed as dist
-from accel import Accelerator, DataLoaderConfiguration, PartialState
+from accel import Accelerator, DataLoaderConfiguration, InitProcessGroupKwargs, PartialState
 from accel.state import AcceleratorState, GradientState
 from accel.utils import (
     DistributedOperationException,
@@ -196,7 +197,16 @@ def check_sharded_epochs() -> None:
     assert epochs[0] != epochs[1], "the permutation must change with the epoch"
 
 
+def check_process_group_timeout() -> None:
+    """The InitProcessGroupKwargs timeout given to the first Accelerator reaches the process group."""
+    group = dist.distributed_c10d._get_default_group()
+    timeout = group._get_backend(torch.device("cpu")).options._timeout
+    assert timeout == datetime.timedelta(seconds=77), timeout
+    assert PartialState().timeout == datetime.timedelta(seconds=77)
+
+
 CHECKS = {
+    "timeout": check_process_group_timeout,
     "operations": check_operations,
     "split": check_split_between_processes,
     "triggers": check_triggers_and_ordering,
@@ -205,8 +215,9 @@ CHECKS = {
     "epochs": check_sharded_epochs,
 }
 
+
 if __name__ == "__main__":
-    PartialState()
+    Accelerator(kwargs_handlers=[InitProcessGroupKwargs(timeout=datetime.timedelta(seconds=77))])
     for name in sys.argv[1:] or list(CHECKS):
         CHECKS[name]()
         if dist.get_rank() == 0:
