@@ -6,8 +6,8 @@ import pytest
 
 
 @pytest.mark.timeout(300)
-def test_core_features_on_two_processes(distributed):
-    result = distributed("core_checks.py", timeout=280)
+def test_core_features_on_two_processes(run_distributed):
+    result = run_distributed("core_checks.py", timeout=280)
     for name in (
         "timeout",
         "operations",

@@ -6,8 +6,8 @@ import pytest
 
 
 @pytest.mark.timeout(400)
-def test_ddp_on_two_processes(distributed):
-    result = distributed("ddp_checks.py", timeout=380)
+def test_ddp_on_two_processes(run_distributed):
+    result = run_distributed("ddp_checks.py", timeout=380)
     for name in (
         "parity",
         "accumulation",
@@ -21,6 +21,6 @@ def test_ddp_on_two_processes(distributed):
 
 
 @pytest.mark.timeout(200)
-def test_without_accel_ddp_preparing_a_model_names_the_package(distributed):
-    result = distributed("no_ddp_checks.py", timeout=180, env={"ACCEL_DISABLE_PLUGINS": "ddp"})
+def test_without_accel_ddp_preparing_a_model_names_the_package(run_distributed):
+    result = run_distributed("no_ddp_checks.py", timeout=180, env={"ACCEL_DISABLE_PLUGINS": "ddp"})
     assert "ok no_ddp" in result.stdout, result.stdout

@@ -1,7 +1,8 @@
-"""Run a worker script on 2 real processes with torch.distributed.run (gloo on CPU), with a timeout."""
+"""Shared fixture: run a test folder's ``workers/<script>`` on real processes (torchrun, gloo) with a timeout."""
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -10,11 +11,14 @@ from pathlib import Path
 
 import pytest
 
-WORKERS = Path(__file__).parent / "workers"
-
 
 def _run_distributed(
-    script: str, *args: str, nproc: int = 2, timeout: float = 240
+    workers: Path,
+    script: str,
+    *args: str,
+    nproc: int = 2,
+    timeout: float = 240,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
     command = [
         sys.executable,
@@ -23,18 +27,18 @@ def _run_distributed(
         "--standalone",
         f"--nproc_per_node={nproc}",
         "--max_restarts=0",
-        str(WORKERS / script),
+        str(workers / script),
         *args,
     ]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCEL_")}
-    env.update(ACCEL_USE_CPU="1", OMP_NUM_THREADS="1")
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("ACCEL_")}
+    full_env.update(ACCEL_USE_CPU="1", OMP_NUM_THREADS="1", **(env or {}))
     # its own process group, so that a timeout ends the workers too, not only torchrun
     process = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env=full_env,
         start_new_session=True,
     )
     try:
@@ -54,6 +58,9 @@ def _run_distributed(
 
 
 @pytest.fixture
-def run_distributed():
-    """``run_distributed(script, *args, nproc=2, timeout=240)``: fails the test on error or timeout."""
-    return _run_distributed
+def run_distributed(request):
+    """``run_distributed(script, *args, nproc=2, timeout=240, env=None)`` for the test's ``workers/`` folder.
+
+    Fails the test on a non-zero exit; on timeout the whole process group is killed.
+    """
+    return functools.partial(_run_distributed, request.path.parent / "workers")
