@@ -1,0 +1,1 @@
+"""accel-cluster: accel plugin: MPI, SLURM and SageMaker launchers."""

@@ -1,0 +1,1 @@
+"""accel-megatron: accel plugin: Megatron-LM tensor, pipeline and sequence parallelism through megatron-core."""
