@@ -10,11 +10,18 @@ run sees exactly the batches an uninterrupted one would have seen.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
-from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler, Sampler
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    IterableDataset,
+    RandomSampler,
+    Sampler,
+    default_collate,
+)
 
 from .state import GradientState, PartialState
 from .utils.operations import send_to_device
@@ -62,6 +69,11 @@ class BatchSamplerShard(BatchSampler):
     completed with samples from the start so every process gets as many full
     batches as the others; the padding always comes after the real samples, so
     the real ones form a prefix of a gathered round (see :attr:`last_round_valid`).
+    Without ``even_batches`` nothing is repeated: a process left with no sample
+    in the last round gets an empty batch (``[]``), so every process still takes
+    the same number of steps and collectives such as ``gather_for_metrics`` stay
+    matched. ``join_uneven_inputs`` turns that off (:attr:`empty_batches`), since
+    torch's ``Join`` lets processes stop early instead.
     """
 
     def __init__(
@@ -87,6 +99,7 @@ class BatchSamplerShard(BatchSampler):
         self.even_batches = even_batches
         self.skip = 0
         self.last_round_valid = 0
+        self.empty_batches = True
 
     @property
     def total_batch_size(self) -> int | None:
@@ -101,7 +114,7 @@ class BatchSamplerShard(BatchSampler):
             return base
         if self.drop_last:
             return base // self.num_processes
-        if self.even_batches:
+        if self.even_batches or self.empty_batches:
             return math.ceil(base / self.num_processes)
         return base // self.num_processes + (
             1 if self.process_index < base % self.num_processes else 0
@@ -144,6 +157,8 @@ class BatchSamplerShard(BatchSampler):
         if not self.even_batches:
             if rank < len(pending):
                 yield pending[rank]
+            elif self.empty_batches:
+                yield []
             return
         flat = [i for b in pending for i in b]
         cycle = head or flat
@@ -171,7 +186,7 @@ class BatchSamplerShard(BatchSampler):
                 else:
                     per = math.ceil(real / n)
                     mine = batch[rank * per : (rank + 1) * per]
-                    if mine:  # a process with nothing left gets no batch (see join_uneven_inputs)
+                    if mine or self.empty_batches:
                         yield mine
                     continue
             per = full // n
@@ -256,6 +271,7 @@ class DataLoaderShard(DataLoader):
         self._resume_skip = 0
         self.end_of_dataloader = False
         self.remainder = -1
+        self._empty = None  # an empty batch shaped like the latest one (uneven last rounds)
 
     # -- position ---------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
@@ -341,8 +357,18 @@ class DataLoaderShard(DataLoader):
             next(iterator, None)
         yield from iterator
 
+    def _fill_empty(self, batch: Any) -> Any:
+        """Replace an :class:`_EmptyBatch` by a zero-row batch shaped like the real ones."""
+        if not isinstance(batch, _EmptyBatch):
+            if isinstance(self.collate_fn, _EmptySafeCollate):
+                self._empty = _empty_like(batch)
+            return batch
+        if self._empty is None:  # no real batch seen yet: shape one from the first sample
+            self._empty = _empty_like(self.collate_fn.collate_fn([self.dataset[0]]))
+        return self._empty
+
     def __iter__(self) -> Iterator[Any]:
-        source = self._batches(self._start_epoch())
+        source = map(self._fill_empty, self._batches(self._start_epoch()))
         self.gradient_state._add_dataloader(self)
         self.end_of_dataloader = False
         self.remainder = -1
@@ -366,6 +392,37 @@ class DataLoaderShard(DataLoader):
 
 
 _END = object()
+
+
+class _EmptyBatch:
+    """What :class:`_EmptySafeCollate` returns for an empty list of samples."""
+
+
+class _EmptySafeCollate:
+    """A collate function that lets an empty batch through as an :class:`_EmptyBatch` marker."""
+
+    def __init__(self, collate_fn: Any):
+        self.collate_fn = collate_fn
+
+    def __call__(self, samples: Any) -> Any:
+        if len(samples) == 0:
+            return _EmptyBatch()
+        return self.collate_fn(samples)
+
+
+def _empty_like(batch: Any) -> Any:
+    """A batch of the same structure as ``batch`` with no samples (tensors keep trailing dims)."""
+    if isinstance(batch, torch.Tensor):
+        return batch.new_empty((0, *batch.shape[1:]))
+    if isinstance(batch, Mapping):
+        return {key: _empty_like(value) for key, value in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        nested = batch and all(isinstance(x, (torch.Tensor, Mapping, list, tuple)) for x in batch)
+        if not nested:  # the batch dimension itself, e.g. a list of strings
+            return type(batch)() if not hasattr(batch, "_fields") else []
+        items = [_empty_like(x) for x in batch]
+        return type(batch)(*items) if hasattr(batch, "_fields") else type(batch)(items)
+    return batch
 
 
 class DataLoaderDispatcher(DataLoaderShard):
@@ -503,6 +560,8 @@ def prepare_data_loader(
         kwargs["batch_sampler"] = BatchSamplerShard(
             batch_sampler, n, rank, split_batches, even_batches
         )
+        if n > 1 and not even_batches:
+            kwargs["collate_fn"] = _EmptySafeCollate(kwargs.get("collate_fn") or default_collate)
     return DataLoaderShard(dataset, **common, **kwargs)
 
 

@@ -187,6 +187,8 @@ def _gather_uneven_one(tensor: torch.Tensor) -> torch.Tensor:
         tensor = tensor[None]
     sizes = _gather_one(torch.tensor([tensor.shape[0]], device=tensor.device)).tolist()
     longest = max(sizes)
+    if longest == 0:
+        return tensor
     if tensor.shape[0] < longest:
         padding = tensor.new_zeros((longest - tensor.shape[0], *tensor.shape[1:]))
         tensor = torch.cat([tensor, padding])
