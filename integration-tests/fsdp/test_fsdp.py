@@ -21,7 +21,7 @@ def _run(command: list[str], timeout: float) -> str:
     return done.stdout
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)
 def test_fsdp_parity_checkpoints_and_resharding(tmp_path):
     torchrun = [
         sys.executable,
@@ -35,6 +35,8 @@ def test_fsdp_parity_checkpoints_and_resharding(tmp_path):
     assert "ok parity" in out and "ok checkpoints" in out
     out = _run([sys.executable, str(WORKER), "reload", str(tmp_path)], timeout=120)
     assert "ok reload" in out
+    out = _run([*torchrun, "grow", str(tmp_path)], timeout=120)
+    assert "ok grow" in out
 
 
 def test_bad_fsdp_values_name_the_key():

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from accel import Accelerator, FullyShardedDataParallelPlugin
+from accel.errors import CheckpointError
 from accel.state import AcceleratorState, GradientState
 from accel.utils import set_seed
 from torch.utils.data import DataLoader, TensorDataset
@@ -98,7 +99,9 @@ def check_parity() -> None:
     ref_model, ref_losses = reference(6)
     ref_state = ref_model.state_dict()
     for version, strategy, precision in itertools.product(
-        [2, 1], ["FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD"], ["no", "bf16"]
+        [2, 1],
+        ["FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"],
+        ["no", "bf16"],
     ):
         acc = fresh(fsdp_version=version, sharding_strategy=strategy, mixed_precision=precision)
         model, _, _, losses = train(
@@ -119,8 +122,13 @@ def check_parity() -> None:
 
 
 def check_checkpoints(folder: Path) -> None:
-    # FSDP1 checkpoints do not round-trip yet (optimizer state): see packages/accel-fsdp/README.md
-    cases = [(2, "FULL_STATE_DICT"), (2, "SHARDED_STATE_DICT")]
+    cases = [
+        (2, "FULL_STATE_DICT"),
+        (2, "SHARDED_STATE_DICT"),
+        (1, "FULL_STATE_DICT"),
+        (1, "SHARDED_STATE_DICT"),
+        (1, "LOCAL_STATE_DICT"),
+    ]
     for version, kind in cases:
         acc = fresh(fsdp_version=version, state_dict_type=kind)
         model, opt, dl, _ = train(acc, 10)
@@ -129,7 +137,7 @@ def check_checkpoints(folder: Path) -> None:
         model, opt, dl, _ = train(acc, 4)
         target = folder / f"ckpt-{version}-{kind}"
         acc.save_state(target)
-        if kind != "FULL_STATE_DICT":
+        if kind != "FULL_STATE_DICT":  # the seed's layout
             assert (target / "pytorch_model_fsdp_0").is_dir() and (
                 target / "optimizer_0"
             ).is_dir(), sorted(os.listdir(target))
@@ -185,6 +193,35 @@ def check_reload_elsewhere(folder: Path) -> None:
         reference_model = Net()
         reference_model.load_state_dict(expected)
         assert torch.equal(plain(x), reference_model(x))
+    # a LOCAL_STATE_DICT checkpoint is tied to its number of processes: a clear error
+    acc = fresh(fsdp_version=1, state_dict_type="LOCAL_STATE_DICT")
+    model, opt = acc.prepare(Net(), torch.optim.AdamW(Net().parameters()))
+    try:
+        acc.load_state(folder / "ckpt-1-LOCAL_STATE_DICT")
+    except CheckpointError as exc:
+        assert "SHARDED_STATE_DICT" in str(exc) and "2 processes" in str(exc), exc
+    else:
+        raise AssertionError("a 2-process LOCAL_STATE_DICT checkpoint loaded in 1 process")
+    # and the other way round: saved by 1 process, loaded by 2 (check_grow)
+    acc = fresh(fsdp_version=2, state_dict_type="SHARDED_STATE_DICT")
+    model, _, _, _ = train(acc, 3)
+    acc.save_state(folder / "from-one")
+    torch.save(acc.get_state_dict(model), folder / "from-one-full.pt")
+
+
+def check_grow(folder: Path) -> None:
+    """A SHARDED checkpoint written by 1 process, loaded by 2."""
+    acc = fresh(fsdp_version=2, state_dict_type="SHARDED_STATE_DICT")
+    set_seed(321)
+    model = Net()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    model, opt = acc.prepare(model, opt)
+    acc.load_state(folder / "from-one")
+    full = acc.get_state_dict(model)
+    if acc.is_main_process:
+        expected = torch.load(folder / "from-one-full.pt", weights_only=True)
+        for key, value in expected.items():
+            assert torch.equal(full[key], value), f"{key} differs after resharding 1 -> 2"
 
 
 if __name__ == "__main__":
@@ -193,6 +230,7 @@ if __name__ == "__main__":
         "parity": check_parity,
         "checkpoints": lambda: check_checkpoints(folder),
         "reload": lambda: check_reload_elsewhere(folder),
+        "grow": lambda: check_grow(folder),
     }
     for name in sys.argv[1].split(","):
         checks[name]()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -76,7 +77,12 @@ class FSDPBackend(Backend):
         if strategy == "NO_SHARD":
             return init_device_mesh(device, (world, 1), mesh_dim_names=("replicate", "shard"))
         if strategy.startswith("HYBRID"):
-            local = torch.cuda.device_count() if device == "cuda" else world
+            # processes per node: the launcher's LOCAL_WORLD_SIZE, else the GPUs of this node
+            local = int(
+                os.environ.get(
+                    "LOCAL_WORLD_SIZE", torch.cuda.device_count() if device == "cuda" else world
+                )
+            )
             local = max(1, min(local, world))
             return init_device_mesh(
                 device, (world // local, local), mesh_dim_names=("replicate", "shard")
@@ -166,6 +172,9 @@ class FSDPBackend(Backend):
             ignored_modules=plugin.ignored_modules,
             param_init_fn=plugin.param_init_fn,
             device_id=device,
+            # hybrid: shard within a node, replicate across nodes (FSDP1 would otherwise derive
+            # the node from the GPU count, which is 0 on CPU, and never average across ranks)
+            device_mesh=self._mesh() if plugin.sharding_strategy.startswith("HYBRID") else None,
         )
         if plugin.activation_checkpointing:
             from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
@@ -270,34 +279,59 @@ class FSDPBackend(Backend):
         """Whether checkpoints are written as DCP shards."""
         return self.plugin.state_dict_type != "FULL_STATE_DICT"
 
-    @contextlib.contextmanager
-    def _local(self, model: torch.nn.Module) -> Iterator[None]:
-        """FSDP1 LOCAL_STATE_DICT: each rank's flat shard, for same-world-size resume."""
-        if self.plugin.state_dict_type != "LOCAL_STATE_DICT":
-            yield
-            return
+    @property
+    def _local_kind(self) -> bool:
+        return self.plugin.state_dict_type == "LOCAL_STATE_DICT"
+
+    def _local_state(self, model: torch.nn.Module) -> dict[str, Any]:
+        """FSDP1 LOCAL_STATE_DICT of ``model``: flat-parameter ShardedTensors and views."""
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
         from torch.distributed.fsdp import StateDictType
 
         with FSDP.state_dict_type(model, StateDictType.LOCAL_STATE_DICT):
-            yield
+            return model.state_dict()
+
+    def _save_local(self, model: torch.nn.Module, target: Path) -> None:
+        """Each rank writes its own flat shards (``rank<r>.pt``): same-world-size resume only."""
+        shards = {
+            key: value.local_tensor().detach().cpu()
+            for key, value in self._local_state(model).items()
+            if key.endswith("_flat_param")
+        }
+        target.mkdir(parents=True, exist_ok=True)
+        torch.save(shards, target / f"rank{self.accelerator.process_index}.pt")
+
+    def _load_local(self, model: torch.nn.Module, target: Path, weights_only: bool) -> None:
+        from accel.errors import CheckpointError
+
+        saved_by = len(list(target.glob("rank*.pt")))
+        if saved_by != self.accelerator.num_processes:
+            raise CheckpointError(
+                f"{target} is a LOCAL_STATE_DICT checkpoint of {saved_by} processes and loads only "
+                f"on as many (now {self.accelerator.num_processes}); save with "
+                "state_dict_type=SHARDED_STATE_DICT to resume on another number of processes"
+            )
+        shards = torch.load(
+            target / f"rank{self.accelerator.process_index}.pt", weights_only=weights_only
+        )
+        with torch.no_grad():  # the local shards are views of the flat parameters: copy in place
+            state = self._local_state(model)
+            for key, tensor in shards.items():
+                state[key].local_tensor().copy_(tensor)
 
     def save_model_state(
         self, model: torch.nn.Module, folder: Path, index: int, safe_serialization: bool = True
     ) -> None:
-        """SHARDED/LOCAL: DCP into ``pytorch_model_fsdp_<i>/``; FULL: one full state dict."""
+        """SHARDED: DCP into ``pytorch_model_fsdp_<i>/``; LOCAL: per-rank shards; FULL: one file."""
         if not self.sharded:
             return super().save_model_state(model, folder, index, safe_serialization)
+        target = folder / f"pytorch_model_fsdp_{index}"
+        if self._local_kind:
+            return self._save_local(model, target)
         import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict import get_model_state_dict
 
-        with self._local(model):
-            state = (
-                model.state_dict()
-                if self.plugin.state_dict_type == "LOCAL_STATE_DICT"
-                else get_model_state_dict(model)
-            )
-            dcp.save({"model": state}, checkpoint_id=folder / f"pytorch_model_fsdp_{index}")
+        dcp.save({"model": get_model_state_dict(model)}, checkpoint_id=target)
 
     def load_model_state(
         self,
@@ -313,21 +347,17 @@ class FSDPBackend(Backend):
             return super().load_model_state(
                 model, folder, index, strict=strict, weights_only=weights_only
             )
+        if self._local_kind:
+            return self._load_local(model, shards, weights_only)
         import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict import (
             get_model_state_dict,
             set_model_state_dict,
         )
 
-        with self._local(model):
-            if self.plugin.state_dict_type == "LOCAL_STATE_DICT":
-                state = {"model": model.state_dict()}
-                dcp.load(state, checkpoint_id=shards)
-                model.load_state_dict(state["model"])
-                return
-            state = {"model": get_model_state_dict(model)}
-            dcp.load(state, checkpoint_id=shards)
-            set_model_state_dict(model, state["model"], options=self._options(strict=strict))
+        state = {"model": get_model_state_dict(model)}
+        dcp.load(state, checkpoint_id=shards)
+        set_model_state_dict(model, state["model"], options=self._options(strict=strict))
 
     def save_optimizer_state(
         self, optimizer: Any, folder: Path, index: int, model: torch.nn.Module | None = None
@@ -347,12 +377,12 @@ class FSDPBackend(Backend):
                 checkpoint_id=folder / f"optimizer_{index}",
             )
             return
-        if self.version == 1:
-            state = self._fsdp1_full_optimizer_state(model, inner)
-        else:
-            state = get_optimizer_state_dict(
-                model, inner, options=self._options(full_state_dict=True, cpu_offload=True)
-            )
+        # On a CPU device "offloading" copies nothing, and FSDP1's gathered optimizer states
+        # then share one buffer (exp_avg came back equal to exp_avg_sq): offload only from GPUs.
+        offload = self.accelerator.device.type != "cpu"
+        state = get_optimizer_state_dict(
+            model, inner, options=self._options(full_state_dict=True, cpu_offload=offload)
+        )
         if self.accelerator.is_main_process:
             write_object(state, optimizer_file(folder, index))
 
@@ -379,39 +409,11 @@ class FSDPBackend(Backend):
             import torch.distributed.checkpoint as dcp
 
             state = {"optimizer": get_optimizer_state_dict(model, inner)}
-            dcp.load(state, checkpoint_id=shards)
+            # FSDP1's optimizer state holds ShardedTensors; flattening them in the load planner
+            # loses the param_groups entry ("Missing key ... optimizer.param_groups").
+            planner = dcp.DefaultLoadPlanner(flatten_sharded_tensors=self.version != 1)
+            dcp.load(state, checkpoint_id=shards, planner=planner)
             set_optimizer_state_dict(model, inner, state["optimizer"])
             return
         full = read_object(optimizer_file(folder, index), weights_only)
-        if self.version == 1:
-            from torch.distributed.fsdp import (
-                FullOptimStateDictConfig,
-                FullStateDictConfig,
-                StateDictType,
-            )
-            from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-
-            with FSDP.state_dict_type(
-                model,
-                StateDictType.FULL_STATE_DICT,
-                FullStateDictConfig(),
-                FullOptimStateDictConfig(),
-            ):
-                inner.load_state_dict(FSDP.optim_state_dict_to_load(model, inner, full))
-            return
         set_optimizer_state_dict(model, inner, full, options=self._options(full_state_dict=True))
-
-    @staticmethod
-    def _fsdp1_full_optimizer_state(model: torch.nn.Module, optimizer: Any) -> dict:
-        from torch.distributed.fsdp import (
-            FullOptimStateDictConfig,
-            FullStateDictConfig,
-            StateDictType,
-        )
-        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-
-        config = FullOptimStateDictConfig(offload_to_cpu=True, rank0_only=False)
-        with FSDP.state_dict_type(
-            model, StateDictType.FULL_STATE_DICT, FullStateDictConfig(), config
-        ):
-            return FSDP.optim_state_dict(model, optimizer)
