@@ -114,7 +114,9 @@ class FSDPBackend(Backend):
             "mesh": self._mesh(),
             "reshard_after_forward": plugin.reshard_after_forward,
             "mp_policy": mp,
-            "offload_policy": CPUOffloadPolicy() if plugin.offload_params else OffloadPolicy(),
+            "offload_policy": CPUOffloadPolicy(pin_memory=self.accelerator.device.type == "cuda")
+            if plugin.offload_params
+            else OffloadPolicy(),  # pinned host memory needs a GPU
         }
         units = units_to_shard(model, plugin)
         if plugin.activation_checkpointing:
