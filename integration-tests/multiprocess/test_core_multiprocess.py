@@ -16,6 +16,7 @@ def test_core_features_on_two_processes(run_distributed):
         "gather_for_metrics",
         "debug",
         "epochs",
+        "stateful",
     ):
         assert f"ok {name}" in result.stdout, result.stdout
 

@@ -22,6 +22,7 @@ from accel.utils import (
     gather_uneven,
     pad_across_processes,
     reduce,
+    set_seed,
     synchronize_rng_states,
 )
 from torch.utils.data import DataLoader, IterableDataset
@@ -215,6 +216,41 @@ def check_process_group_timeout() -> None:
     assert PartialState().timeout == datetime.timedelta(seconds=77)
 
 
+def check_stateful_dataloader() -> None:
+    """use_stateful_dataloader=True: torchdata's StatefulDataLoader carries the position."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    folder = broadcast_object_list(
+        [tempfile.mkdtemp() if PartialState().is_main_process else None]
+    )[0]
+    cases = [("map", 0, False), ("map", 2, False), ("iterable", 0, False), ("map", 0, True)]
+    for kind, workers, dispatch in cases:
+        config = DataLoaderConfiguration(use_stateful_dataloader=True, dispatch_batches=dispatch)
+
+        def loader(acc, kind=kind, workers=workers):
+            set_seed(5)  # the same shuffling seed for the uninterrupted and the interrupted run
+            data = list(range(40)) if kind == "map" else Stream(40)
+            shuffle = kind == "map"
+            return acc.prepare(DataLoader(data, batch_size=3, shuffle=shuffle, num_workers=workers))
+
+        acc = fresh(dataloader_config=config)
+        dl = loader(acc)
+        assert isinstance(dl, StatefulDataLoader), type(dl)
+        straight = [b.tolist() for b in dl] + [b.tolist() for b in dl]  # two epochs
+        acc = fresh(dataloader_config=config)
+        dl = loader(acc)
+        first = [b.tolist() for b in itertools.islice(dl, 4)]
+        target = os.path.join(folder, f"{kind}-{workers}-{dispatch}")
+        acc.save_state(target)
+        acc = fresh(dataloader_config=config)
+        dl = loader(acc)
+        acc.load_state(target)
+        state = dl.state_dict()
+        assert state["batches_yielded"] == 4 and "stateful_dataloader" in state, state
+        rest = [b.tolist() for b in dl] + [b.tolist() for b in dl]
+        assert first + rest == straight, (kind, workers, dispatch, first + rest, straight)
+
+
 CHECKS = {
     "timeout": check_process_group_timeout,
     "operations": check_operations,
@@ -223,6 +259,7 @@ CHECKS = {
     "gather_for_metrics": check_gather_for_metrics_grid,
     "debug": check_debug_mode,
     "epochs": check_sharded_epochs,
+    "stateful": check_stateful_dataloader,
 }
 
 

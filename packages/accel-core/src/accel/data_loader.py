@@ -338,6 +338,9 @@ class DataLoaderShard(DataLoader):
         return valid if valid >= 0 and total is not None and valid < total else -1
 
     # -- iteration --------------------------------------------------------
+    def _consumed(self) -> None:
+        """Called as each batch is handed to the loop (stateful loaders record their state)."""
+
     def _start_epoch(self) -> int:
         self.generator.manual_seed(self.seed + self.epoch)
         for target in (getattr(self.batch_sampler, "sampler", None), self.sampler, self.dataset):
@@ -383,6 +386,7 @@ class DataLoaderShard(DataLoader):
                 if self.device is not None:
                     current = send_to_device(current, self.device, non_blocking=self.non_blocking)
                 self.batches_yielded += 1
+                self._consumed()
                 yield current
                 current = upcoming
             self.epoch += 1
@@ -440,6 +444,19 @@ class DataLoaderDispatcher(DataLoaderShard):
         self.split_batches = split_batches
         self.even_batches = even_batches
         self._last_valid = -1
+        self._first: Any = None  # the epoch's first global batch: what pads its last one
+
+    def state_dict(self) -> dict[str, Any]:
+        """The position, plus (inside an epoch) the first batch that pads the epoch's last one."""
+        state = super().state_dict()
+        if state["batches_yielded"] and self.even_batches and self._first is not None:
+            state["first_batch"] = self._first
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume at the saved position, padding the last batch as the interrupted run would."""
+        super().load_state_dict(state)
+        self._first = state.get("first_batch")
 
     def _final_remainder(self) -> int:
         total = self.total_batch_size
@@ -456,13 +473,14 @@ class DataLoaderDispatcher(DataLoaderShard):
         state = PartialState()
         n, rank = state.num_processes, state.process_index
         iterator = super()._batches(skip_by_reading) if state.is_main_process else None
-        first: Any = None
+        first = self._first if self.batches_yielded else None  # restored with a position
         while True:
             batch = next(iterator, _END) if iterator is not None else None
             batch = broadcast_object_list([None if batch is _END else batch])[0]
             if batch is None:
                 return
             first = batch if first is None else first
+            self._first = first
             real = find_batch_size(batch)
             full = self.total_batch_size or real
             self._last_valid = real
@@ -512,6 +530,7 @@ def prepare_data_loader(
     data_seed: int | None = None,
     non_blocking: bool = False,
     dispatch_batches: bool = False,
+    use_stateful_dataloader: bool = False,
 ) -> DataLoaderShard:
     """Rebuild ``dataloader`` as a :class:`DataLoaderShard` (or :class:`DataLoaderDispatcher`) for this process."""
     state = PartialState()
@@ -545,7 +564,7 @@ def prepare_data_loader(
             kwargs["batch_sampler"] = BatchSamplerShard(
                 _seeded_batch_sampler(dataloader.batch_sampler, seed, global_size)
             )
-        return DataLoaderDispatcher(
+        return _loader_class(DataLoaderDispatcher, use_stateful_dataloader)(
             dataset, split_batches=split_batches, even_batches=even_batches, **common, **kwargs
         )
     if iterable:
@@ -562,7 +581,15 @@ def prepare_data_loader(
         )
         if n > 1 and not even_batches:
             kwargs["collate_fn"] = _EmptySafeCollate(kwargs.get("collate_fn") or default_collate)
-    return DataLoaderShard(dataset, **common, **kwargs)
+    return _loader_class(DataLoaderShard, use_stateful_dataloader)(dataset, **common, **kwargs)
+
+
+def _loader_class(base: type, stateful: bool) -> type:
+    if not stateful:
+        return base
+    from .stateful_loader import stateful_loader_class
+
+    return stateful_loader_class(base)
 
 
 def _agree_on_seed(seed: int) -> int:

@@ -99,6 +99,7 @@ class Backend:
             data_seed=config.data_seed,
             non_blocking=config.non_blocking,
             dispatch_batches=bool(config.dispatch_batches),
+            use_stateful_dataloader=config.use_stateful_dataloader,
         )
 
     def prepare_scheduler(self, scheduler: Any, optimizers: list[Any]) -> Any:
@@ -135,6 +136,23 @@ class Backend:
     def clip_grad_value_(self, parameters: Iterable[torch.Tensor], clip_value: float) -> None:
         """Clip each gradient element to ``[-clip_value, clip_value]``."""
         torch.nn.utils.clip_grad_value_(parameters, clip_value)
+
+    # -- collectives --------------------------------------------------------
+    def gather(self, tensor: Any) -> Any:
+        """Concatenate ``tensor`` (nested) from every process; default: through torch.distributed."""
+        from ..utils.operations import gather
+
+        return gather(tensor)
+
+    def reduce(self, tensor: Any, reduction: str = "sum", scale: float = 1.0) -> Any:
+        """All-reduce ``tensor`` (nested; ``sum`` or ``mean``); default: through torch.distributed."""
+        from ..utils.operations import reduce
+
+        return reduce(tensor, reduction, scale)
+
+    def wait_for_everyone(self) -> None:
+        """Barrier across processes; default: the process state's barrier."""
+        self.accelerator.state.wait_for_everyone()
 
     # -- models and state -------------------------------------------------
     def unwrap_model(
