@@ -168,19 +168,27 @@ def check_checkpoints(folder: Path) -> None:
         torch.save(full, folder / "for-reload-full.pt")
 
 
-def check_reload_elsewhere(folder: Path) -> None:
-    """Run on a different number of processes than the save: DCP reshards."""
+def load_resharded(checkpoint: Path, expected_file: Path, seed: int) -> dict | None:
+    """Load a SHARDED checkpoint into a differently initialised model; check its weights."""
     acc = fresh(fsdp_version=2, state_dict_type="SHARDED_STATE_DICT")
-    set_seed(123)
+    set_seed(seed)
     model = Net()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     model, opt = acc.prepare(model, opt)
-    acc.load_state(folder / "for-reload")
+    acc.load_state(checkpoint)
     full = acc.get_state_dict(model)
-    if acc.is_main_process:
-        expected = torch.load(folder / "for-reload-full.pt", weights_only=True)
-        for key, value in expected.items():
-            assert torch.equal(full[key], value), f"{key} differs after resharding"
+    if not acc.is_main_process:
+        return None
+    expected = torch.load(expected_file, weights_only=True)
+    for key, value in expected.items():
+        assert torch.equal(full[key], value), f"{key} differs after resharding"
+    return expected
+
+
+def check_reload_elsewhere(folder: Path) -> None:
+    """Run on a different number of processes than the save: DCP reshards."""
+    expected = load_resharded(folder / "for-reload", folder / "for-reload-full.pt", 123)
+    if expected is not None:
         from accel.utils.modeling import load_weights
         from accel_fsdp import merge_fsdp_weights
 
@@ -211,17 +219,7 @@ def check_reload_elsewhere(folder: Path) -> None:
 
 def check_grow(folder: Path) -> None:
     """A SHARDED checkpoint written by 1 process, loaded by 2."""
-    acc = fresh(fsdp_version=2, state_dict_type="SHARDED_STATE_DICT")
-    set_seed(321)
-    model = Net()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    model, opt = acc.prepare(model, opt)
-    acc.load_state(folder / "from-one")
-    full = acc.get_state_dict(model)
-    if acc.is_main_process:
-        expected = torch.load(folder / "from-one-full.pt", weights_only=True)
-        for key, value in expected.items():
-            assert torch.equal(full[key], value), f"{key} differs after resharding 1 -> 2"
+    load_resharded(folder / "from-one", folder / "from-one-full.pt", 321)
 
 
 if __name__ == "__main__":
