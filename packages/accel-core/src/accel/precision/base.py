@@ -29,6 +29,14 @@ class Precision:
         """Context manager under which operations run in this precision."""
         return contextlib.nullcontext()
 
+    def prepare(self, objects: list[Any]) -> list[Any]:
+        """Convert the objects of one ``Accelerator.prepare`` call together, before the backend.
+
+        A precision that swaps a model's layers (FP8) re-points the optimizers passed with it
+        at the new parameters here. The default returns ``objects`` unchanged.
+        """
+        return objects
+
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
         """Make the model's forward run under :meth:`autocast` (default: unchanged)."""
         return model

@@ -27,6 +27,10 @@ class _AutocastPrecision(Precision):
         kwargs = handler.to_kwargs() if handler is not None else {}
         return torch.autocast(device_type=self.device.type, dtype=self.dtype, **kwargs)
 
+    def forward_context(self, model: torch.nn.Module) -> contextlib.AbstractContextManager:
+        """The context a wrapped ``model``'s forward runs under (default: :meth:`autocast`)."""
+        return self.autocast()
+
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
         if getattr(model.forward, "_accel_precision", None) is not None:
             return model
@@ -38,7 +42,7 @@ class _AutocastPrecision(Precision):
             # prepared model then rebinds it to the copy instead of running the original's forward.
             @functools.wraps(function)
             def method(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
-                with precision.autocast():
+                with precision.forward_context(module):
                     outputs = function(module, *args, **kwargs)
                 return convert_to_fp32(outputs)
 
@@ -50,7 +54,7 @@ class _AutocastPrecision(Precision):
 
         @functools.wraps(original)
         def forward(*args: Any, **kwargs: Any) -> Any:
-            with precision.autocast():
+            with precision.forward_context(model):
                 outputs = original(*args, **kwargs)
             return convert_to_fp32(outputs)
 

@@ -1,0 +1,191 @@
+"""The ``mixed_precision="fp8"`` precisions: torchao, TransformerEngine and MS-AMP.
+
+``FP8Precision`` is what the registry serves for ``fp8``; constructing it picks the backend
+(:mod:`accel_fp8.selection`) and returns an instance of that backend's subclass. As in
+Accelerate, every FP8 backend runs the model's forward under bf16 autocast (the operations
+that are not FP8 run in bf16); MS-AMP also scales the loss with a ``GradScaler``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from accel.precision.native import BF16Precision, FP16Precision
+
+from . import config as C
+from .recipes import recipe_for
+from .selection import select_backend
+
+
+class FP8Precision(BF16Precision):
+    """``mixed_precision="fp8"``: the backend chosen by the recipe handler, the configuration,
+    or what is installed (MS-AMP, then TransformerEngine, then torchao)."""
+
+    names = ("fp8",)
+    fp8_backend: str = ""
+    """``AO``, ``TE`` or ``MSAMP``."""
+
+    def __new__(cls, name: str, device: torch.device, handlers: dict[str, Any] | None = None):
+        if cls is FP8Precision:
+            backend = select_backend(handlers or {}, C.launched_section().get("backend"))
+            cls = _BACKEND_CLASSES[backend]
+        return super().__new__(cls)
+
+    def __init__(self, name: str, device: torch.device, handlers: dict[str, Any] | None = None):
+        super().__init__(name, device, handlers)
+        self.recipe = recipe_for(self.fp8_backend, self.handlers)
+        """This backend's recipe kwargs handler (``AORecipeKwargs``, ``TERecipeKwargs``, ...)."""
+
+    def prepare(self, objects: list[Any]) -> list[Any]:
+        """Convert every model of ``objects`` not yet converted (see :meth:`convert`)."""
+        for obj in objects:
+            if isinstance(obj, torch.nn.Module) and not getattr(obj, "_accel_fp8", False):
+                self.convert(obj, objects)
+        return objects
+
+    def convert(self, model: torch.nn.Module, objects: list[Any]) -> None:
+        """Turn ``model``'s layers into this backend's FP8 layers (``objects``: the prepare call)."""
+        raise NotImplementedError
+
+    def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Convert ``model`` if :meth:`prepare` did not (``evaluation_mode``), then wrap its forward."""
+        if not getattr(model, "_accel_fp8", False):
+            self.prepare([model])
+        return super().wrap_model(model)
+
+
+class AOPrecision(FP8Precision):
+    """torchao float8 training: ``nn.Linear`` layers become ``Float8Linear`` (parameters kept)."""
+
+    fp8_backend = "AO"
+
+    def convert(self, model: torch.nn.Module, objects: list[Any]) -> None:
+        """``convert_model_to_fp8_ao`` with the recipe's config and module filter."""
+        from .ao import convert_model_to_fp8_ao, default_config, precompute_scales_after_step
+
+        recipe = self.recipe
+        all_gather = recipe.enable_fsdp_float8_all_gather
+        if all_gather is None:
+            all_gather = _fsdp_version() == 2
+        config = recipe.config or default_config(recipe.pad_inner_dim, all_gather)
+        convert_model_to_fp8_ao(model, config, recipe.module_filter_func)
+        model._accel_fp8 = True
+        if getattr(config, "enable_fsdp_float8_all_gather", False):
+            for obj in objects:
+                if isinstance(obj, torch.optim.Optimizer):
+                    precompute_scales_after_step(obj, model)
+
+
+class TEPrecision(FP8Precision):
+    """TransformerEngine: ``nn.Linear`` / ``nn.LayerNorm`` become TE modules (the optimizers of
+    the same prepare call are re-pointed at them) and the forward runs under TE's FP8 autocast
+    with the recipe, disabled in ``eval()`` mode unless ``use_autocast_during_eval``."""
+
+    fp8_backend = "TE"
+
+    def __init__(self, name: str, device: torch.device, handlers: dict[str, Any] | None = None):
+        super().__init__(name, device, handlers)
+        _require_fp8_hardware()
+        from .te import build_recipe
+
+        self.te_recipe = build_recipe(self.recipe)
+        """The ``transformer_engine.common.recipe.DelayedScaling`` used in the forward."""
+
+    def convert(self, model: torch.nn.Module, objects: list[Any]) -> None:
+        """Swap ``model``'s layers for TE's and re-point the optimizers of ``objects`` at them."""
+        from .te import convert_model, repoint_optimizers
+
+        old = dict(model.named_parameters())
+        convert_model(model, device=self.device)
+        model._accel_fp8 = True
+        optimizers = [o for o in objects if isinstance(o, torch.optim.Optimizer)]
+        repoint_optimizers(optimizers, old, dict(model.named_parameters()))
+
+    @contextlib.contextmanager
+    def forward_context(self, model: torch.nn.Module) -> Iterator[None]:
+        """bf16 autocast plus TE's FP8 autocast (enabled in training, or always with
+        ``use_autocast_during_eval``)."""
+        from .te import fp8_autocast
+
+        enabled = model.training or bool(self.recipe.use_autocast_during_eval)
+        with self.autocast(), fp8_autocast(enabled, self.te_recipe):
+            yield
+
+
+class MSAMPPrecision(FP8Precision, FP16Precision):
+    """MS-AMP: ``msamp.initialize(model, optimizer, opt_level)`` on the model and the optimizer
+    of one prepare call; bf16 autocast with a dynamic ``GradScaler`` (as Accelerate does)."""
+
+    fp8_backend = "MSAMP"
+    dtype = torch.bfloat16
+
+    def __init__(self, name: str, device: torch.device, handlers: dict[str, Any] | None = None):
+        super().__init__(name, device, handlers)
+        kind = _distributed_type()
+        if kind in ("FSDP", "DEEPSPEED", "MEGATRON_LM"):
+            raise NotImplementedError(
+                f"MS-AMP with {kind} is not supported by accel-fp8: use one process or DDP, "
+                "or another FP8 backend (te, ao)"
+            )
+
+    def prepare(self, objects: list[Any]) -> list[Any]:
+        """Replace the model and the optimizer by ``msamp.initialize``'s."""
+        from .ms_amp import initialize
+
+        if any(getattr(o, "_accel_fp8", False) for o in objects):
+            return objects
+        result = initialize(objects, self.recipe.opt_level)
+        for obj in result:
+            if isinstance(obj, torch.nn.Module):
+                obj._accel_fp8 = True
+        return result
+
+    def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        """bf16 autocast only: MS-AMP casts a model together with its optimizer, in :meth:`prepare`."""
+        return BF16Precision.wrap_model(self, model)
+
+
+_BACKEND_CLASSES: dict[str, type[FP8Precision]] = {
+    "AO": AOPrecision,
+    "TE": TEPrecision,
+    "MSAMP": MSAMPPrecision,
+}
+
+
+def _shared_state() -> dict[str, Any]:
+    from accel.state import AcceleratorState
+
+    return AcceleratorState._shared_state
+
+
+def _distributed_type() -> str:
+    return str(_shared_state().get("distributed_type", "NO"))
+
+
+def _fsdp_version() -> int | None:
+    """FSDP's version when training with FSDP (the plugin's, else the launched config's), else None."""
+    if _distributed_type() != "FSDP":
+        return None
+    plugin = (_shared_state().get("plugins") or {}).get("fsdp_plugin")
+    if plugin is not None:
+        return int(plugin.fsdp_version)
+    from accel.utils.config import launched_config
+
+    return int((launched_config().get("fsdp_config") or {}).get("fsdp_version", 2))
+
+
+def _require_fp8_hardware() -> None:
+    import transformer_engine.pytorch as te
+
+    check = getattr(te, "is_fp8_available", None)
+    if check is not None:
+        ok, reason = check(return_reason=True)
+    else:
+        from transformer_engine.pytorch.fp8 import check_fp8_support
+
+        ok, reason = check_fp8_support()
+    if not ok:
+        raise RuntimeError(f"TransformerEngine cannot run FP8 on this machine: {reason}")
