@@ -1,1 +1,11 @@
-"""accel-cluster: accel plugin: MPI, SLURM and SageMaker launchers."""
+"""accel-cluster: launcher plugins for clusters and clouds.
+
+* :mod:`accel_cluster.mpi` — ``mpirun`` (Open MPI, MPICH, Intel MPI) with a host file;
+* :mod:`accel_cluster.slurm` — one ``srun accel launch`` for every node of an allocation;
+* :mod:`accel_cluster.sagemaker` — the config file becomes an Amazon SageMaker training job.
+
+Each registers through the ``accel`` entry-point group; importing this package imports
+neither torch nor the SageMaker SDK.
+"""
+
+__version__ = "0.1.0"

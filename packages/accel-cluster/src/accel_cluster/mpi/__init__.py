@@ -1,0 +1,1 @@
+"""MPI launcher of accel-cluster: ``mpirun`` with a host file for multi-CPU jobs."""

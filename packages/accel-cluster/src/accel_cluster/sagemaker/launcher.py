@@ -1,0 +1,36 @@
+"""The SageMaker launcher: ``compute_environment: AMAZON_SAGEMAKER`` runs as a training job.
+
+``accel launch`` checks the job definition here (clear errors, exit 2, the
+boolean-argument warning) and then runs :mod:`accel_cluster.sagemaker.submit`, which
+creates the job through the ``sagemaker`` SDK.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from accel.launchers import Launcher
+
+from .job import job_definition
+
+
+class SageMakerLauncher(Launcher):
+    """Submits the script as an Amazon SageMaker training job."""
+
+    name = "sagemaker"
+    priority = 100
+
+    def claims(self, config: dict[str, Any]) -> bool:
+        """``compute_environment: AMAZON_SAGEMAKER``."""
+        return config.get("compute_environment") == "AMAZON_SAGEMAKER"
+
+    def command(self, config: dict[str, Any], script: list[str]) -> list[str]:
+        """``python -m accel_cluster.sagemaker.submit script args`` after checking the definition."""
+        definition = job_definition(config, script)
+        for note in definition.warnings:
+            sys.stderr.write(f"accel launch: warning: {note}\n")
+        return [sys.executable, "-m", "accel_cluster.sagemaker.submit", *script]
+
+
+__all__ = ["SageMakerLauncher"]
