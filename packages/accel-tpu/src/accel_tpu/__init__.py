@@ -1,0 +1,1 @@
+"""accel plugin: XLA devices (TPU) through torch_xla."""

@@ -1,0 +1,70 @@
+"""Prepared data loaders on XLA: each batch fetched ends the previous traced step.
+
+torch_xla's ``MpDeviceLoader`` iterates the loader in a background thread; accel keeps
+the iteration in the training thread instead, so the end-of-epoch and remainder flags
+that gradient accumulation and ``gather_for_metrics`` read stay exact. The prepared
+:class:`~accel.data_loader.DataLoaderShard` already sends each batch to the XLA device
+(the copy is asynchronous); this module only adds the step boundary and, under SPMD,
+the batch sharding.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from . import runtime
+
+
+def shard_batch(batch: Any, mesh: Any) -> Any:
+    """Annotate every tensor of ``batch`` as split along its first dimension over the mesh's ``data`` axis.
+
+    Tensors whose first dimension does not divide evenly stay replicated.
+    """
+    import torch_xla.distributed.spmd as xs
+    from accel.utils.operations import recursively_apply
+
+    devices = mesh.shape()["data"]
+
+    def mark(t: torch.Tensor) -> torch.Tensor:
+        if t.ndim >= 1 and t.shape[0] % devices == 0:
+            xs.mark_sharding(t, mesh, ("data",) + (None,) * (t.ndim - 1))
+        return t
+
+    return recursively_apply(mark, batch)
+
+
+@functools.cache
+def _xla_class(base: type) -> type:
+    """A subclass of the prepared loader's class whose iteration marks XLA steps."""
+
+    def __iter__(self: Any) -> Iterator[Any]:
+        for index, batch in enumerate(base.__iter__(self)):
+            if index:
+                runtime.sync()  # the previous batch's step is complete: run its graph
+            if self._xla_mesh is not None:
+                batch = shard_batch(batch, self._xla_mesh)
+            yield batch
+
+    return type(
+        f"XLA{base.__name__}",
+        (base,),
+        {
+            "__iter__": __iter__,
+            "__doc__": f"A {base.__name__} on an XLA device: one traced step per batch.",
+            "__module__": __name__,
+        },
+    )
+
+
+def to_xla_loader(loader: Any, mesh: Any = None) -> Any:
+    """Turn a prepared loader into its XLA variant in place (same state, positions and flags).
+
+    ``mesh``: an SPMD mesh with a ``data`` axis to shard batches over, or None.
+    """
+    loader.__class__ = _xla_class(type(loader))
+    loader._xla_mesh = mesh
+    return loader
