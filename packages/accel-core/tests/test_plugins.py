@@ -190,7 +190,8 @@ def test_missing_provider_names_the_package():
     from accel import registry
     from accel.errors import MissingPluginError
 
-    with pytest.raises(MissingPluginError, match="pip install accel-deepspeed"):
-        registry.get_backend("DEEPSPEED")
+    # accel-tpu lives outside the workspace environment: XLA has no backend here
+    with pytest.raises(MissingPluginError, match="pip install accel-tpu"):
+        registry.get_backend("XLA")
     with pytest.raises(ValueError, match="unknown mixed_precision 'nope'"):
         registry.get_precision("nope")

@@ -1,1 +1,34 @@
-"""accel-deepspeed: accel plugin: DeepSpeed ZeRO 0-3 with offload, auto config filling and multi-node launchers."""
+"""accel-deepspeed: DeepSpeed ZeRO 0-3 with offload, ``auto`` config filling and multi-node launchers.
+
+Importing this package does not import torch or DeepSpeed.
+"""
+
+from __future__ import annotations
+
+from .config import DeepSpeedPlugin
+from .dummy import DummyOptim, DummyScheduler
+from .hf_config import HfDeepSpeedConfig
+
+__all__ = [
+    "DeepSpeedPlugin",
+    "DummyOptim",
+    "DummyScheduler",
+    "HfDeepSpeedConfig",
+    "convert_zero_checkpoint_to_fp32_state_dict",
+    "get_fp32_state_dict_from_zero_checkpoint",
+    "load_state_dict_from_zero_checkpoint",
+]
+
+_FP32 = {
+    "convert_zero_checkpoint_to_fp32_state_dict",
+    "get_fp32_state_dict_from_zero_checkpoint",
+    "load_state_dict_from_zero_checkpoint",
+}
+
+
+def __getattr__(name: str):
+    if name in _FP32:  # imports torch: only when asked for
+        from . import fp32
+
+        return getattr(fp32, name)
+    raise AttributeError(f"module 'accel_deepspeed' has no attribute {name!r}")

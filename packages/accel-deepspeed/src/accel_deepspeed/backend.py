@@ -1,0 +1,449 @@
+"""The DeepSpeed backend: ``prepare`` turns each model (+ optimizer, scheduler) into a DeepSpeed engine.
+
+Each prepared model gets its own engine, built from its own copy of the plugin's
+config with the ``"auto"`` values filled for it (:mod:`accel_deepspeed.auto`);
+nothing process-global selects a "current" engine. Backward, the optimizer step,
+clipping and checkpoints go through the engine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import warnings
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from accel.backends import Backend
+from accel.errors import CheckpointError, ConfigError
+from accel.precision import Precision
+
+from .auto import AutoContext, Filled, fill_auto
+from .config import DeepSpeedPlugin
+from .dummy import DummyOptim, DummyScheduler
+from .wrappers import DeepSpeedEngineWrapper, DeepSpeedOptimizerWrapper, DeepSpeedSchedulerWrapper
+
+MODEL_NAME = "pytorch_model"
+"""Checkpoint tag of model 0 (model ``i`` > 0: ``pytorch_model_i``), as in Accelerate."""
+
+
+def checkpoint_tag(index: int) -> str:
+    """The DeepSpeed checkpoint tag of model ``index`` inside a ``save_state`` folder."""
+    return MODEL_NAME if index == 0 else f"{MODEL_NAME}_{index}"
+
+
+def _is_scheduler(obj: Any) -> bool:
+    return isinstance(obj, (torch.optim.lr_scheduler.LRScheduler, DummyScheduler)) or (
+        hasattr(obj, "step")
+        and hasattr(obj, "optimizer")
+        and hasattr(obj, "state_dict")
+        and not isinstance(obj, torch.optim.Optimizer)
+    )
+
+
+class DeepSpeedBackend(Backend):
+    """DeepSpeed ZeRO 0-3 with CPU/NVMe offload; one engine per prepared model."""
+
+    name = "deepspeed"
+    distributed_types = ("DEEPSPEED",)
+
+    def setup(self) -> None:
+        """Read the plugin, agree on accumulation steps, hand mixed precision to DeepSpeed."""
+        acc = self.accelerator
+        if acc.device.type == "cpu":
+            os.environ.setdefault("DS_ACCELERATOR", "cpu")
+        self.plugin: DeepSpeedPlugin = acc.state.deepspeed_plugin or DeepSpeedPlugin()
+        acc.state.plugins["deepspeed_plugin"] = self.plugin
+        steps = self.plugin.get_value("gradient_accumulation_steps")
+        self._steps_source = "Accelerator(gradient_accumulation_steps=...)"
+        if isinstance(steps, int):
+            if acc.gradient_accumulation_steps == 1:
+                acc.gradient_accumulation_steps = steps
+                self._steps_source = "the DeepSpeed config / plugin"
+            elif acc.gradient_accumulation_steps != steps:
+                raise ConfigError(
+                    f"gradient_accumulation_steps is {steps} in the DeepSpeed config but "
+                    f"{acc.gradient_accumulation_steps} in the Accelerator: set it in one place "
+                    "(or write auto in the DeepSpeed config)"
+                )
+        # DeepSpeed casts the model and scales the loss itself: no autocast, no GradScaler
+        acc.precision = Precision(acc.mixed_precision, acc.device, acc.handlers)
+        if not dist.is_initialized():  # one process: DeepSpeed still needs a (trivial) group
+            dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        # DeepSpeed reads these even when the process group exists (set by every launcher)
+        os.environ.setdefault("LOCAL_RANK", str(acc.local_process_index))
+        os.environ.setdefault("RANK", str(acc.process_index))
+        os.environ.setdefault("WORLD_SIZE", str(acc.num_processes))
+        self.engines: list[Any] = []
+        self.filled: list[list[Filled]] = []
+        """Per engine, the ``"auto"`` values filled and where each came from."""
+        self._micro_batch: tuple[int, str] | None = None
+        self._last_forward: list[Any] = []
+        self._warned_clip = False
+
+    # -- prepare ----------------------------------------------------------------
+    def prepare(self, objects: list[Any], device_placement: list[bool]) -> list[Any]:
+        """Data loaders as usual; each model with the optimizer and scheduler after it into one engine."""
+        result = list(objects)
+        for index, obj in enumerate(objects):
+            if isinstance(obj, torch.utils.data.DataLoader):
+                self._note_batch_size(obj)
+                result[index] = self.prepare_data_loader(obj, device_placement[index])
+        models = [i for i, o in enumerate(objects) if isinstance(o, torch.nn.Module)]
+        optimizers = [
+            i for i, o in enumerate(objects) if isinstance(o, (torch.optim.Optimizer, DummyOptim))
+        ]
+        schedulers = [
+            i
+            for i, o in enumerate(objects)
+            if i not in models and i not in optimizers and _is_scheduler(o)
+        ]
+        if len(optimizers) > len(models) or len(schedulers) > len(optimizers):
+            raise ValueError(
+                "with DeepSpeed, pass each model together with its optimizer (and scheduler) to one "
+                "accelerator.prepare() call: the engine is built from all of them at once"
+            )
+        for n, model_index in enumerate(models):
+            opt_index = optimizers[n] if n < len(optimizers) else None
+            sched_index = schedulers[n] if n < len(schedulers) else None
+            engine, optimizer, scheduler = self._build_engine(
+                objects[model_index],
+                objects[opt_index] if opt_index is not None else None,
+                objects[sched_index] if sched_index is not None else None,
+            )
+            result[model_index] = engine
+            if opt_index is not None:
+                result[opt_index] = optimizer
+            if sched_index is not None:
+                result[sched_index] = scheduler
+        return result
+
+    def _note_batch_size(self, loader: torch.utils.data.DataLoader) -> None:
+        size = loader.batch_size
+        if size is None:
+            size = getattr(loader.batch_sampler, "batch_size", None)
+        if not isinstance(size, int) or self._micro_batch is not None:
+            return
+        if self.accelerator.split_batches:
+            self._micro_batch = (
+                size // self.accelerator.num_processes,
+                f"the data loader's batch_size {size} / {self.accelerator.num_processes} processes (split_batches)",
+            )
+        else:
+            self._micro_batch = (size, f"the data loader's batch_size {size}")
+
+    def _context(self, model: torch.nn.Module, optimizer: Any, scheduler: Any) -> AutoContext:
+        acc, plugin = self.accelerator, self.plugin
+        ctx = AutoContext(
+            num_processes=acc.num_processes,
+            gradient_accumulation_steps=acc.gradient_accumulation_steps,
+            gradient_accumulation_source=f"the Accelerator's gradient_accumulation_steps ({self._steps_source})",
+            mixed_precision=acc.mixed_precision,
+            gradient_clipping=plugin.gradient_clipping
+            if isinstance(plugin.gradient_clipping, float)
+            else None,
+            zero3_save_16bit_model=plugin.zero3_save_16bit_model,
+        )
+        if self._micro_batch is not None:
+            ctx.micro_batch_size, ctx.micro_batch_source = self._micro_batch
+        if isinstance(optimizer, DummyOptim):
+            ctx.optimizer_values = {"lr": optimizer.lr, "weight_decay": optimizer.weight_decay}
+            ctx.optimizer_source = "DummyOptim"
+        elif optimizer is not None:
+            group = optimizer.param_groups[0]
+            ctx.optimizer_values = {
+                k: list(group[k]) if k == "betas" else group[k]
+                for k in ("lr", "weight_decay", "betas", "eps")
+                if k in group
+            }
+            ctx.optimizer_source = f"{type(optimizer).__name__}.param_groups[0]"
+        if isinstance(scheduler, DummyScheduler):
+            ctx.total_num_steps = scheduler.total_num_steps
+            ctx.warmup_num_steps = scheduler.warmup_num_steps
+            ctx.scheduler_source = "DummyScheduler"
+        config = getattr(model, "config", None)
+        hidden = getattr(config, "hidden_size", None)
+        if hidden is None and getattr(config, "hidden_sizes", None):
+            hidden, ctx.hidden_size_source = (
+                max(config.hidden_sizes),
+                "max(model.config.hidden_sizes)",
+            )
+        elif hidden is not None:
+            ctx.hidden_size_source = "model.config.hidden_size"
+        ctx.hidden_size = hidden if isinstance(hidden, int) else None
+        return ctx
+
+    def _check_pairing(self, optimizer: Any, scheduler: Any) -> None:
+        config = self.plugin.deepspeed_config
+        if (
+            "optimizer" in config
+            and optimizer is not None
+            and not isinstance(optimizer, DummyOptim)
+        ):
+            raise ConfigError(
+                "the DeepSpeed config has an optimizer section and a torch optimizer was passed too: "
+                "pass accel.utils.DummyOptim(model.parameters()) instead, or remove the optimizer section"
+            )
+        if isinstance(optimizer, DummyOptim) and "optimizer" not in config:
+            raise ConfigError(
+                "DummyOptim stands for the optimizer of the DeepSpeed config, which has no optimizer "
+                "section: add one, or pass a torch optimizer"
+            )
+        if (
+            "scheduler" in config
+            and scheduler is not None
+            and not isinstance(scheduler, DummyScheduler)
+        ):
+            raise ConfigError(
+                "the DeepSpeed config has a scheduler section and a torch scheduler was passed too: "
+                "pass accel.utils.DummyScheduler(optimizer, ...) instead, or remove the scheduler section"
+            )
+        if (
+            isinstance(scheduler, DummyScheduler)
+            and "scheduler" not in config
+            and scheduler.lr_scheduler_callable is None
+        ):
+            raise ConfigError(
+                "DummyScheduler stands for the scheduler of the DeepSpeed config, which has no "
+                "scheduler section: add one, give DummyScheduler(lr_scheduler_callable=...), or pass "
+                "a torch scheduler"
+            )
+
+    def _build_engine(
+        self, model: torch.nn.Module, optimizer: Any, scheduler: Any
+    ) -> tuple[Any, Any, Any]:
+        import deepspeed
+
+        self._check_pairing(optimizer, scheduler)
+        config, filled = fill_auto(
+            self.plugin.deepspeed_config, self._context(model, optimizer, scheduler)
+        )
+        self.plugin.set_moe_leaf_modules(model)
+        kwargs: dict[str, Any] = {"model": model, "config": config}
+        if isinstance(optimizer, DummyOptim):
+            kwargs["model_parameters"] = optimizer.params
+        elif optimizer is not None:
+            kwargs["optimizer"] = self._offload_ready(optimizer, config)
+        if isinstance(scheduler, DummyScheduler):
+            if "scheduler" not in config:
+                kwargs["lr_scheduler"] = scheduler.lr_scheduler_callable
+        elif scheduler is not None:
+            kwargs["lr_scheduler"] = scheduler
+        engine, ds_optimizer, _, ds_scheduler = deepspeed.initialize(**kwargs)
+        engine.register_forward_pre_hook(self._record_forward)
+        self.engines.append(engine)
+        self.filled.append(filled)
+        wrapped_optimizer = (
+            DeepSpeedOptimizerWrapper(ds_optimizer) if optimizer is not None else None
+        )
+        wrapped_scheduler = (
+            DeepSpeedSchedulerWrapper(ds_scheduler, [wrapped_optimizer])
+            if scheduler is not None and ds_scheduler is not None
+            else None
+        )
+        return engine, wrapped_optimizer, wrapped_scheduler
+
+    @staticmethod
+    def _offload_ready(optimizer: torch.optim.Optimizer, config: dict[str, Any]) -> Any:
+        """With optimizer offload, torch Adam/AdamW become DeepSpeedCPUAdam (same param groups)."""
+        device = (config.get("zero_optimization", {}).get("offload_optimizer") or {}).get("device")
+        if device in (None, "none") or type(optimizer) not in (torch.optim.Adam, torch.optim.AdamW):
+            return optimizer
+        from deepspeed.ops.adam import DeepSpeedCPUAdam
+
+        defaults = {k: optimizer.defaults[k] for k in ("lr", "weight_decay", "betas", "eps")}
+        return DeepSpeedCPUAdam(
+            optimizer.param_groups,
+            adamw_mode=type(optimizer) is torch.optim.AdamW,
+            **defaults,
+        )
+
+    def _record_forward(self, engine: Any, args: Any) -> None:
+        if engine in self._last_forward:
+            self._last_forward.remove(engine)
+        self._last_forward.append(engine)
+
+    # -- training step ----------------------------------------------------------
+    def engine_of(self, model: Any) -> Any:
+        """The engine of a prepared model (the engine itself or the module inside it), or None."""
+        for engine in self.engines:
+            if model is engine or model is engine.module:
+                return engine
+        return None
+
+    def _engine_for_backward(self, model: Any) -> Any:
+        if model is not None:
+            engine = self.engine_of(model)
+            if engine is None:
+                raise ValueError(
+                    "accelerator.backward(loss, model=...): that model was not prepared"
+                )
+            return engine
+        if len(self.engines) == 1:
+            return self.engines[0]
+        if len(self._last_forward) == 1:
+            return self._last_forward[0]
+        if not self.engines:
+            raise ValueError(
+                "accelerator.backward with DeepSpeed: prepare a model and its optimizer first"
+            )
+        raise ValueError(
+            "several DeepSpeed engines ran forward since their last backward: say which one this "
+            "loss trains with accelerator.backward(loss, model=model)"
+        )
+
+    def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
+        """Backward and, on synchronising micro-batches, the optimizer step, through the engine."""
+        engine = self._engine_for_backward(kwargs.pop("model", None))
+        DeepSpeedEngineWrapper(engine).backward(
+            loss, sync_gradients=self.accelerator.sync_gradients, **kwargs
+        )
+        if engine in self._last_forward:
+            self._last_forward.remove(engine)
+
+    @contextlib.contextmanager
+    def no_sync(self, model: torch.nn.Module) -> Iterator[None]:
+        """Nothing to do: the engine's accumulation boundary follows ``sync_gradients``."""
+        yield
+
+    def clip_grad_norm_(
+        self, parameters: Iterable[torch.Tensor], max_norm: float, norm_type: float = 2.0
+    ) -> torch.Tensor | None:
+        """The gradient norm of the engine's last step; DeepSpeed clipped to its ``gradient_clipping``."""
+        ids = {id(p) for p in parameters}
+        engine = next(
+            (e for e in self.engines if any(id(p) in ids for p in e.module.parameters())), None
+        )
+        if engine is None:
+            return None
+        configured = engine.gradient_clipping()
+        if not self._warned_clip and float(configured or 0.0) != float(max_norm):
+            self._warned_clip = True
+            warnings.warn(
+                f"DeepSpeed clips gradients itself, to gradient_clipping={configured} from its config; "
+                f"clip_grad_norm_(max_norm={max_norm}) only returns the norm. Set gradient_clipping "
+                "in the DeepSpeedPlugin / deepspeed_config to change the clipping",
+                stacklevel=3,
+            )
+        return DeepSpeedEngineWrapper(engine).get_global_grad_norm()
+
+    def clip_grad_value_(self, parameters: Iterable[torch.Tensor], clip_value: float) -> None:
+        """Not available: DeepSpeed only clips by norm (its ``gradient_clipping``)."""
+        raise NotImplementedError(
+            "DeepSpeed clips gradients by norm only: use gradient_clipping in the DeepSpeed config "
+            "and accelerator.clip_grad_norm_"
+        )
+
+    # -- models and state -------------------------------------------------------
+    def unwrap_model(
+        self,
+        model: torch.nn.Module,
+        keep_fp32_wrapper: bool = True,
+        keep_torch_compile: bool = True,
+    ) -> torch.nn.Module:
+        """The user's model inside its engine."""
+        engine = self.engine_of(model)
+        inner = engine.module if engine is not None else model
+        return super().unwrap_model(
+            inner, keep_fp32_wrapper=keep_fp32_wrapper, keep_torch_compile=keep_torch_compile
+        )
+
+    def get_state_dict(
+        self, model: torch.nn.Module, unwrap: bool = True
+    ) -> dict[str, torch.Tensor]:
+        """The full state dict; with ZeRO-3 gathered from every process (call it on all of them).
+
+        With ``zero3_save_16bit_model`` the 16-bit weights are consolidated on the main
+        process (others get ``{}``), as ``stage3_gather_16bit_weights_on_model_save``
+        does; otherwise every process gathers the full weights.
+        """
+        engine = self.engine_of(model)
+        if engine is None:
+            return super().get_state_dict(model, unwrap=unwrap)
+        if engine.zero_optimization_partition_weights():
+            if engine.zero_gather_16bit_weights_on_model_save():
+                return engine._zero3_consolidated_16bit_state_dict() or {}
+            import deepspeed
+
+            params = list(engine.module.parameters())
+            with deepspeed.zero.GatheredParameters(params, modifier_rank=None):
+                return {k: v.detach().cpu().clone() for k, v in engine.module.state_dict().items()}
+        from deepspeed.checkpoint.utils import clone_tensors_for_torch_save
+
+        return clone_tensors_for_torch_save(engine.module.state_dict())
+
+    def load_model_state_dict(
+        self, model: torch.nn.Module, state_dict: dict[str, torch.Tensor], strict: bool = True
+    ) -> Any:
+        """Load a full state dict into the engine's module (ZeRO-3: into every partition)."""
+        engine = self.engine_of(model)
+        if engine is None or not engine.zero_optimization_partition_weights():
+            return super().load_model_state_dict(model, state_dict, strict=strict)
+        import deepspeed
+
+        params = list(engine.module.parameters())
+        with deepspeed.zero.GatheredParameters(params, modifier_rank=0):
+            if self.accelerator.is_main_process:
+                return engine.module.load_state_dict(state_dict, strict=strict)
+        return None
+
+    def save_model_state(
+        self, model: torch.nn.Module, folder: Path, index: int, safe_serialization: bool = True
+    ) -> None:
+        """A DeepSpeed checkpoint (model, optimizer, scheduler, ZeRO shards) tagged ``pytorch_model[_i]``."""
+        engine = self.engine_of(model)
+        if engine is None:
+            return super().save_model_state(model, folder, index, safe_serialization)
+        engine.save_checkpoint(str(folder), tag=checkpoint_tag(index))
+
+    def load_model_state(
+        self,
+        model: torch.nn.Module,
+        folder: Path,
+        index: int,
+        strict: bool = True,
+        weights_only: bool = True,
+    ) -> None:
+        """Restore the DeepSpeed checkpoint written by :meth:`save_model_state`."""
+        engine = self.engine_of(model)
+        if engine is None:
+            return super().load_model_state(
+                model, folder, index, strict=strict, weights_only=weights_only
+            )
+        tag = checkpoint_tag(index)
+        if not (Path(folder) / tag).is_dir():
+            raise CheckpointError(
+                f"{folder} has no DeepSpeed checkpoint {tag}/ for model {index}: was it saved with "
+                "accelerator.save_state under DeepSpeed?"
+            )
+        path, _ = engine.load_checkpoint(
+            str(folder),
+            tag=tag,
+            load_module_strict=strict,
+            load_optimizer_states=True,
+            load_lr_scheduler_states=True,
+        )
+        if path is None:
+            raise CheckpointError(f"DeepSpeed could not load checkpoint {tag} from {folder}")
+
+    def save_optimizer_state(
+        self, optimizer: Any, folder: Path, index: int, model: torch.nn.Module | None = None
+    ) -> None:
+        """Nothing for DeepSpeed optimizers: their state is in the engine's checkpoint."""
+        if not isinstance(optimizer, DeepSpeedOptimizerWrapper):
+            super().save_optimizer_state(optimizer, folder, index, model)
+
+    def load_optimizer_state(
+        self,
+        optimizer: Any,
+        folder: Path,
+        index: int,
+        model: torch.nn.Module | None = None,
+        weights_only: bool = True,
+    ) -> None:
+        """Nothing for DeepSpeed optimizers: the engine's checkpoint restored them."""
+        if not isinstance(optimizer, DeepSpeedOptimizerWrapper):
+            super().load_optimizer_state(optimizer, folder, index, model, weights_only)

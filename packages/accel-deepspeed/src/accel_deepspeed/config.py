@@ -1,0 +1,404 @@
+"""``DeepSpeedPlugin``: every DeepSpeed setting, from code, the ``deepspeed_config`` section or flags.
+
+Torch-free. The plugin turns its fields (or a DeepSpeed JSON config file) into one
+DeepSpeed config dict, :attr:`DeepSpeedPlugin.deepspeed_config`, whose ``"auto"``
+values are filled at ``prepare`` time by :mod:`accel_deepspeed.auto`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from accel.errors import ConfigError
+
+from .hf_config import HfDeepSpeedConfig
+
+OFFLOAD_DEVICES = ("none", "cpu", "nvme")
+"""Values of ``offload_optimizer_device`` / ``offload_param_device``."""
+MULTINODE_LAUNCHERS = ("pdsh", "standard", "openmpi", "mvapich", "mpich", "nossh", "slurm")
+"""Values of ``deepspeed_multinode_launcher`` (Accelerate's list; ``pdsh`` is the default)."""
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+SECTION_KEYS: dict[str, str] = {
+    "zero_stage": "0, 1, 2 or 3",
+    "gradient_accumulation_steps": "an integer >= 1 (or auto)",
+    "gradient_clipping": "a number (or auto)",
+    "offload_optimizer_device": "none, cpu or nvme (ZeRO >= 1)",
+    "offload_param_device": "none, cpu or nvme (ZeRO-3 only)",
+    "offload_optimizer_nvme_path": "a directory on an NVMe drive",
+    "offload_param_nvme_path": "a directory on an NVMe drive",
+    "zero3_init_flag": "true/false: build the model under deepspeed.zero.Init (ZeRO-3)",
+    "zero3_save_16bit_model": "true/false: gather 16-bit weights when saving (ZeRO-3)",
+    "deepspeed_config_file": "path of a DeepSpeed JSON config",
+    "deepspeed_moe_layer_cls_names": "comma-separated MoE layer class names",
+    "deepspeed_hostfile": "DeepSpeed hostfile (multi-node)",
+    "deepspeed_inclusion_filter": "DeepSpeed --include string (multi-node)",
+    "deepspeed_exclusion_filter": "DeepSpeed --exclude string (multi-node)",
+    "deepspeed_multinode_launcher": ", ".join(MULTINODE_LAUNCHERS),
+}
+"""The keys of the ``deepspeed_config`` section and what each accepts."""
+
+_FIELD_OF_KEY = {
+    "deepspeed_config_file": "hf_ds_config",
+    "deepspeed_moe_layer_cls_names": "transformer_moe_cls_names",
+}
+
+
+def _bool(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ConfigError(f"{key}={value!r} is not a boolean: use true or false")
+
+
+def _stage(value: Any) -> int:
+    try:
+        stage = int(value)
+    except (TypeError, ValueError):
+        stage = -1
+    if stage not in (0, 1, 2, 3) or str(value).strip() not in ("0", "1", "2", "3"):
+        raise ConfigError(
+            f"zero_stage={value!r} is not a ZeRO stage: use 0 (off), 1 (optimizer states), "
+            "2 (+ gradients) or 3 (+ parameters)"
+        )
+    return stage
+
+
+def _device(key: str, value: Any) -> str:
+    text = "none" if value is None else str(value).strip().lower()
+    if text not in OFFLOAD_DEVICES:
+        raise ConfigError(f"{key}={value!r} is not allowed: use none, cpu or nvme")
+    return text
+
+
+def _steps(key: str, value: Any) -> int | str:
+    if value == "auto":
+        return value
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = 0
+    if number < 1:
+        raise ConfigError(f"{key}={value!r} must be an integer >= 1 (or auto)")
+    return number
+
+
+def _clip(value: Any) -> float | str | None:
+    if value is None or value == "auto":
+        return value
+    if str(value).strip().lower() == "none":
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"gradient_clipping={value!r} is not a number") from None
+
+
+def check_combination(stage: int, optimizer_device: str, param_device: str) -> None:
+    """Reject offload settings the ZeRO stage cannot run, naming the key to change."""
+    if param_device != "none" and stage != 3:
+        raise ConfigError(
+            f"offload_param_device={param_device} needs zero_stage 3 (parameters are only "
+            f"partitioned in stage 3), but zero_stage is {stage}: set zero_stage 3 or "
+            "offload_param_device none"
+        )
+    if optimizer_device != "none" and stage == 0:
+        raise ConfigError(
+            f"offload_optimizer_device={optimizer_device} needs ZeRO (zero_stage 1, 2 or 3), "
+            "but zero_stage is 0: set zero_stage 2 or offload_optimizer_device none"
+        )
+
+
+@dataclass
+class DeepSpeedPlugin:
+    """How a model is trained with DeepSpeed.
+
+    Either give a DeepSpeed config (``hf_ds_config``: a dict, a JSON path, or a
+    :class:`HfDeepSpeedConfig`; the YAML key is ``deepspeed_config_file``) or the
+    simple fields below, from which a config is built. Unset fields come from the
+    ``deepspeed_config`` section chosen by ``accel launch``, else the defaults
+    (ZeRO-2, no offload). ``"auto"`` values are filled from the Accelerator and
+    the prepared objects when :meth:`~accel.Accelerator.prepare` runs.
+    """
+
+    hf_ds_config: Any = None
+    """A DeepSpeed config: dict, path of a JSON file, or :class:`HfDeepSpeedConfig`."""
+    gradient_accumulation_steps: int | str | None = None
+    """Micro-batches per optimizer step (default: the Accelerator's)."""
+    gradient_clipping: float | str | None = None
+    """Clip gradients to this norm (default: 1.0 where the config says ``auto``)."""
+    zero_stage: int | None = None
+    """0 (off), 1, 2 or 3 (default 2)."""
+    is_train_batch_min: bool = True
+    """Whether ``train_batch_size`` follows from the micro-batch (not the other way round)."""
+    offload_optimizer_device: str | None = None
+    """none, cpu or nvme."""
+    offload_param_device: str | None = None
+    """none, cpu or nvme (ZeRO-3 only)."""
+    offload_optimizer_nvme_path: str | None = None
+    """NVMe directory for optimizer states."""
+    offload_param_nvme_path: str | None = None
+    """NVMe directory for parameters."""
+    zero3_init_flag: bool | None = None
+    """Build models under ``deepspeed.zero.Init`` (see :meth:`zero3_init_context_manager`)."""
+    zero3_save_16bit_model: bool | None = None
+    """With ZeRO-3, gather the 16-bit weights into one state dict when saving."""
+    transformer_moe_cls_names: str | list[str] | None = None
+    """Mixture-of-Experts layer classes kept whole as ZeRO-3 leaf modules."""
+    config_sources: dict[str, str] = field(default_factory=dict, repr=False)
+    """Where each field's value came from (``code``, ``deepspeed_config section``, ``default``)."""
+
+    def __post_init__(self):
+        section = _launched_section()
+        for f in fields(self):
+            if f.name == "config_sources":
+                continue
+            if getattr(self, f.name) is not None:
+                self.config_sources[f.name] = "code"
+                continue
+            key = next((k for k, v in _FIELD_OF_KEY.items() if v == f.name), f.name)
+            if key in section and section[key] is not None:
+                setattr(self, f.name, section[key])
+                self.config_sources[f.name] = "deepspeed_config section"
+        if self.hf_ds_config is not None and not isinstance(self.hf_ds_config, HfDeepSpeedConfig):
+            self.hf_ds_config = HfDeepSpeedConfig(self.hf_ds_config)
+        if self.gradient_accumulation_steps is not None:
+            self.gradient_accumulation_steps = _steps(
+                "gradient_accumulation_steps", self.gradient_accumulation_steps
+            )
+        self.gradient_clipping = _clip(self.gradient_clipping)
+        if isinstance(self.transformer_moe_cls_names, str):
+            self.transformer_moe_cls_names = [
+                n.strip() for n in self.transformer_moe_cls_names.split(",") if n.strip()
+            ]
+        for name in ("zero3_init_flag", "zero3_save_16bit_model"):
+            value = getattr(self, name)
+            setattr(self, name, False if value is None else _bool(name, value))
+        self.deepspeed_config = (
+            self._from_file() if self.hf_ds_config is not None else self._from_fields()
+        )
+        self.hf_ds_config = HfDeepSpeedConfig({})
+        self.hf_ds_config.config = self.deepspeed_config  # one dict: edits show in both
+        if self.zero3_init_flag and self.zero_stage != 3:
+            self.zero3_init_flag = False  # Accelerate's rule: only meaningful with ZeRO-3
+
+    # -- building the config ------------------------------------------------
+    def _from_fields(self) -> dict[str, Any]:
+        self.zero_stage = 2 if self.zero_stage is None else _stage(self.zero_stage)
+        optimizer_device = _device("offload_optimizer_device", self.offload_optimizer_device)
+        param_device = _device("offload_param_device", self.offload_param_device)
+        check_combination(self.zero_stage, optimizer_device, param_device)
+        self.offload_optimizer_device, self.offload_param_device = optimizer_device, param_device
+        zero: dict[str, Any] = {"stage": self.zero_stage}
+        for kind, device, path in (
+            ("optimizer", optimizer_device, self.offload_optimizer_nvme_path),
+            ("param", param_device, self.offload_param_nvme_path),
+        ):
+            if device == "none":
+                continue
+            if device == "nvme" and not path:
+                raise ConfigError(
+                    f"offload_{kind}_device=nvme needs offload_{kind}_nvme_path (a directory on the NVMe drive)"
+                )
+            zero[f"offload_{kind}"] = {"device": device, **({"nvme_path": path} if path else {})}
+        if self.zero_stage == 3:
+            zero["stage3_gather_16bit_weights_on_model_save"] = self.zero3_save_16bit_model
+        return {
+            "train_batch_size": "auto",
+            "train_micro_batch_size_per_gpu": "auto",
+            "gradient_accumulation_steps": self.gradient_accumulation_steps or "auto",
+            "gradient_clipping": "auto"
+            if self.gradient_clipping is None
+            else self.gradient_clipping,
+            "zero_optimization": zero,
+            "steps_per_print": 2**31 - 1,
+            "zero_allow_untested_optimizer": True,  # any torch optimizer, as in Accelerate
+        }
+
+    def _from_file(self) -> dict[str, Any]:
+        config = copy.deepcopy(self.hf_ds_config.config)
+        zero = config.setdefault("zero_optimization", {})
+        zero.setdefault("stage", 0)
+        _merge(config, "zero_optimization.stage", self.zero_stage, _stage)
+        _merge(config, "gradient_accumulation_steps", self.gradient_accumulation_steps, None)
+        _merge(config, "gradient_clipping", self.gradient_clipping, float)
+        for kind in ("optimizer", "param"):
+            device = getattr(self, f"offload_{kind}_device")
+            if device is not None:
+                _merge(
+                    config,
+                    f"zero_optimization.offload_{kind}.device",
+                    _device(f"offload_{kind}_device", device),
+                    None,
+                )
+        if self.config_sources.get("zero3_save_16bit_model") is not None:
+            _merge(
+                config,
+                "zero_optimization.stage3_gather_16bit_weights_on_model_save",
+                self.zero3_save_16bit_model,
+                None,
+            )
+        stage = config["zero_optimization"]["stage"]
+        if stage != "auto":
+            stage = _stage(stage)
+            config["zero_optimization"]["stage"] = stage
+        self.zero_stage = stage
+        optimizer_device = _device(
+            "zero_optimization.offload_optimizer.device",
+            (zero.get("offload_optimizer") or {}).get("device", "none"),
+        )
+        param_device = _device(
+            "zero_optimization.offload_param.device",
+            (zero.get("offload_param") or {}).get("device", "none"),
+        )
+        if stage != "auto":
+            check_combination(stage, optimizer_device, param_device)
+        self.offload_optimizer_device, self.offload_param_device = optimizer_device, param_device
+        gather = zero.get("stage3_gather_16bit_weights_on_model_save")
+        if gather is not None and gather != "auto":
+            self.zero3_save_16bit_model = _bool("stage3_gather_16bit_weights_on_model_save", gather)
+        config.setdefault("steps_per_print", 2**31 - 1)
+        config.setdefault("zero_allow_untested_optimizer", True)
+        return config
+
+    # -- queries ----------------------------------------------------------------
+    def get_value(self, ds_key_long: str, default: Any = None) -> Any:
+        """The value at a dotted key of the DeepSpeed config (``zero_optimization.stage``)."""
+        return self.hf_ds_config.get_value(ds_key_long, default)
+
+    def is_auto(self, ds_key_long: str) -> bool:
+        """Whether the dotted key is ``"auto"``."""
+        return self.get_value(ds_key_long) == "auto"
+
+    def set_moe_leaf_modules(self, model: Any) -> list[type]:
+        """Mark the MoE layer classes of ``model`` as ZeRO-3 leaf modules; returns the classes found."""
+        names = list(self.transformer_moe_cls_names or [])
+        if not names:
+            return []
+        found = {type(m) for m in model.modules() if type(m).__name__ in names}
+        missing = set(names) - {c.__name__ for c in found}
+        if missing:
+            raise ConfigError(
+                f"transformer_moe_cls_names: no module of class {', '.join(sorted(missing))} in the model"
+            )
+        from deepspeed.utils import set_z3_leaf_modules
+
+        set_z3_leaf_modules(model, list(found))
+        return list(found)
+
+    @contextlib.contextmanager
+    def zero3_init_context_manager(self, enable: bool | None = None) -> Iterator[None]:
+        """Models built inside are created partitioned (``deepspeed.zero.Init``) when ZeRO-3 init is on.
+
+        ``enable`` overrides :attr:`zero3_init_flag`; outside ZeRO-3 this does nothing.
+        """
+        enabled = self.zero3_init_flag if enable is None else enable
+        if not enabled or self.zero_stage != 3:
+            yield
+            return
+        import deepspeed
+
+        with deepspeed.zero.Init(config_dict_or_path=self._zero_init_config()):
+            yield
+
+    def _zero_init_config(self) -> dict[str, Any]:
+        """What ``zero.Init`` needs: the parameter offload and dtype (fp16/bf16 from the config or
+        else the Accelerator's mixed precision, otherwise fp32), without ``auto`` values."""
+        from accel.state import AcceleratorState
+
+        precision = AcceleratorState._shared_state.get("mixed_precision", "no")
+        config: dict[str, Any] = {
+            "train_micro_batch_size_per_gpu": 1,
+            "gradient_accumulation_steps": 1,
+            "zero_optimization": {"stage": 3},
+        }
+        for name in ("fp16", "bf16"):
+            enabled = self.get_value(f"{name}.enabled")
+            config[name] = {"enabled": enabled if isinstance(enabled, bool) else precision == name}
+        offload = self.get_value("zero_optimization.offload_param")
+        if isinstance(offload, dict) and "auto" not in offload.values():
+            config["zero_optimization"]["offload_param"] = dict(offload)
+        return config
+
+
+def _merge(config: dict[str, Any], dotted: str, value: Any, cast: Any) -> None:
+    """Put a plugin field into the config: fills ``auto`` or a missing key; a different value is an error."""
+    if value is None:
+        return
+    *parents, last = dotted.split(".")
+    node = config
+    for part in parents:
+        node = node.setdefault(part, {})
+    current = node.get(last)
+    if current is None or current == "auto":
+        node[last] = value
+        return
+    same = (cast(current) == cast(value)) if cast else (current == value)
+    if not same:
+        raise ConfigError(
+            f"the DeepSpeed config file sets {dotted}={current!r} but the plugin (or the "
+            f"deepspeed_config section / flag) sets {value!r}: keep only one of them"
+        )
+
+
+def _launched_section() -> Mapping[str, Any]:
+    from accel.utils.config import launched_config
+
+    section = launched_config().get("deepspeed_config") or {}
+    return section if isinstance(section, Mapping) else {}
+
+
+def validate_section(section: Mapping[str, Any]) -> list[str]:
+    """Errors in a ``deepspeed_config`` section (unknown keys, bad values), one line each."""
+    if not isinstance(section, Mapping):
+        return [f"deepspeed_config must be a mapping, not {type(section).__name__}"]
+    errors: list[str] = []
+    for key, value in section.items():
+        if key not in SECTION_KEYS:
+            errors.append(
+                f"deepspeed_config.{key} is not a DeepSpeed setting: allowed keys are {', '.join(SECTION_KEYS)}"
+            )
+            continue
+        try:
+            _check_value(key, value)
+        except ConfigError as error:
+            errors.append(f"deepspeed_config.{key}: {error}")
+    if not errors and "deepspeed_config_file" not in section:
+        try:
+            check_combination(
+                _stage(section.get("zero_stage", 2)),
+                _device("offload_optimizer_device", section.get("offload_optimizer_device")),
+                _device("offload_param_device", section.get("offload_param_device")),
+            )
+        except ConfigError as error:
+            errors.append(f"deepspeed_config: {error}")
+    return errors
+
+
+def _check_value(key: str, value: Any) -> None:
+    if value is None:
+        return
+    if key == "zero_stage":
+        _stage(value)
+    elif key == "gradient_accumulation_steps":
+        _steps(key, value)
+    elif key == "gradient_clipping":
+        _clip(value)
+    elif key.endswith("_device"):
+        _device(key, value)
+    elif key in ("zero3_init_flag", "zero3_save_16bit_model"):
+        _bool(key, value)
+    elif key == "deepspeed_multinode_launcher" and str(value) not in MULTINODE_LAUNCHERS:
+        raise ConfigError(
+            f"{value!r} is not a launcher: use one of {', '.join(MULTINODE_LAUNCHERS)}"
+        )

@@ -1,0 +1,101 @@
+"""Entry-point module of accel-deepspeed: backend, launcher, exports, config section, flags, questions.
+
+Torch-free and DeepSpeed-free: everything heavy is imported by the returned classes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accel.hookspecs import hookimpl
+
+
+@hookimpl
+def accel_backends() -> list[type]:
+    """The DeepSpeed backend (``distributed_type: DEEPSPEED``)."""
+    from .backend import DeepSpeedBackend
+
+    return [DeepSpeedBackend]
+
+
+@hookimpl
+def accel_launchers() -> list[type]:
+    """The multi-node launcher through DeepSpeed's runner."""
+    from .launcher import DeepSpeedMultinodeLauncher
+
+    return [DeepSpeedMultinodeLauncher]
+
+
+@hookimpl
+def accel_exports() -> dict[str, str]:
+    """Names re-exported from ``accel`` / ``accel.utils``."""
+    names = {
+        "DeepSpeedPlugin": "accel_deepspeed.config",
+        "HfDeepSpeedConfig": "accel_deepspeed.hf_config",
+        "DummyOptim": "accel_deepspeed.dummy",
+        "DummyScheduler": "accel_deepspeed.dummy",
+        "DeepSpeedEngineWrapper": "accel_deepspeed.wrappers",
+        "DeepSpeedOptimizerWrapper": "accel_deepspeed.wrappers",
+        "DeepSpeedSchedulerWrapper": "accel_deepspeed.wrappers",
+    }
+    return {name: f"{module}:{name}" for name, module in names.items()}
+
+
+@hookimpl
+def accel_config_sections() -> dict[str, Any]:
+    """The ``deepspeed_config`` section and its validator."""
+    from .config import validate_section
+
+    return {"deepspeed_config": validate_section}
+
+
+@hookimpl
+def accel_launch_arguments(parser: Any) -> None:
+    """``--use_deepspeed`` and the DeepSpeed flags of ``accel launch`` (values go to ``deepspeed_config``)."""
+    from .config import SECTION_KEYS
+
+    parser.add_argument(
+        "--use_deepspeed", action="store_true", help="train with DeepSpeed (accel-deepspeed)"
+    )
+    for key, allowed in SECTION_KEYS.items():
+        if key == "gradient_accumulation_steps":
+            continue  # a core flag; the section key is still read from config files
+        parser.add_argument(f"--{key}", default=None, metavar="VALUE", help=f"DeepSpeed: {allowed}")
+
+
+@hookimpl
+def accel_launch_environment(config: dict) -> dict[str, str]:
+    """``DS_ACCELERATOR=cpu`` for DeepSpeed jobs on the CPU."""
+    if str(config.get("distributed_type")) == "DEEPSPEED" and config.get("use_cpu"):
+        return {"DS_ACCELERATOR": "cpu"}
+    return {}
+
+
+@hookimpl
+def accel_config_questions(ask: Any, config: dict) -> None:
+    """``accel config`` questions for DeepSpeed (asked unless another strategy was chosen)."""
+    if str(config.get("distributed_type", "NO")).upper() not in (
+        "NO",
+        "MULTI_CPU",
+        "MULTI_GPU",
+        "DEEPSPEED",
+    ):
+        return
+    if not ask.confirm("Do you want to use DeepSpeed?", default=False, key="use_deepspeed"):
+        return
+    from .questions import ask_deepspeed
+
+    config["distributed_type"] = "DEEPSPEED"
+    config["deepspeed_config"] = ask_deepspeed(ask, int(config.get("num_machines") or 1))
+
+
+@hookimpl
+def accel_env_info() -> dict[str, str]:
+    """A line for ``accel env``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version("deepspeed")
+    except PackageNotFoundError:
+        found = "not installed"
+    return {"DeepSpeed": found}

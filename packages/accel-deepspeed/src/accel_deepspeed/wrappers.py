@@ -1,0 +1,70 @@
+"""What ``prepare`` returns around a DeepSpeed engine: its optimizer and scheduler wrappers.
+
+The engine itself is returned as the model. It runs backward, the optimizer step,
+gradient clipping, zeroing and the scheduler step (in
+:meth:`DeepSpeedEngineWrapper.backward`), so the wrappers' ``step`` and
+``zero_grad`` do nothing: the training loop stays the one written for one process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from accel.optimizer import AcceleratedOptimizer
+from accel.scheduler import AcceleratedScheduler
+
+
+class DeepSpeedEngineWrapper:
+    """Runs one backward pass through a DeepSpeed engine, stepping at accumulation boundaries."""
+
+    def __init__(self, engine: Any):
+        self.engine = engine
+
+    def backward(self, loss: torch.Tensor, sync_gradients: bool = True, **kwargs: Any) -> None:
+        """Backward of ``loss`` (already divided by the accumulation steps); step when ``sync_gradients``.
+
+        The engine's accumulation boundary is set from ``sync_gradients``, which
+        ``accelerator.accumulate()`` decides, so DeepSpeed reduces gradients and
+        steps on exactly the micro-batches where accel does.
+        """
+        self.engine.set_gradient_accumulation_boundary(is_boundary=sync_gradients)
+        self.engine.backward(loss, scale_wrt_gas=False, **kwargs)
+        if sync_gradients:
+            # clipping, optimizer step, overflow check, zero_grad and scheduler step
+            self.engine.step()
+
+    def get_global_grad_norm(self) -> torch.Tensor | None:
+        """The norm of all gradients at the last step (before clipping), or None."""
+        norm = self.engine.get_global_grad_norm()
+        if norm is None:
+            return None
+        return norm.detach().clone() if isinstance(norm, torch.Tensor) else torch.tensor(norm)
+
+
+class DeepSpeedOptimizerWrapper(AcceleratedOptimizer):
+    """The optimizer DeepSpeed steps; ``step`` and ``zero_grad`` are done by ``accelerator.backward``."""
+
+    def __init__(self, optimizer: Any):
+        super().__init__(optimizer, precision=None)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Nothing: the engine zeroes gradients after its step."""
+
+    def step(self, closure: Any = None) -> None:
+        """Nothing: the engine stepped in ``accelerator.backward``."""
+
+    @property
+    def step_was_skipped(self) -> bool:
+        """Whether the last step was skipped because fp16 gradients overflowed."""
+        return bool(getattr(self.optimizer, "overflow", False))
+
+
+class DeepSpeedSchedulerWrapper(AcceleratedScheduler):
+    """A scheduler the engine steps once per optimizer step; ``step`` here does nothing."""
+
+    def __init__(self, scheduler: Any, optimizers: Any):
+        super().__init__(scheduler, optimizers)
+
+    def step(self, *args: Any, **kwargs: Any) -> None:
+        """Nothing: the engine stepped the scheduler with the optimizer."""
