@@ -62,6 +62,9 @@ PLUGIN_FLAG_OWNERS: list[tuple[str, str]] = [
     ("--fp8_", "accel-fp8"),
     ("--tpu", "accel-tpu"),
     ("--use_xla", "accel-tpu"),
+    ("--mpirun_", "accel-cluster"),
+    ("--slurm_", "accel-cluster"),
+    ("--sagemaker_", "accel-cluster"),
 ]
 """Well-known plugin flags and their package, for a clear error when the plugin is absent."""
 

@@ -30,13 +30,11 @@ from .utils.dataclasses import (
 )
 from .utils.modeling import compile_regions
 from .utils.operations import (
-    gather,
     gather_object,
     gather_uneven,
     is_tensor_structure,
     pad_across_processes,
     recursively_apply,
-    reduce,
 )
 
 logger = get_logger(__name__)
@@ -308,7 +306,7 @@ class Accelerator(SavingMixin, TrackingMixin):
 
     def wait_for_everyone(self) -> None:
         """Barrier across processes."""
-        self.state.wait_for_everyone()
+        self.backend.wait_for_everyone()
 
     def on_main_process(self, function: Callable | None = None) -> Callable:
         """Decorator: run only on the main process."""
@@ -365,7 +363,8 @@ class Accelerator(SavingMixin, TrackingMixin):
                 f"device_placement has {len(device_placement)} entries for {len(args)} objects"
             )
         self._check_devices(args)
-        result = self.backend.prepare(list(args), list(device_placement))
+        objects = self.precision.prepare(list(args))
+        result = self.backend.prepare(objects, list(device_placement))
         for obj in result:
             self._track(obj)
         return result[0] if len(result) == 1 else tuple(result)
@@ -553,7 +552,7 @@ class Accelerator(SavingMixin, TrackingMixin):
     # -- collectives ----------------------------------------------------------
     def gather(self, tensor: Any) -> Any:
         """Concatenate ``tensor`` (nested) from every process."""
-        return gather(tensor)
+        return self.backend.gather(tensor)
 
     def gather_for_metrics(self, input_data: Any, use_gather_object: bool = False) -> Any:
         """Gather evaluation outputs from every process, each sample exactly once.
@@ -566,7 +565,7 @@ class Accelerator(SavingMixin, TrackingMixin):
         if use_gather_object or not is_tensor_structure(input_data):
             data = gather_object(input_data)
         elif self.even_batches:
-            data = gather(input_data)
+            data = self.backend.gather(input_data)
         else:
             data = gather_uneven(input_data)
         remainder = self.gradient_state.remainder
@@ -578,7 +577,7 @@ class Accelerator(SavingMixin, TrackingMixin):
 
     def reduce(self, tensor: Any, reduction: str = "sum", scale: float = 1.0) -> Any:
         """All-reduce ``tensor`` (``sum`` or ``mean``)."""
-        return reduce(tensor, reduction, scale)
+        return self.backend.reduce(tensor, reduction, scale)
 
     def pad_across_processes(
         self, tensor: Any, dim: int = 0, pad_index: int = 0, pad_first: bool = False
@@ -597,7 +596,7 @@ class Accelerator(SavingMixin, TrackingMixin):
             if self.flag_tensor is not None
             else torch.tensor(0, device=self.device)
         )
-        if reduce(flag, "sum").item() >= 1:
+        if self.backend.reduce(flag, "sum").item() >= 1:
             self.flag_tensor = torch.tensor(0, device=self.device)
             return True
         return False

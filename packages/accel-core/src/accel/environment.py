@@ -68,6 +68,10 @@ LAUNCH_CONFIG = "ACCEL_LAUNCH_CONFIG"
 """JSON of every setting ``accel launch`` resolved; read with ``accel.utils.config.launched_config``."""
 LAUNCH_ERROR_DIR = "ACCEL_LAUNCH_ERROR_DIR"
 """Directory where a failing worker started by ``accel launch`` writes its rank and traceback."""
+USE_SAGEMAKER = "ACCEL_USE_SAGEMAKER"
+"""``true`` in an Amazon SageMaker training job submitted by ``accel launch`` (accel-cluster)."""
+SAGEMAKER_DISTRIBUTED_TYPE = "ACCEL_SAGEMAKER_DISTRIBUTED_TYPE"
+"""The distributed type of such a job (accel-cluster)."""
 
 _TRUE = {"1", "true", "yes", "on", "y"}
 _FALSE = {"0", "false", "no", "off", "n", ""}
@@ -111,7 +115,7 @@ def get_list(name: str) -> list[str] | None:
 
 
 def world_info() -> tuple[int, int, int]:
-    """``(rank, local_rank, world_size)`` from the launcher's variables (torchrun or Open MPI)."""
+    """``(rank, local_rank, world_size)`` from the launcher's variables (torchrun, Open MPI or MPICH)."""
     env = os.environ
     if "WORLD_SIZE" in env:
         world = int(env["WORLD_SIZE"])
@@ -123,4 +127,7 @@ def world_info() -> tuple[int, int, int]:
         rank = int(env.get("OMPI_COMM_WORLD_RANK", 0))
         local = int(env.get("OMPI_COMM_WORLD_LOCAL_RANK", rank))
         return rank, local, world
+    if "PMI_SIZE" in env and "PMI_RANK" in env:  # MPICH / Intel MPI (Hydra)
+        world, rank = int(env["PMI_SIZE"]), int(env["PMI_RANK"])
+        return rank, int(env.get("MPI_LOCALRANKID", rank)), world
     return 0, 0, 1

@@ -11,6 +11,7 @@ import contextlib
 import functools
 import math
 import os
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -88,7 +89,9 @@ class PartialState:
                 init_kwargs: dict[str, Any] = {"backend": self.backend, "timeout": self.timeout}
                 if pg_kwargs is not None and pg_kwargs.init_method:
                     init_kwargs["init_method"] = pg_kwargs.init_method
-                if "MASTER_ADDR" not in os.environ and "OMPI_COMM_WORLD_SIZE" in os.environ:
+                if "MASTER_ADDR" not in os.environ and (
+                    "OMPI_COMM_WORLD_SIZE" in os.environ or "PMI_SIZE" in os.environ
+                ):
                     raise RuntimeError(
                         "MASTER_ADDR and MASTER_PORT must be set when launching with mpirun"
                     )
@@ -432,3 +435,27 @@ class GradientState:
     def _reset_state(cls) -> None:
         """Forget the singleton (tests)."""
         cls._shared_state.clear()
+
+
+class _ThreadLocalState(threading.local):
+    """A class attribute holding a different dict in every thread."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, Any] = {}
+
+    def __get__(self, obj: Any, owner: Any = None) -> dict[str, Any]:
+        return self.data
+
+
+def use_thread_local_state() -> None:
+    """From now on, give every thread its own PartialState, AcceleratorState and GradientState.
+
+    torch_xla runs one replica per thread when a process drives several devices (TPU v2/v3,
+    virtual CPU devices); accel-tpu calls this in each spawned process before the replicas start.
+    """
+    if isinstance(PartialState.__dict__["_shared_state"], _ThreadLocalState):
+        return
+    shared = _ThreadLocalState()
+    PartialState._shared_state = shared  # type: ignore[assignment]
+    AcceleratorState._shared_state = shared  # type: ignore[assignment]
+    GradientState._shared_state = _ThreadLocalState()  # type: ignore[assignment]

@@ -30,5 +30,15 @@ class Launcher:
         """Extra environment variables (``ACCEL_*``) for the workers."""
         return {}
 
+    def claims_notebook(self) -> bool:
+        """Whether :func:`~accel.notebook_launcher` runs through :meth:`notebook_launch` here (a TPU...)."""
+        return False
+
+    def notebook_launch(
+        self, function: Any, args: tuple, num_processes: int | None, mixed_precision: str
+    ) -> Any:
+        """Run ``function(*args)`` on ``num_processes`` workers from a notebook (if it claims it)."""
+        raise NotImplementedError
+
 
 __all__ = ["Launcher"]

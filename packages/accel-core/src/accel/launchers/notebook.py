@@ -81,6 +81,11 @@ def notebook_launcher(
 
     from ..state import PartialState
 
+    plugin_launcher = _notebook_plugin_launcher()
+    if plugin_launcher is not None:
+        return plugin_launcher.notebook_launch(
+            function, args, num_processes, str(mixed_precision).lower()
+        )
     if num_processes is None:
         num_processes = torch.cuda.device_count() if torch.cuda.is_available() else 1
     if num_processes < 1 or num_nodes < 1:
@@ -121,6 +126,17 @@ def notebook_launcher(
         **{environment.MIXED_PRECISION: precision, "MASTER_ADDR": master_addr, "MASTER_PORT": port}
     ):
         return elastic_launch(config=config, entrypoint=_fresh_state(function))(*args)
+
+
+def _notebook_plugin_launcher() -> Any:
+    """The launcher plugin claiming notebook launches in this environment (accel-tpu on XLA), if any."""
+    from .. import registry
+
+    for cls in sorted(registry.launchers().values(), key=lambda c: -getattr(c, "priority", 0)):
+        launcher = cls()
+        if getattr(launcher, "claims_notebook", lambda: False)():
+            return launcher
+    return None
 
 
 def debug_launcher(function: Callable, args: tuple = (), num_processes: int = 2) -> Any:

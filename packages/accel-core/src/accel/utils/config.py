@@ -602,14 +602,11 @@ def _derive(resolved: ResolvedConfig) -> None:
         guess = "MULTI_CPU" if v["use_cpu"] or not _has_cuda_hint() else "MULTI_GPU"
         v["distributed_type"] = guess
         src["distributed_type"] = Source("derived", f"from num_processes {total} ({s_num})")
-    if machines > 1 and not v.get("main_process_ip"):
+    sagemaker = v["compute_environment"] == "AMAZON_SAGEMAKER"  # instances found by SageMaker
+    if machines > 1 and not v.get("main_process_ip") and not sagemaker:
         raise ConfigError(
             f"num_machines {machines} needs main_process_ip (the address of machine 0): "
             "pass --main_process_ip or set main_process_ip in the config file"
-        )
-    if v["compute_environment"] == "AMAZON_SAGEMAKER":
-        resolved.notes.append(
-            "compute_environment AMAZON_SAGEMAKER: accel launch runs LOCAL_MACHINE jobs only"
         )
     # sections whose distributed type is not selected are ignored: say so once
     for section, owner in SECTION_DISTRIBUTED_TYPE.items():

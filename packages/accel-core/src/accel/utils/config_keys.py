@@ -69,7 +69,8 @@ SECTION_PROVIDERS: dict[str, str] = {
     "megatron_lm_config": "accel-megatron",
     "fp8_config": "accel-fp8",
     "parallelism_config": "accel-fsdp",
-    "mpirun_config": "a plugin providing an MPI launcher",
+    "mpirun_config": "accel-cluster",
+    "slurm_config": "accel-cluster",
 }
 """Config-file sections owned by plugins, and the package that owns each."""
 

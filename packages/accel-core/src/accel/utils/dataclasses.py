@@ -37,6 +37,7 @@ class DistributedType(_StrEnum):
     DEEPSPEED = "DEEPSPEED"
     MEGATRON_LM = "MEGATRON_LM"
     XLA = "XLA"
+    TPU = "XLA"  # Accelerate's older name: DistributedType.TPU is DistributedType.XLA
 
 
 class ComputeEnvironment(_StrEnum):
