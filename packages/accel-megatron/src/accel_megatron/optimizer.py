@@ -1,0 +1,135 @@
+"""The user's torch optimizer, rebuilt as a megatron-core optimizer over the prepared model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from accel.errors import ConfigError
+from accel.optimizer import AcceleratedOptimizer
+
+from .config import MegatronLMPlugin
+
+_KINDS = {"Adam": "adam", "AdamW": "adam", "SGD": "sgd"}
+
+
+def optimizer_config(
+    optimizer: torch.optim.Optimizer, plugin: MegatronLMPlugin, mixed_precision: str, on_cpu: bool
+) -> Any:
+    """megatron-core's ``OptimizerConfig`` equivalent to ``optimizer`` and the plugin's settings.
+
+    Adam, AdamW (decoupled weight decay, megatron-core's ``adam``) and SGD are
+    translated with their learning rate, weight decay, betas, eps and momentum. On CPU,
+    megatron-core's clipping asserts CUDA gradients, so ``clip_grad`` is 0 there and
+    :class:`MegatronLMOptimizerWrapper` clips instead.
+    """
+    from megatron.core.optimizer import OptimizerConfig
+
+    kind = _KINDS.get(type(optimizer).__name__)
+    if kind is None:
+        raise ConfigError(
+            f"MEGATRON_LM rebuilds the optimizer with megatron-core, which offers Adam/AdamW and SGD; "
+            f"got {type(optimizer).__name__}: create torch.optim.AdamW, Adam or SGD"
+        )
+    if on_cpu and plugin.use_distributed_optimizer:
+        raise ConfigError(
+            "megatron_lm_use_distributed_optimizer=true needs CUDA: megatron-core's DistributedOptimizer "
+            "accepts only torch.cuda tensors; on CPU set it to false"
+        )
+    if on_cpu and mixed_precision in ("fp16", "bf16"):
+        raise ConfigError(
+            f"mixed_precision={mixed_precision} under MEGATRON_LM needs CUDA: megatron-core's "
+            "Float16 optimizer accepts only torch.cuda tensors; on CPU use mixed_precision=no"
+        )
+    group = optimizer.param_groups[0]
+    values: dict[str, Any] = {
+        "optimizer": kind,
+        "lr": float(group["lr"]),
+        "min_lr": plugin.min_lr,
+        "weight_decay": float(group.get("weight_decay", 0.0)),
+        "clip_grad": 0.0 if on_cpu else plugin.gradient_clipping,
+        "bf16": mixed_precision == "bf16",
+        "fp16": mixed_precision == "fp16",
+        "params_dtype": {"bf16": torch.bfloat16, "fp16": torch.float16}.get(
+            mixed_precision, torch.float32
+        ),
+        "use_distributed_optimizer": plugin.use_distributed_optimizer,
+    }
+    if kind == "adam":
+        beta1, beta2 = group.get("betas", (0.9, 0.999))
+        values.update(adam_beta1=beta1, adam_beta2=beta2, adam_eps=group.get("eps", 1e-8))
+        if type(optimizer).__name__ == "Adam" and values["weight_decay"]:
+            values["decoupled_weight_decay"] = False
+    else:
+        values["sgd_momentum"] = float(group.get("momentum", 0.0))
+    return OptimizerConfig(**values)
+
+
+def clip_on_cpu(megatron_optimizer: Any, max_norm: float) -> float:
+    """Clip the gradients the optimizer will use to a global norm of ``max_norm``; return the norm.
+
+    Call after ``prepare_grads()`` (which moves megatron-core's gradient buffers into
+    ``.grad``). The norm covers every parameter once: ``get_main_grads_for_grad_norm``
+    leaves out tensor-parallel duplicates and shared embeddings, and the squared sum is
+    reduced over the optimizer's model-parallel group, as megatron-core does on GPUs.
+    """
+    import torch.distributed as dist
+
+    optimizers = getattr(megatron_optimizer, "chained_optimizers", [megatron_optimizer])
+    grads_for_norm = [g for o in optimizers for g in o.get_main_grads_for_grad_norm()]
+    total = torch.zeros(1, dtype=torch.float64)
+    for grad in grads_for_norm:
+        total += grad.detach().double().pow(2).sum()
+    group = optimizers[0].get_grad_stats_parallel_group()
+    if dist.is_initialized():
+        dist.all_reduce(total, group=group)
+    norm = float(total.sqrt())
+    if max_norm > 0:
+        coefficient = max_norm / (norm + 1.0e-6)
+        if coefficient < 1.0:
+            for o in optimizers:
+                for param in o.get_parameters():
+                    if param.grad is not None:
+                        param.grad.mul_(coefficient)
+    return norm
+
+
+class MegatronLMOptimizerWrapper(AcceleratedOptimizer):
+    """A megatron-core optimizer behind the usual ``step`` / ``zero_grad`` / ``state_dict``.
+
+    ``step`` clips to ``gradient_clipping`` and updates the parameters from the gradients
+    the last training forward accumulated (over all its micro-batches); ``zero_grad``
+    clears megatron-core's gradient buffers.
+    """
+
+    def __init__(self, optimizer: Any, model: Any, plugin: MegatronLMPlugin, on_cpu: bool):
+        super().__init__(optimizer)
+        self.model = model
+        self.plugin = plugin
+        self.on_cpu = on_cpu
+        self.grad_norm: float | None = None
+        """Global gradient norm of the last step (before clipping)."""
+
+    def step(self, closure: Any = None) -> Any:
+        """Clip and update; with fp16, a step skipped for overflow is recorded in ``step_was_skipped``."""
+        from .cpu import cpu_execution
+
+        self._accelerate_step_called = True
+        with cpu_execution(self.on_cpu):
+            if self.on_cpu:
+                self.optimizer.prepare_grads()
+                self.grad_norm = clip_on_cpu(self.optimizer, self.plugin.gradient_clipping)
+                self._is_overflow = not self.optimizer.step_with_ready_grads()
+            else:
+                success, grad_norm, _ = self.optimizer.step()
+                self._is_overflow = not success
+                self.grad_norm = grad_norm
+        return None
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear the gradient buffers of the model and of the optimizer."""
+        self.model.zero_grad_buffer()
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def __repr__(self) -> str:
+        return f"MegatronLMOptimizerWrapper({type(self.optimizer).__name__})"
