@@ -72,9 +72,7 @@ class DDPBackend(Backend):
             for d in acc._dataloaders
             if hasattr(d, "batch_sampler") and hasattr(d.batch_sampler, "even_batches")
         ]
-        previous = [
-            (d.batch_sampler.even_batches, d.batch_sampler.empty_batches) for d in loaders
-        ]
+        previous = [(d.batch_sampler.even_batches, d.batch_sampler.empty_batches) for d in loaders]
         for loader in loaders:  # Join lets a process stop early: no empty padding batches
             loader.batch_sampler.even_batches = acc.even_batches
             loader.batch_sampler.empty_batches = False
