@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from accel.errors import ConfigError
+from accel.utils.config_keys import parse_bool as _bool
 
 from .hf_config import HfDeepSpeedConfig
 
@@ -22,8 +23,6 @@ OFFLOAD_DEVICES = ("none", "cpu", "nvme")
 MULTINODE_LAUNCHERS = ("pdsh", "standard", "openmpi", "mvapich", "mpich", "nossh", "slurm")
 """Values of ``deepspeed_multinode_launcher`` (Accelerate's list; ``pdsh`` is the default)."""
 
-_TRUE = {"true", "1", "yes", "on"}
-_FALSE = {"false", "0", "no", "off"}
 
 SECTION_KEYS: dict[str, str] = {
     "zero_stage": "0, 1, 2 or 3",
@@ -48,17 +47,6 @@ _FIELD_OF_KEY = {
     "deepspeed_config_file": "hf_ds_config",
     "deepspeed_moe_layer_cls_names": "transformer_moe_cls_names",
 }
-
-
-def _bool(key: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ConfigError(f"{key}={value!r} is not a boolean: use true or false")
 
 
 def _stage(value: Any) -> int:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from accel.errors import ConfigError
+from accel.utils.config_keys import parse_bool
 
 BACKENDS = ("MSAMP", "TE", "AO")
 """FP8 backends, in the order they are tried when none is asked for."""
@@ -31,9 +32,6 @@ FP8_FORMATS = ("HYBRID", "E4M3")
 AMAX_COMPUTE_ALGOS = ("max", "most_recent")
 OPT_LEVELS = ("O1", "O2")
 
-_TRUE = {"true", "1", "yes", "on"}
-_FALSE = {"false", "0", "no", "off"}
-
 
 def backend_name(value: Any, key: str = "backend") -> str:
     """``te`` / ``TE`` / ``msamp`` / ``MSAMP`` / ``ao`` (any case) -> ``TE``, ``MSAMP`` or ``AO``."""
@@ -48,14 +46,7 @@ def backend_name(value: Any, key: str = "backend") -> str:
 
 def to_bool(value: Any, key: str) -> bool:
     """A boolean from a bool or from ``true``/``false``/``yes``/``no``/``1``/``0``."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ConfigError(f"{key}={value!r} is not a boolean: use true or false")
+    return parse_bool(key, value)
 
 
 def to_int(value: Any, key: str, minimum: int = 0) -> int:

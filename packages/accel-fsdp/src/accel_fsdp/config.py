@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from accel.errors import ConfigError
+from accel.utils.config_keys import parse_bool as _bool
 
 SHARDING_STRATEGIES = (
     "FULL_SHARD",
@@ -24,9 +25,6 @@ AUTO_WRAP_POLICIES = ("TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP")
 BACKWARD_PREFETCH = ("BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH")
 STATE_DICT_TYPES = ("FULL_STATE_DICT", "SHARDED_STATE_DICT", "LOCAL_STATE_DICT")
 
-_TRUE = {"true", "1", "yes", "on"}
-_FALSE = {"false", "0", "no", "off"}
-
 
 def _choice(key: str, value: Any, allowed: tuple[str, ...], numbered: bool = False) -> str:
     if hasattr(value, "name") and not isinstance(value, str):  # a torch enum member
@@ -38,17 +36,6 @@ def _choice(key: str, value: Any, allowed: tuple[str, ...], numbered: bool = Fal
         extra = " (or 1-5)" if numbered else ""
         raise ConfigError(f"{key}={value!r} is not allowed: use one of {', '.join(allowed)}{extra}")
     return text
-
-
-def _bool(key: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ConfigError(f"{key}={value!r} is not a boolean: use true or false")
 
 
 def _int(key: str, value: Any) -> int:

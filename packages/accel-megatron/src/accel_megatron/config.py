@@ -11,25 +11,12 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from accel.errors import ConfigError
+from accel.utils.config_keys import parse_bool as _bool
 
 LR_DECAY_STYLES = ("constant", "linear", "cosine", "inverse-square-root", "WSD")
 """Learning-rate decay styles of megatron-core's ``OptimizerParamScheduler``."""
 WD_INCR_STYLES = ("constant", "linear", "cosine")
 """Weight-decay increment styles of megatron-core's ``OptimizerParamScheduler``."""
-
-_TRUE = {"true", "1", "yes", "on"}
-_FALSE = {"false", "0", "no", "off"}
-
-
-def _bool(key: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return True
-    if text in _FALSE:
-        return False
-    raise ConfigError(f"{key}={value!r} is not a boolean: use true or false")
 
 
 def _positive_int(key: str, value: Any) -> int:

@@ -378,6 +378,23 @@ SAGEMAKER_KEYS = frozenset(
 _TRUE = {"true", "yes", "1", "on", "y"}
 _FALSE = {"false", "no", "0", "off", "n"}
 
+
+def parse_bool(key: str, value: Any) -> bool:
+    """A boolean setting from a bool or ``true``/``false``/``yes``/``no``/``on``/``off``/``1``/``0``.
+
+    Anything else raises :class:`~accel.errors.ConfigError` naming ``key``; plugins use it
+    for the boolean keys of their config sections.
+    """
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ConfigError(f"{key}={value!r} is not a boolean: use true or false")
+
+
 # --------------------------------------------------------------------------- coercion
 
 
