@@ -40,33 +40,9 @@ def ask_deepspeed(ask: Any, num_machines: int = 1) -> dict[str, Any]:
         )
         section["zero_stage"] = stage
         if stage >= 1:
-            device = ask.select(
-                "Where to offload optimizer states?",
-                ["none", "cpu", "nvme"],
-                default="none",
-                key=key + "offload_optimizer_device",
-            )
-            section["offload_optimizer_device"] = device
-            if device == "nvme":
-                section["offload_optimizer_nvme_path"] = ask.text(
-                    "Nvme Path to offload optimizer states?",
-                    "/nvme",
-                    key=key + "offload_optimizer_nvme_path",
-                ).strip()
+            _ask_offload(ask, section, key, "optimizer", "optimizer states")
         if stage == 3:
-            device = ask.select(
-                "Where to offload parameters?",
-                ["none", "cpu", "nvme"],
-                default="none",
-                key=key + "offload_param_device",
-            )
-            section["offload_param_device"] = device
-            if device == "nvme":
-                section["offload_param_nvme_path"] = ask.text(
-                    "Nvme Path to offload parameters?",
-                    "/nvme",
-                    key=key + "offload_param_nvme_path",
-                ).strip()
+            _ask_offload(ask, section, key, "param", "parameters")
         section["gradient_accumulation_steps"] = ask.integer(
             "How many gradient accumulation steps you're passing in your script?",
             1,
@@ -134,3 +110,18 @@ def ask_deepspeed(ask: Any, num_machines: int = 1) -> dict[str, Any]:
                     "DeepSpeed inclusion filter string:", "", key=key + "deepspeed_inclusion_filter"
                 ).strip()
     return section
+
+
+def _ask_offload(ask: Any, section: dict[str, Any], key: str, kind: str, what: str) -> None:
+    """``offload_<kind>_device`` (none/cpu/nvme) and, for nvme, ``offload_<kind>_nvme_path``."""
+    device = ask.select(
+        f"Where to offload {what}?",
+        ["none", "cpu", "nvme"],
+        default="none",
+        key=f"{key}offload_{kind}_device",
+    )
+    section[f"offload_{kind}_device"] = device
+    if device == "nvme":
+        section[f"offload_{kind}_nvme_path"] = ask.text(
+            f"Nvme Path to offload {what}?", "/nvme", key=f"{key}offload_{kind}_nvme_path"
+        ).strip()
