@@ -198,9 +198,9 @@ def check_local_sgd() -> None:
 
 
 def check_missing_plugin_message() -> None:
-    from accel.registry import PROVIDERS
+    from accel.catalog import DISTRIBUTED_TYPES
 
-    assert PROVIDERS["MULTI_CPU"][1] == "accel-ddp"
+    assert DISTRIBUTED_TYPES["MULTI_CPU"].package == "accel-ddp"
 
 
 def check_join_uneven_inputs() -> None:

@@ -13,7 +13,7 @@ ACCEL = Path(sys.executable).with_name("accel")
 DATA = Path(__file__).parent / "data"
 
 
-def _clean_env(tmp_path: Path, plugins: str | None = "cli", **extra: str) -> dict[str, str]:
+def _clean_env(tmp_path: Path, plugins: str | None = "", **extra: str) -> dict[str, str]:
     """os.environ without ACCEL_* / torchrun variables, with a private config dir.
 
     ``plugins`` restricts the entry-point plugins that load (``ACCEL_PLUGINS``); None loads all.
@@ -38,7 +38,7 @@ def run_accel(
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
     timeout: float = 120,
-    plugins: str | None = "cli",
+    plugins: str | None = "",
 ) -> subprocess.CompletedProcess:
     """``accel *args`` in a subprocess (text output captured)."""
     full_env = _clean_env(tmp_path, plugins)
@@ -79,5 +79,5 @@ def script(tmp_path):
 
 @pytest.fixture(name="clean_env")
 def clean_env_fixture():
-    """The ``clean_env(tmp_path, plugins="cli", **extra)`` function."""
+    """The ``clean_env(tmp_path, plugins="", **extra)`` function."""
     return _clean_env

@@ -56,7 +56,7 @@ def _help_modules(clean_env, plugins: str | None, tmp_path: Path) -> list[str]:
 
 
 def test_launch_help_is_torch_free(clean_env, tmp_path):
-    assert _help_modules(clean_env, "cli", tmp_path) == []
+    assert _help_modules(clean_env, "", tmp_path) == []
 
 
 def test_launch_help_is_torch_free_with_every_installed_plugin(clean_env, tmp_path):
@@ -102,7 +102,7 @@ def test_dry_run_two_processes_uses_torchrun(accel, script):
     assert out.returncode == 0, out.stderr
     command = next(line for line in out.stdout.splitlines() if line.startswith("command: "))
     assert "-m torch.distributed.run --nproc_per_node 2 --standalone --max_restarts 1" in command
-    assert "--module accel_cli._worker --script" in command
+    assert "--module accel.launchers.worker --script" in command
     assert "env: ACCEL_DISTRIBUTED_TYPE=MULTI_CPU" in out.stdout
     assert "env: ACCEL_USE_CPU=true" in out.stdout
 
@@ -189,16 +189,18 @@ def test_env_lists_versions_config_and_plugins(accel, tmp_path):
     ):  # fmt: skip
         assert f"- {label}" in out.stdout, label
     assert "- compute_environment: LOCAL_MACHINE" in out.stdout
-    assert "cli: accel-cli" in out.stdout
+    assert "local_launchers (built in): accel-core" in out.stdout
 
 
 def test_plugins_json(accel):
     out = accel("plugins", "--json")
     assert out.returncode == 0, out.stderr
     rows = {row["name"]: row for row in json.loads(out.stdout)}
-    assert rows["cli"]["distribution"] == "accel-cli"
-    assert rows["cli"]["launchers"] == ["simple", "torchrun"]
-    assert "accel_launchers" in rows["cli"]["hooks"]
+    local = rows["local_launchers"]  # core's launchers, a default plugin: accel-cli is no plugin
+    assert (local["distribution"], local["default"]) == ("accel-core", True)
+    assert local["launchers"] == ["simple", "torchrun"]
+    assert "accel_launchers" in local["hooks"]
+    assert "cli" not in rows
     assert rows["single_process"]["default"] is True
     table = accel("plugins").stdout
     assert table.splitlines()[0].split() == ["plugin", "distribution", "version", "hooks"]

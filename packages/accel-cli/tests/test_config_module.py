@@ -22,7 +22,7 @@ def _isolated(monkeypatch, tmp_path):
         if name.startswith("ACCEL_"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("ACCEL_CONFIG_DIR", str(tmp_path / "cfg"))
-    monkeypatch.setenv("ACCEL_PLUGINS", "cli")
+    monkeypatch.setenv("ACCEL_PLUGINS", "")  # entry points: none
     plugins.reset_plugin_manager()
     yield
     plugins.reset_plugin_manager()

@@ -72,7 +72,7 @@ def fake(monkeypatch, tmp_path):
     for name in list(__import__("os").environ):
         if name.startswith("ACCEL_"):
             monkeypatch.delenv(name)
-    monkeypatch.setenv("ACCEL_PLUGINS", "cli")
+    monkeypatch.setenv("ACCEL_PLUGINS", "")  # entry points: none
     monkeypatch.setenv("ACCEL_CONFIG_DIR", str(tmp_path / "cfg"))
     plugins.reset_plugin_manager()
     calls: list = []
@@ -187,7 +187,7 @@ def test_launchers_chosen_by_priority_and_claims(fake):
     assert cmd[3:] == [
         "--nproc_per_node", "2", "--nnodes", "2", "--rdzv_backend", "c10d", "--rdzv_endpoint",
         "10.0.0.1:1234", "--rdzv_id", "accel", "--node_rank", "1", "--max_restarts", "0",
-        "--module", "accel_cli._worker", "--script", "train.py", "--x",
+        "--module", "accel.launchers.worker", "--script", "train.py", "--x",
     ]  # fmt: skip
 
 

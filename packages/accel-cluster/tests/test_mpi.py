@@ -110,13 +110,16 @@ def test_command_and_environment(tmp_path, monkeypatch):
         "/usr/bin/mpiexec", "-f", str(path), "-n", "2", "-ppn", "2", "-genvall", "-bind-to", "core",
         sys.executable, "-m", "accel_cluster.mpi.worker", "--script", "train.py", "--lr", "1",
     ]  # fmt: skip
-    env = launcher.environment(config)
-    assert env == {
+    plan = launcher.plan(config, ["train.py", "--lr", "1"], {"ACCEL_X": "1"})
+    assert plan.argv == argv and plan.launcher == "mpirun"
+    assert plan.environment == {
+        "ACCEL_X": "1",  # what every worker gets comes through unchanged
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": "29500",
         "OMP_NUM_THREADS": "1",
         "CCL_WORKER_COUNT": "2",
     }
+    assert (plan.num_processes, plan.num_machines, plan.nproc_per_node) == (2, 1, 2)
     openmpi = {
         **config,
         "mpirun_config": {"mpirun_hostfile": str(path), "mpirun_flavor": "openmpi"},

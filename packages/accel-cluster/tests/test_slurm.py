@@ -101,7 +101,10 @@ def test_node_mode_runs_torchrun_with_slurm_topology(monkeypatch):
     assert "--nproc_per_node 2 --nnodes 2 --node_rank 1" in joined
     assert "--master_addr gpu-1 --master_port 21234" in joined
     assert argv[-3:] == ["train.py", "--lr", "1"]
-    assert "RANK" not in launcher.environment(config)
+    plan = launcher.plan(config, ["train.py", "--lr", "1"], {})
+    assert plan.argv == argv and "RANK" not in plan.environment
+    assert (plan.num_processes, plan.num_machines, plan.nproc_per_node) == (4, 2, 2)
+    assert plan.machine_rank == 1 and plan.where == "SLURM job 1234 (2 nodes)"
 
 
 def test_task_mode_sets_the_torch_variables(monkeypatch):
@@ -111,9 +114,11 @@ def test_task_mode_sets_the_torch_variables(monkeypatch):
     launcher = SlurmLauncher()
     config = {"main_process_port": 4000, "compute_environment": "LOCAL_MACHINE"}
     assert launcher.command(config, ["t.py"]) == [
-        sys.executable, "-m", "accel_cli._worker", "--script", "t.py",
+        sys.executable, "-m", "accel.launchers.worker", "--script", "t.py",
     ]  # fmt: skip
-    assert launcher.environment(config) == {
+    plan = launcher.plan(config, ["t.py"], {})
+    assert (plan.num_processes, plan.nproc_per_node, plan.machine_rank) == (4, 2, 1)
+    assert plan.environment == {
         "OMP_NUM_THREADS": "1",
         "RANK": "3",
         "WORLD_SIZE": "4",

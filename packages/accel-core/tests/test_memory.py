@@ -27,10 +27,10 @@ def test_batch_size_is_halved_until_the_function_fits(caplog):
             raise _oom()
         return batch_size * scale
 
-    with caplog.at_level(logging.WARNING, logger="accel.utils.memory"):
+    with caplog.at_level(logging.WARNING, logger="accel.memory"):
         assert train(10) == 160
     assert calls == [128, 64, 32, 16]
-    retries = [r.getMessage() for r in caplog.records if r.name == "accel.utils.memory"]
+    retries = [r.getMessage() for r in caplog.records if r.name == "accel.memory"]
     assert len(retries) == 3
     for (old, new), message in zip([(128, 64), (64, 32), (32, 16)], retries):
         assert f"batch_size={old}" in message and f"batch_size={new}" in message

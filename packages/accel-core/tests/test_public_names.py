@@ -10,13 +10,16 @@ import sys
 import accel
 import accel.utils
 import pytest
-from accel._lazy import PLUGIN_NAMES
+from accel.catalog import EXPORTS
 from accel.errors import MissingPluginError
 from accel.tracking import TRACKER_CLASSES
 
 
 def _installed(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
+
+
+PLUGIN_NAMES = {name: (row.package.replace("-", "_"), row.package) for name, row in EXPORTS.items()}
 
 
 ABSENT_PLUGIN_NAMES = [

@@ -142,9 +142,10 @@ def test_fsdp2_float8_all_gather_is_the_default_only_under_fsdp2(
     from accel.state import AcceleratorState
     from accel_fp8.precision import AOPrecision
 
-    monkeypatch.setitem(AcceleratorState._shared_state, "distributed_type", distributed_type)
+    state = AcceleratorState(cpu=True)
+    monkeypatch.setattr(state, "distributed_type", distributed_type)
     plugins = {"fsdp_plugin": type("Plugin", (), {"fsdp_version": version})()} if version else {}
-    monkeypatch.setitem(AcceleratorState._shared_state, "plugins", plugins)
+    monkeypatch.setattr(state, "plugins", plugins)
     precision = AOPrecision("fp8", torch.device("cpu"), {})
     model = Block()
     optimizer = torch.optim.AdamW(model.parameters())

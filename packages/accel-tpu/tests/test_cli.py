@@ -304,7 +304,7 @@ def test_config_questions_write_a_tpu_pod_config(tmp_path):
 
 def test_launch_tpu_script_without_its_function_fails_clearly(tmp_path):
     """A real ``accel launch --tpu``: the spawn module reports the missing function, no traceback."""
-    from conftest import ACCEL, clean_env, run_command
+    from tpu_testing import ACCEL, clean_env, run_command
 
     (tmp_path / "train.py").write_text("def train():\n    pass\n")
     proc = run_command(

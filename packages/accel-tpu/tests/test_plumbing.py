@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 import textwrap
@@ -59,12 +60,19 @@ def test_each_thread_gets_its_own_state_and_failures_are_recorded(tmp_path):
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
 
 
+HAS_XLA = importlib.util.find_spec("torch_xla") is not None
+NEEDS_XLA = pytest.mark.skipif(
+    not HAS_XLA,
+    reason="needs torch_xla: runs in packages/accel-tpu/xla-env (bash .ci/after.d/tpu.sh)",
+)
+
+
 @pytest.mark.parametrize(
     ("env", "claimed"),
     [
-        ({"PJRT_DEVICE": "TPU"}, True),
-        ({"COLAB_TPU_ADDR": "10.0.0.2:8470"}, True),
-        ({"ACCEL_DISTRIBUTED_TYPE": "TPU"}, True),
+        pytest.param({"PJRT_DEVICE": "TPU"}, True, marks=NEEDS_XLA),
+        pytest.param({"COLAB_TPU_ADDR": "10.0.0.2:8470"}, True, marks=NEEDS_XLA),
+        pytest.param({"ACCEL_DISTRIBUTED_TYPE": "TPU"}, True, marks=NEEDS_XLA),
         ({"PJRT_DEVICE": "CPU", "ACCEL_USE_CPU": "1"}, False),  # debug_launcher forces the CPU
         ({}, False),
     ],
@@ -77,3 +85,14 @@ def test_notebook_launcher_goes_to_xla_only_next_to_a_device(monkeypatch, env, c
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert XLALauncher().claims_notebook() is claimed
+
+
+@pytest.mark.skipif(HAS_XLA, reason="checks the environment without torch_xla")
+def test_notebook_launcher_stays_local_without_torch_xla(monkeypatch):
+    """Next to a TPU but without torch_xla installed, notebook_launcher keeps core's launcher."""
+    from accel_tpu.launcher import XLALauncher
+
+    monkeypatch.delenv("ACCEL_USE_CPU", raising=False)
+    monkeypatch.setenv("PJRT_DEVICE", "TPU")
+    monkeypatch.setenv("ACCEL_DISTRIBUTED_TYPE", "XLA")
+    assert XLALauncher().claims_notebook() is False

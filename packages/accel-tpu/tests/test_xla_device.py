@@ -13,7 +13,7 @@ import os
 import sys
 
 import pytest
-from conftest import WORKERS, clean_env, last_json, run_command
+from tpu_testing import WORKERS, clean_env, last_json, run_command
 
 DEVICE = os.environ.get("TEST_PJRT_DEVICE", "CPU")
 TIMEOUT = 420
@@ -22,7 +22,10 @@ COLLECTIVES_ON_CPU = (
     "limitation pytorch/xla#5005, tracked in #9089): needs a TPU (TEST_PJRT_DEVICE=TPU)"
 )
 
-pytest.importorskip("torch_xla", reason="accel-tpu's tests need torch_xla (its own environment)")
+pytest.importorskip(
+    "torch_xla",
+    reason="needs torch_xla: runs in packages/accel-tpu/xla-env (bash .ci/after.d/tpu.sh)",
+)
 
 
 def _env(tmp_path, **extra: str) -> dict[str, str]:

@@ -15,7 +15,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
-from accel.utils.checkpoint_files import _checkpoint_files, _FileReader, _progress
+from accel.checkpoint.files import FileReader, checkpoint_files
+from accel.progress import progress_bar
 from accel.utils.device_map import device_for
 from accel.utils.modeling import (
     _index_device,
@@ -48,9 +49,9 @@ def checkpoint_tensors(weights_location: str | os.PathLike) -> Iterator[tuple[st
 
     A tensor stored once for several tied names is yielded under each of them.
     """
-    files, aliases = _checkpoint_files(weights_location)
-    for path in _progress(files, "Loading checkpoint shards"):
-        with _FileReader(path) as reader:
+    files, aliases = checkpoint_files(weights_location)
+    for path in progress_bar(files, "Loading checkpoint shards", unit="shard"):
+        with FileReader(path) as reader:
             targets: dict[str, list[str]] = {}
             for alias, target in {**aliases, **reader.aliases()}.items():
                 targets.setdefault(target, []).append(alias)

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .parsing import Parser, UsageError
+from accel.errors import UsageError
+
+from .parsing import Parser
 
 DESCRIPTION = """\
 Launch a training script on one process, several processes or several machines.
@@ -467,85 +469,28 @@ def _check_script(ns: argparse.Namespace, prog: str) -> list[str]:
 
 
 def worker_environment(resolved: Any) -> dict[str, str]:
-    """The ``ACCEL_*`` (and device) variables every worker gets for ``resolved``."""
-    from accel import environment as E
+    """The ``ACCEL_*`` (and device) variables every worker gets for ``resolved`` (plugins' included)."""
+    from accel.launchers import worker_environment as environment_for
 
-    v = resolved.values
-    env = {
-        E.MIXED_PRECISION: str(v["mixed_precision"]),
-        E.USE_CPU: "true" if v["use_cpu"] else "false",
-        E.DEBUG_MODE: "true" if v["debug"] else "false",
-        E.DISTRIBUTED_TYPE: str(v["distributed_type"]),
-        E.DOWNCAST_BF16: str(v["downcast_bf16"]),
-        E.CPU_AFFINITY: "true" if v["enable_cpu_affinity"] else "false",
-        E.LAUNCH_CONFIG: resolved.to_json(),
-    }
-    if v.get("gradient_accumulation_steps") is not None:
-        env[E.GRADIENT_ACCUMULATION_STEPS] = str(v["gradient_accumulation_steps"])
-    dynamo = v.get("dynamo_config") or {}
-    if str(dynamo.get("dynamo_backend", "NO")).upper() != "NO":
-        env[E.DYNAMO_BACKEND] = str(dynamo["dynamo_backend"])
-        env[E.DYNAMO_MODE] = str(dynamo.get("dynamo_mode") or "default")
-        env[E.DYNAMO_USE_FULLGRAPH] = str(bool(dynamo.get("dynamo_use_fullgraph"))).lower()
-        env[E.DYNAMO_USE_DYNAMIC] = str(bool(dynamo.get("dynamo_use_dynamic"))).lower()
-        env[E.DYNAMO_USE_REGIONAL_COMPILATION] = str(
-            bool(dynamo.get("dynamo_use_regional_compilation"))
-        ).lower()
-    if v.get("gpu_ids") not in (None, "all") and not v["use_cpu"]:
-        env["CUDA_VISIBLE_DEVICES"] = str(v["gpu_ids"])
-    if v.get("num_cpu_threads_per_process"):
-        env["OMP_NUM_THREADS"] = str(v["num_cpu_threads_per_process"])
-    env.update(_plugin_environment(v))
-    return env
-
-
-def _plugin_environment(values: dict[str, Any]) -> dict[str, str]:
-    """Variables plugins add for their workers through ``accel_launch_environment`` (if declared)."""
-    from accel.plugins import get_plugin_manager
-
-    hook = getattr(get_plugin_manager().hook, "accel_launch_environment", None)
-    if hook is None or not getattr(hook, "spec", None):
-        return {}
-    env: dict[str, str] = {}
-    for mapping in reversed(hook(config=values)):
-        env.update({str(k): str(v) for k, v in (mapping or {}).items()})
-    return env
+    return environment_for(resolved.values)
 
 
 def choose_launcher(config: dict[str, Any], name: str | None = None) -> Any:
     """The launcher for ``config``: ``name`` if given, else the highest-priority one claiming it."""
-    from accel import registry
+    from accel.launchers import choose_launcher as choose
 
-    from .launchers import SimpleLauncher, TorchrunLauncher
-
-    table = dict(registry.launchers())
-    # accel-cli's own launchers stay available when ACCEL_PLUGINS leaves out its entry point
-    for cls in (SimpleLauncher, TorchrunLauncher):
-        table.setdefault(cls.name, cls)
-    if name:
-        if name not in table:
-            raise UsageError(
-                f"--launcher {name}: no such launcher; installed: {', '.join(sorted(table)) or 'none'}"
-            )
-        return table[name]()
-    for cls in sorted(table.values(), key=lambda c: -getattr(c, "priority", 0)):
-        launcher = cls()
-        if launcher.claims(config):
-            return launcher
-    env_name = config.get("compute_environment")
-    if env_name != "LOCAL_MACHINE":
-        raise UsageError(
-            f"compute_environment {env_name}: no installed launcher runs it (accel's own run "
-            "LOCAL_MACHINE jobs); set compute_environment: LOCAL_MACHINE or install a launcher plugin"
-        )
-    raise UsageError(
-        f"no installed launcher handles distributed_type {config.get('distributed_type')}; "
-        "see `accel plugins`"
-    )
+    return choose(config, name)
 
 
 def plan(argv: list[str], prog: str = "accel launch") -> dict[str, Any]:
-    """Everything ``accel launch argv`` would do, without doing it: command, env, launcher."""
+    """Everything ``accel launch argv`` would do, without doing it.
+
+    A dict with the parsed ``ns``, the ``resolved`` settings, the launcher's ``config``, the
+    ``launcher``, and its :class:`accel.launchers.LaunchPlan` (``plan``) with its ``command``
+    and ``env``.
+    """
+    from accel.launchers import plan_launch
+
     ns, lp = parse(argv, prog)
     if lp.plugin_errors:
         sys.stderr.write(f"{prog}: warning: {'; '.join(lp.plugin_errors)}\n")
@@ -559,37 +504,42 @@ def plan(argv: list[str], prog: str = "accel launch") -> dict[str, Any]:
         training_script_args=script[1:],
     )
     launcher = choose_launcher(config, ns.launcher)
-    env = worker_environment(resolved)
-    env.update(launcher.environment(config))
-    command = launcher.command(config, script)
+    launch_plan = plan_launch(
+        resolved.values, script, launcher, module=bool(ns.module), no_python=bool(ns.no_python)
+    )
     return {
         "ns": ns,
         "resolved": resolved,
         "config": config,
         "launcher": launcher,
-        "command": command,
-        "env": env,
+        "plan": launch_plan,
+        "command": launch_plan.argv,
+        "env": launch_plan.environment,
     }
 
 
-def _topology(config: dict[str, Any], launcher: Any) -> str:
-    machines = config["num_machines"]
-    nproc = config["nproc_per_node"]
+def _topology(config: dict[str, Any], launch_plan: Any) -> str:
+    machines = launch_plan.num_machines
+    nproc = launch_plan.nproc_per_node
     parts = [
         f"{machines} machine{'s' if machines > 1 else ''} x {nproc} process"
         f"{'es' if nproc > 1 else ''}"
     ]
     if machines > 1:
-        parts[0] += f" (this is machine {config['machine_rank']})"
-        parts.append(
-            f"rendezvous {config['rdzv_backend']} at {config['main_process_ip']}:"
-            f"{config.get('main_process_port') or 29500}"
-        )
+        if launch_plan.machine_rank is not None:
+            parts[0] += f" (this is machine {launch_plan.machine_rank})"
+        if launch_plan.where == "this machine":
+            parts.append(
+                f"rendezvous {config['rdzv_backend']} at {config['main_process_ip']}:"
+                f"{config.get('main_process_port') or 29500}"
+            )
+    if launch_plan.where != "this machine":
+        parts.append(f"on {launch_plan.where}")
     parts.append(f"distributed_type {config['distributed_type']}")
     parts.append(f"mixed_precision {config['mixed_precision']}")
     if config.get("max_restarts"):
         parts.append(f"max_restarts {config['max_restarts']}")
-    parts.append(f"launcher {launcher.name}")
+    parts.append(f"launcher {launch_plan.launcher}")
     return "accel launch: " + ", ".join(parts)
 
 
@@ -609,7 +559,7 @@ def main(argv: list[str], prog: str = "accel launch") -> int:
         return 0
     full_env = dict(os.environ)
     full_env.update(env)
-    if p["launcher"].name == "simple":
+    if p["plan"].replace_process:
         sys.stdout.flush()
         sys.stderr.flush()
         try:
@@ -617,7 +567,7 @@ def main(argv: list[str], prog: str = "accel launch") -> int:
         except OSError as exc:
             raise UsageError(f"cannot run {command[0]}: {exc.strerror}") from None
     if not ns.quiet:
-        sys.stderr.write(_topology(config, p["launcher"]) + "\n")
+        sys.stderr.write(_topology(config, p["plan"]) + "\n")
         sys.stderr.flush()
     from .supervise import supervise
 

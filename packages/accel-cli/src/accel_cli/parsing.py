@@ -6,9 +6,7 @@ import argparse
 import sys
 from typing import NoReturn
 
-
-class UsageError(Exception):
-    """Bad input on the command line; ``accel`` prints the message on one line and exits 2."""
+from accel.errors import UsageError
 
 
 class Parser(argparse.ArgumentParser):
@@ -29,3 +27,5 @@ def fail(message: str, prog: str = "accel", code: int = 2) -> NoReturn:
     line = " ".join(str(message).split("\n"))
     sys.stderr.write(f"{prog}: error: {line}\n")
     raise SystemExit(code)
+
+__all__ = ["Parser", "UsageError", "fail"]

@@ -3,7 +3,7 @@
 The torchelastic agent owns the workers (each in its own session) and stops them
 when it receives SIGINT/SIGTERM. This module forwards those signals to the agent,
 kills it if it does not stop in time, and afterwards prints which rank failed and
-its traceback (written by :mod:`accel_cli._worker`).
+its traceback (written by :mod:`accel.launchers.worker`).
 """
 
 from __future__ import annotations

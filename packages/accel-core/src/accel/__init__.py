@@ -19,25 +19,25 @@ _NAMES: dict[str, str] = {
     "PartialState": "accel.state",
     "AcceleratorState": "accel.state",
     "GradientState": "accel.state",
-    "DistributedType": "accel.utils.dataclasses",
-    "AutocastKwargs": "accel.utils.dataclasses",
-    "GradScalerKwargs": "accel.utils.dataclasses",
-    "InitProcessGroupKwargs": "accel.utils.dataclasses",
-    "DataLoaderConfiguration": "accel.utils.dataclasses",
-    "ProjectConfiguration": "accel.utils.dataclasses",
-    "GradientAccumulationPlugin": "accel.utils.dataclasses",
-    "TorchDynamoPlugin": "accel.utils.dataclasses",
-    "find_executable_batch_size": "accel.utils.memory",
-    "skip_first_batches": "accel.data_loader",
-    "init_empty_weights": "accel.big_modeling",
-    "init_on_device": "accel.big_modeling",
-    "cpu_offload": "accel.big_modeling",
-    "cpu_offload_with_hook": "accel.big_modeling",
-    "load_checkpoint_in_model": "accel.big_modeling",
-    "disk_offload": "accel.big_modeling",
-    "dispatch_model": "accel.big_modeling",
-    "load_checkpoint_and_dispatch": "accel.big_modeling",
-    "infer_auto_device_map": "accel.utils.device_map",
+    "DistributedType": "accel.types",
+    "AutocastKwargs": "accel.kwargs",
+    "GradScalerKwargs": "accel.kwargs",
+    "InitProcessGroupKwargs": "accel.kwargs",
+    "DataLoaderConfiguration": "accel.kwargs",
+    "ProjectConfiguration": "accel.kwargs",
+    "GradientAccumulationPlugin": "accel.kwargs",
+    "TorchDynamoPlugin": "accel.kwargs",
+    "find_executable_batch_size": "accel.memory",
+    "skip_first_batches": "accel.data.loader",
+    "init_empty_weights": "accel.big_model.dispatch",
+    "init_on_device": "accel.big_model.dispatch",
+    "cpu_offload": "accel.big_model.dispatch",
+    "cpu_offload_with_hook": "accel.big_model.dispatch",
+    "load_checkpoint_in_model": "accel.big_model.dispatch",
+    "disk_offload": "accel.big_model.dispatch",
+    "dispatch_model": "accel.big_model.dispatch",
+    "load_checkpoint_and_dispatch": "accel.big_model.dispatch",
+    "infer_auto_device_map": "accel.big_model.device_map",
     "notebook_launcher": "accel.launchers.notebook",
     "debug_launcher": "accel.launchers.notebook",
     "hookimpl": "accel.hookspecs",
@@ -61,6 +61,6 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    from ._lazy import PLUGIN_NAMES
+    from accel._lazy import exported_names
 
-    return sorted(set(globals()) | set(_NAMES) | set(PLUGIN_NAMES))
+    return sorted(set(globals()) | set(_NAMES) | exported_names())

@@ -1,37 +1,41 @@
-"""Lazy re-exports: names owned by plugins, imported from the plugin only when first used."""
+"""Lazy re-exports of plugin-owned names under ``accel`` and ``accel.utils``.
+
+One mechanism: installed plugins say what they export through the ``accel_exports``
+hook (:func:`accel.plugins.registry.exports`); the target module is imported only when
+the name is first used. When no installed plugin exports a name that first-party accel
+offers, :data:`accel.catalog.EXPORTS` names the package to install.
+"""
 
 from __future__ import annotations
 
 import importlib
 from typing import Any
 
-from .errors import MissingPluginError
+from accel import catalog
+from accel.errors import MissingPluginError
 
-PLUGIN_NAMES: dict[str, tuple[str, str]] = {
-    # name: (module to import it from, distribution to install)
-    "DDPCommunicationHookType": ("accel_ddp", "accel-ddp"),
-    "DistributedDataParallelKwargs": ("accel_ddp", "accel-ddp"),
-    "LocalSGD": ("accel_ddp", "accel-ddp"),
-    "FullyShardedDataParallelPlugin": ("accel_fsdp", "accel-fsdp"),
-    "DeepSpeedPlugin": ("accel_deepspeed", "accel-deepspeed"),
-    "DummyOptim": ("accel_deepspeed", "accel-deepspeed"),
-    "DummyScheduler": ("accel_deepspeed", "accel-deepspeed"),
-    "HfDeepSpeedConfig": ("accel_deepspeed", "accel-deepspeed"),
-    "MegatronLMPlugin": ("accel_megatron", "accel-megatron"),
-    "MegatronLMDummyScheduler": ("accel_megatron", "accel-megatron"),
-    "MegatronLMDummyDataLoader": ("accel_megatron", "accel-megatron"),
-    "FP8RecipeKwargs": ("accel_fp8", "accel-fp8"),
-    "AORecipeKwargs": ("accel_fp8", "accel-fp8"),
-    "TERecipeKwargs": ("accel_fp8", "accel-fp8"),
-    "MSAMPRecipeKwargs": ("accel_fp8", "accel-fp8"),
-    "BnbQuantizationConfig": ("accel_bnb", "accel-bnb"),
-    "ProfileKwargs": ("accel_profiler", "accel-profiler"),
-}
-"""Every plugin-owned name that ``accel`` / ``accel.utils`` re-export."""
+
+def resolve(name: str) -> Any:
+    """The object a plugin exports as ``name``; MissingPluginError naming its package if absent."""
+    from accel.plugins import registry
+
+    target = registry.exports().get(name)
+    if target is not None:
+        module_name, _, attribute = target.partition(":")
+        return getattr(importlib.import_module(module_name), attribute or name)
+    row = catalog.EXPORTS.get(name)
+    if row is not None:
+        raise MissingPluginError(name, row.package)
+    raise AttributeError(name)
+
+
+def exported_names() -> set[str]:
+    """Every plugin-owned name ``dir(accel)`` lists: first-party ones and those installed plugins export."""
+    return set(catalog.EXPORTS)
 
 
 def plugin_attribute(name: str, module_name: str, package: str) -> Any:
-    """``module_name.name``, or an ImportError naming ``package`` when it is not installed."""
+    """``module_name.name``, or MissingPluginError naming ``package`` when that module is absent."""
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -39,17 +43,3 @@ def plugin_attribute(name: str, module_name: str, package: str) -> Any:
             raise
         raise MissingPluginError(name, package) from None
     return getattr(module, name)
-
-
-def resolve(name: str) -> Any:
-    """Look ``name`` up among plugin-owned names and names exported through ``accel_exports``."""
-    if name in PLUGIN_NAMES:
-        module_name, package = PLUGIN_NAMES[name]
-        return plugin_attribute(name, module_name, package)
-    from . import registry
-
-    target = registry.exports().get(name)
-    if target is not None:
-        module_name, _, attribute = target.partition(":")
-        return getattr(importlib.import_module(module_name), attribute or name)
-    raise AttributeError(name)

@@ -9,57 +9,38 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
-from . import environment, registry
-from .errors import MissingPluginError
-from .logging import get_logger
-from .saving import SavingMixin
-from .state import AcceleratorState, GradientState
-from .tracking.mixin import TrackingMixin
-from .utils.dataclasses import (
-    DataLoaderConfiguration,
-    GradientAccumulationPlugin,
-    KwargsHandler,
-    ProjectConfiguration,
-    TorchDynamoPlugin,
-)
-from .utils.modeling import compile_regions
-from .utils.operations import (
+from accel import environment
+from accel.checkpoint.manager import CheckpointManager
+from accel.connector import Connector
+from accel.distributed.operations import (
     gather_object,
     gather_uneven,
     is_tensor_structure,
     pad_across_processes,
     recursively_apply,
 )
+from accel.errors import MissingPluginError
+from accel.kwargs import (
+    DataLoaderConfiguration,
+    GradientAccumulationPlugin,
+    KwargsHandler,
+    ProjectConfiguration,
+    TorchDynamoPlugin,
+)
+from accel.logging import get_logger
+from accel.prepared import PreparedObjects
+from accel.state import AcceleratorState, GradientState
+from accel.tracking.manager import TrackerManager
 
 logger = get_logger(__name__)
 
 
-class _MissingBackend:
-    """Stands in for a multi-process backend that is not installed: data work runs, models raise."""
-
-    def __init__(self, base: Any, error: MissingPluginError):
-        self._base = base
-        self._error = error
-
-    def prepare_model(self, *args: Any, **kwargs: Any) -> Any:
-        raise self._error
-
-    def prepare(self, objects: list[Any], device_placement: list[bool]) -> list[Any]:
-        if any(isinstance(o, torch.nn.Module) for o in objects):
-            raise self._error
-        return self._base.prepare(objects, device_placement)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._base, name)
-
-
-class Accelerator(SavingMixin, TrackingMixin):
+class Accelerator:
     """Prepare models, optimizers, data loaders and schedulers for the configured hardware and strategy.
 
     Arguments follow Accelerate's: ``mixed_precision``, ``gradient_accumulation_steps``,
@@ -67,6 +48,12 @@ class Accelerator(SavingMixin, TrackingMixin):
     ``gradient_accumulation_plugin``, ``step_scheduler_with_optimizer``,
     ``kwargs_handlers``, ``dynamo_backend`` / ``dynamo_plugin``, and plugin objects
     (``fsdp_plugin``, ``deepspeed_plugin``, ``megatron_lm_plugin``) from their plugin packages.
+
+    Its parts are public components: :attr:`prepared` (what was prepared, a
+    :class:`~accel.prepared.PreparedObjects`), :attr:`backend` and :attr:`precision` (chosen
+    by :class:`~accel.connector.Connector`), :attr:`checkpoints` (a
+    :class:`~accel.checkpoint.manager.CheckpointManager`) and :attr:`tracking` (a
+    :class:`~accel.tracking.manager.TrackerManager`).
     """
 
     def __init__(
@@ -133,26 +120,22 @@ class Accelerator(SavingMixin, TrackingMixin):
                 gradient_accumulation_plugin, gradient_accumulation_steps
             )
         )
+        self.prepared = PreparedObjects()
+        """Everything prepared (and registered for checkpointing), in order."""
         try:
-            self.precision = registry.get_precision(self.state.mixed_precision)(
-                self.state.mixed_precision, self.device, self.handlers
-            )
-            self.backend = self._select_backend()
-            self.backend.setup()
+            self.precision, self.backend = Connector(self.state, self.handlers).connect(self)
         except BaseException:
             AcceleratorState._reset_state()  # a failed Accelerator must not poison the next one
             raise
         self.step = 0
         self.flag_tensor: torch.Tensor | None = None
-        self._models: list[Any] = []
-        self._optimizers: list[Any] = []
-        self._schedulers: list[Any] = []
-        self._dataloaders: list[Any] = []
-        self._custom_objects: list[Any] = []
-        self._save_model_state_pre_hook: OrderedDict[int, Callable] = OrderedDict()
-        self._load_model_state_pre_hook: OrderedDict[int, Callable] = OrderedDict()
-        self.trackers: list[Any] = []
-        self.log_with = log_with
+        # built after the backend's set-up, which may have replaced the precision
+        self.checkpoints = CheckpointManager(
+            self.prepared, self.backend, self.precision, self.state, self.project_configuration
+        )
+        """Saving and resuming: ``save_state`` / ``load_state`` / ``save_model`` and their hooks."""
+        self.tracking = TrackerManager(log_with, self.state, self.project_configuration)
+        """The experiment trackers of ``log_with``."""
 
     # -- construction helpers ---------------------------------------------
     @staticmethod
@@ -169,27 +152,6 @@ class Accelerator(SavingMixin, TrackingMixin):
         if steps == 1 and env_steps is not None:
             steps = env_steps
         return GradientAccumulationPlugin(num_steps=steps)
-
-    def _select_backend(self) -> Any:
-        name = environment.get_str(environment.BACKEND)
-        if name:
-            for cls in registry.backends().values():
-                if cls.name == name:
-                    return cls(self)
-            raise MissingPluginError(
-                f"ACCEL_BACKEND={name}", f"the plugin providing backend {name!r}"
-            )
-        try:
-            return registry.get_backend(self.state.distributed_type)(self)
-        except MissingPluginError as error:
-            if not str(self.state.distributed_type).startswith("MULTI_"):
-                raise
-            from .backends.base import Backend
-
-            others = " (or another data-parallel plugin: accel-fsdp, accel-deepspeed)"
-            return _MissingBackend(
-                Backend(self), MissingPluginError(error.feature, error.package, others)
-            )
 
     # -- identity -----------------------------------------------------------
     @property
@@ -292,7 +254,7 @@ class Accelerator(SavingMixin, TrackingMixin):
     @property
     def optimizer_step_was_skipped(self) -> bool:
         """Whether the last optimizer step was skipped (fp16 overflow)."""
-        return any(getattr(o, "step_was_skipped", False) for o in self._optimizers)
+        return any(getattr(o, "step_was_skipped", False) for o in self.prepared.optimizers)
 
     @property
     def scaler(self) -> Any:
@@ -366,7 +328,7 @@ class Accelerator(SavingMixin, TrackingMixin):
         objects = self.precision.prepare(list(args))
         result = self.backend.prepare(objects, list(device_placement))
         for obj in result:
-            self._track(obj)
+            self.prepared.track(obj)
         return result[0] if len(result) == 1 else tuple(result)
 
     def _check_devices(self, objects: tuple[Any, ...]) -> None:
@@ -380,31 +342,6 @@ class Accelerator(SavingMixin, TrackingMixin):
                     "this model was dispatched over several devices with a device_map; it cannot also be "
                     "trained with data parallelism. Load it on one device per process instead"
                 )
-
-    def _track(self, obj: Any) -> None:
-        from .data_loader import DataLoaderShard
-        from .optimizer import AcceleratedOptimizer
-        from .scheduler import AcceleratedScheduler
-
-        if isinstance(obj, torch.nn.Module):
-            self._models.append(obj)
-        elif isinstance(obj, AcceleratedOptimizer) or isinstance(obj, torch.optim.Optimizer):
-            self._optimizers.append(obj)
-        elif isinstance(obj, AcceleratedScheduler):
-            self._schedulers.append(obj)
-        elif isinstance(obj, (DataLoaderShard, torch.utils.data.DataLoader)):
-            self._dataloaders.append(obj)
-
-    def _optimizers_of(self, scheduler: Any, prepared: list[Any]) -> list[Any]:
-        """The prepared optimizers wrapping ``scheduler.optimizer``."""
-        target = scheduler.optimizer
-        from .optimizer import AcceleratedOptimizer
-
-        candidates = prepared + self._optimizers
-        found = [
-            o for o in candidates if isinstance(o, AcceleratedOptimizer) and o.optimizer is target
-        ]
-        return found or [target]
 
     def prepare_model(
         self,
@@ -420,7 +357,7 @@ class Accelerator(SavingMixin, TrackingMixin):
             else self.prepare(model, device_placement=[placement])
         )
         if evaluation_mode:
-            self._models.append(prepared)
+            self.prepared.models.append(prepared)
         return prepared
 
     def prepare_optimizer(
@@ -448,14 +385,6 @@ class Accelerator(SavingMixin, TrackingMixin):
     def prepare_scheduler(self, scheduler: Any) -> Any:
         """Prepare one learning-rate scheduler (after its optimizer)."""
         return self.prepare(scheduler)
-
-    def _compile(self, model: torch.nn.Module) -> torch.nn.Module:
-        plugin = self.state.dynamo_plugin
-        if plugin is None or not plugin.enabled:
-            return model
-        if plugin.use_regional_compilation:
-            return compile_regions(model, **plugin.to_compile_kwargs())
-        return torch.compile(model, **plugin.to_compile_kwargs())
 
     # -- training step ------------------------------------------------------
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
@@ -519,7 +448,7 @@ class Accelerator(SavingMixin, TrackingMixin):
     def unscale_gradients(self, optimizer: Any = None) -> None:
         """Unscale fp16 gradients of ``optimizer`` (all prepared ones by default)."""
         optimizers = (
-            self._optimizers
+            self.prepared.optimizers
             if optimizer is None
             else (optimizer if isinstance(optimizer, (list, tuple)) else [optimizer])
         )
@@ -544,7 +473,7 @@ class Accelerator(SavingMixin, TrackingMixin):
         if self.precision.scaler is None or not self.sync_gradients:
             return
         ids = {id(p) for p in parameters}
-        for opt in self._optimizers:
+        for opt in self.prepared.optimizers:
             inner = getattr(opt, "optimizer", opt)
             if any(id(p) in ids for group in inner.param_groups for p in group["params"]):
                 self.precision.unscale_(inner)
@@ -619,15 +548,160 @@ class Accelerator(SavingMixin, TrackingMixin):
         """The full state dict of ``model`` (gathered if sharded)."""
         return self.backend.get_state_dict(model, unwrap=unwrap)
 
+    # -- saving and resuming (the checkpoint manager) -------------------------
+    def save(self, obj: Any, f: str | os.PathLike, safe_serialization: bool = False) -> None:
+        """Save ``obj`` once per machine (``torch.save``, or safetensors for a tensor dict); written atomically."""
+        self.checkpoints.save(obj, f, safe_serialization=safe_serialization)
+
+    def save_model(
+        self,
+        model: torch.nn.Module,
+        save_directory: str | os.PathLike,
+        max_shard_size: int | str = "10GB",
+        safe_serialization: bool = True,
+    ) -> None:
+        """Save the model's weights (safetensors by default) in shards of ``max_shard_size`` with an index JSON."""
+        self.checkpoints.save_model(
+            model,
+            save_directory,
+            max_shard_size=max_shard_size,
+            safe_serialization=safe_serialization,
+        )
+
+    def register_for_checkpointing(self, *objects: Any) -> None:
+        """Include objects with ``state_dict``/``load_state_dict`` in :meth:`save_state`."""
+        self.checkpoints.register_for_checkpointing(*objects)
+
+    def register_save_state_pre_hook(self, hook: Callable) -> Any:
+        """``hook(models, weights, output_dir)`` runs before :meth:`save_state` writes; returns a removable handle."""
+        return self.checkpoints.register_save_state_pre_hook(hook)
+
+    def register_load_state_pre_hook(self, hook: Callable) -> Any:
+        """``hook(models, input_dir)`` runs before :meth:`load_state` reads; returns a removable handle."""
+        return self.checkpoints.register_load_state_pre_hook(hook)
+
+    def save_state(
+        self,
+        output_dir: str | os.PathLike | None = None,
+        safe_serialization: bool = True,
+        **save_kwargs: Any,
+    ) -> str:
+        """Save everything needed to resume: models, optimizers, schedulers, data positions, scaler, RNG, registered objects.
+
+        With ``ProjectConfiguration(automatic_checkpoint_naming=True)`` the directory is
+        ``project_dir/checkpoints/checkpoint_<iteration>`` and only the newest
+        ``total_limit`` checkpoints are kept.
+        """
+        meta = {"step": self.step, "gradient_step": self.gradient_state.step}
+        return str(self.checkpoints.save_state(output_dir, safe_serialization, meta=meta))
+
+    def load_state(
+        self,
+        input_dir: str | os.PathLike | None = None,
+        weights_only: bool = True,
+        strict: bool = True,
+        **load_kwargs: Any,
+    ) -> None:
+        """Restore a :meth:`save_state` checkpoint (the newest one when ``input_dir`` is None and naming is automatic).
+
+        Files are read with safetensors or ``torch.load(weights_only=True)``; pass
+        ``weights_only=False`` only for checkpoints you trust.
+        """
+        meta = self.checkpoints.load_state(input_dir, weights_only=weights_only, strict=strict)
+        self.step = meta.get("step", self.step)
+        self.gradient_state.step = meta.get("gradient_step", self.gradient_state.step)
+
+    def skip_first_batches(self, dataloader: Any, num_batches: int = 0) -> Any:
+        """The data loader, starting after its first ``num_batches`` batches on its next iteration."""
+        from accel.data.loader import skip_first_batches
+
+        return skip_first_batches(dataloader, num_batches)
+
+    # -- trackers and profiling -------------------------------------------------
+    def init_trackers(
+        self,
+        project_name: str,
+        config: dict[str, Any] | None = None,
+        init_kwargs: dict[str, dict] | None = None,
+    ) -> None:
+        """Start every tracker of ``log_with`` for ``project_name`` and store ``config``."""
+        self.tracking.init_trackers(project_name, config=config, init_kwargs=init_kwargs)
+
+    def get_tracker(self, name: str, unwrap: bool = False) -> Any:
+        """The tracker called ``name`` (its run object with ``unwrap``); a no-op tracker elsewhere."""
+        return self.tracking.get_tracker(name, unwrap=unwrap)
+
+    def log(
+        self,
+        values: dict[str, Any],
+        step: int | None = None,
+        log_kwargs: dict[str, dict] | None = None,
+    ) -> None:
+        """Log ``values`` at ``step`` to every tracker."""
+        self.tracking.log(values, step=step, log_kwargs=log_kwargs)
+
+    def end_training(self) -> None:
+        """Finish every tracker and wait for all processes."""
+        self.tracking.finish()
+        self.wait_for_everyone()
+
+    @property
+    def trackers(self) -> list[Any]:
+        """The started trackers."""
+        return self.tracking.trackers
+
+    @trackers.setter
+    def trackers(self, value: list[Any]) -> None:
+        self.tracking.trackers = value
+
+    @property
+    def log_with(self) -> Any:
+        """What ``log_with`` was given (tracker names, ``"all"``, tracker instances)."""
+        return self.tracking.log_with
+
+    @log_with.setter
+    def log_with(self, value: Any) -> None:
+        self.tracking.log_with = value
+
+    def profile(self, profile_handler: Any = None) -> Any:
+        """A context manager profiling the block (needs a profiler plugin such as accel-profiler)."""
+        from accel.plugins import hook
+
+        handler = profile_handler or self.handlers.get("ProfileKwargs")
+        context = hook().accel_profile(accelerator=self, profile_kwargs=handler)
+        if context is None:
+            raise MissingPluginError("accelerator.profile()", "accel-profiler")
+        return context
+
+    # -- Accelerate's private names, kept for user code that reads them -------------
+    _models = property(lambda self: self.prepared.models, doc="Alias of ``prepared.models``.")
+    _optimizers = property(
+        lambda self: self.prepared.optimizers, doc="Alias of ``prepared.optimizers``."
+    )
+    _schedulers = property(
+        lambda self: self.prepared.schedulers, doc="Alias of ``prepared.schedulers``."
+    )
+    _dataloaders = property(
+        lambda self: self.prepared.dataloaders, doc="Alias of ``prepared.dataloaders``."
+    )
+    _custom_objects = property(
+        lambda self: self.prepared.custom_objects, doc="Alias of ``prepared.custom_objects``."
+    )
+    _save_model_state_pre_hook = property(
+        lambda self: self.checkpoints.save_state_pre_hooks,
+        doc="Alias of ``checkpoints.save_state_pre_hooks``.",
+    )
+    _load_model_state_pre_hook = property(
+        lambda self: self.checkpoints.load_state_pre_hooks,
+        doc="Alias of ``checkpoints.load_state_pre_hooks``.",
+    )
+
     # -- memory --------------------------------------------------------------
     def free_memory(self, *objects: Any) -> list[None]:
         """Drop every reference the Accelerator holds, then release ``objects``."""
-        from .utils.memory import release_memory
+        from accel.memory import release_memory
 
-        self._models.clear()
-        self._optimizers.clear()
-        self._schedulers.clear()
-        self._dataloaders.clear()
+        self.prepared.clear()
         self.step = 0
         return release_memory(*objects)
 
@@ -637,7 +711,7 @@ class Accelerator(SavingMixin, TrackingMixin):
 
     def release_memory(self, *objects: Any) -> list[None]:
         """Release ``objects`` and clear the device cache."""
-        from .utils.memory import release_memory
+        from accel.memory import release_memory
 
         return release_memory(*objects)
 

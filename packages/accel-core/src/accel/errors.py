@@ -24,5 +24,9 @@ class ConfigError(AccelError, ValueError):
     """A configuration value is wrong; the message names the key and what is allowed."""
 
 
+class UsageError(AccelError):
+    """Bad input on a command line or to a launch; front ends print it on one line (exit 2)."""
+
+
 class CheckpointError(AccelError, RuntimeError):
     """A checkpoint cannot be written or read."""

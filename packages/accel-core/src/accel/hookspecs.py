@@ -36,7 +36,21 @@ def accel_trackers() -> list[type]:
 
 @hookspec
 def accel_launchers() -> list[type]:
-    """Return :class:`accel.launchers.Launcher` subclasses this plugin provides."""
+    """Return :class:`accel.launchers.Launcher` subclasses this plugin provides.
+
+    Arguments: none. Return: a list of classes (each with a unique ``name``); None or [] for none.
+    Combined: every plugin's lists are merged into ``{name: class}`` by
+    :func:`accel.plugins.registry.launchers`; on a name several provide, the last registered
+    wins, so an entry point can replace core's ``simple`` and ``torchrun`` (the default plugin
+    :mod:`accel.default_plugins.local_launchers`). Cached: the table is built once per
+    plugin manager (rebuilt after :func:`accel.plugins.reset_plugin_manager`).
+    Called by :func:`accel.launchers.choose_launcher` (``accel launch``, before planning): the
+    classes are instantiated and asked :meth:`~accel.launchers.Launcher.claims` in decreasing
+    ``priority``; the first that claims the job wins (``--launcher NAME`` forces one); its
+    :meth:`~accel.launchers.Launcher.plan` returns the :class:`~accel.launchers.LaunchPlan`.
+    :func:`accel.notebook_launcher` asks them :meth:`~accel.launchers.Launcher.claims_notebook`
+    the same way.
+    """
 
 
 @hookspec
@@ -79,11 +93,22 @@ def accel_launch_arguments(parser: Any) -> None:
 
 @hookspec
 def accel_launch_environment(config: dict) -> dict[str, str]:
-    """Return extra environment variables for the workers ``accel launch`` starts.
+    """Return environment variables every worker of a launch gets, whatever the launcher.
 
-    ``config`` holds every resolved setting, sections included; called once, in the
-    launcher process. (Every resolved setting also reaches the workers as JSON in
-    ``ACCEL_LAUNCH_CONFIG``: see :func:`accel.utils.config.launched_config`.)
+    The one way a plugin adds worker variables (``DS_ACCELERATOR=cpu`` for DeepSpeed on the
+    CPU, ...). Arguments: ``config``, every resolved setting of the launch, sections
+    included (``module`` / ``no_python`` / the script are not in it). Return: a mapping of
+    names to values (converted to ``str``); None or {} for none.
+    Combined: the mappings are merged over core's ``ACCEL_*`` settings; on a name several
+    plugins set, the plugin registered last wins (default plugins are registered first,
+    then entry points by name). Not cached: called once per launch, in the launching process, by
+    :func:`accel.launchers.worker_environment` (from :func:`accel.launchers.plan_launch`),
+    before the launcher is asked for its plan.
+    The merged result is handed to :meth:`accel.launchers.Launcher.plan`, which builds the
+    plan's environment from it: a launcher adds its own variables there (those that depend
+    on how it starts the processes: ``RANK`` for SLURM tasks, ``MASTER_ADDR`` for mpirun,
+    ``OMP_NUM_THREADS``) and wins over this hook. Every resolved setting also reaches the
+    workers as JSON in ``ACCEL_LAUNCH_CONFIG`` (see :func:`accel.utils.config.launched_config`).
     """
 
 

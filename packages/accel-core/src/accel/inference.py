@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 
-from .state import PartialState
-from .utils.device_map import get_balanced_memory, infer_auto_device_map
-from .utils.operations import send_to_device
+from accel.big_model.device_map import get_balanced_memory, infer_auto_device_map
+from accel.distributed.operations import send_to_device
+from accel.state import PartialState
 
 logger = logging.getLogger(__name__)
 

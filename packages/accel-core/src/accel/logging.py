@@ -6,7 +6,7 @@ import logging
 import os
 from typing import Any
 
-from . import environment
+from accel import environment
 
 
 class MultiProcessAdapter(logging.LoggerAdapter):
@@ -14,7 +14,7 @@ class MultiProcessAdapter(logging.LoggerAdapter):
 
     @staticmethod
     def _should_log(main_process_only: bool) -> bool:
-        from .state import PartialState
+        from accel.state import PartialState
 
         state = PartialState._shared_state
         if not main_process_only or not state:
@@ -23,7 +23,7 @@ class MultiProcessAdapter(logging.LoggerAdapter):
 
     def log(self, level: int, msg: Any, *args: Any, **kwargs: Any) -> None:
         """Log ``msg``; ``main_process_only=False`` logs on every process, ``in_order=True`` one rank at a time."""
-        from .state import PartialState
+        from accel.state import PartialState
 
         main_process_only = kwargs.pop("main_process_only", True)
         in_order = kwargs.pop("in_order", False)

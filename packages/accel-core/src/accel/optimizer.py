@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from .state import GradientState
+from accel.state import GradientState
 
 
 class AcceleratedOptimizer(torch.optim.Optimizer):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .state import GradientState
+from accel.state import GradientState
 
 
 class AcceleratedScheduler:

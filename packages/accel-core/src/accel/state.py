@@ -13,43 +13,39 @@ import math
 import os
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
 
-from . import environment
-from .utils.dataclasses import DistributedType, InitProcessGroupKwargs, PrecisionType
+from accel import devices, environment
+from accel.kwargs import InitProcessGroupKwargs
+from accel.types import DistributedType, PrecisionType
 
 
 def _default_device(cpu: bool, local_rank: int) -> torch.device:
-    if cpu or environment.get_bool(environment.USE_CPU):
-        return torch.device("cpu")
-    if torch.cuda.is_available():
-        return torch.device("cuda", local_rank % torch.cuda.device_count())
-    if hasattr(torch, "xpu") and torch.xpu.is_available():
-        return torch.device("xpu", local_rank)
-    if torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
+    forced = environment.get_str(environment.TORCH_DEVICE)
+    if forced:
+        return torch.device(forced)
+    return devices.default_device(
+        local_rank, cpu or bool(environment.get_bool(environment.USE_CPU))
+    )
 
 
 def _multi_type(device: torch.device) -> DistributedType:
-    return {
-        "cuda": DistributedType.MULTI_GPU,
-        "xpu": DistributedType.MULTI_XPU,
-        "npu": DistributedType.MULTI_NPU,
-        "mlu": DistributedType.MULTI_MLU,
-    }.get(device.type, DistributedType.MULTI_CPU)
+    return DistributedType(devices.distributed_type_for(device.type))
 
 
 def _process_group_backend(device: torch.device) -> str:
-    return {"cuda": "nccl", "xpu": "xccl", "npu": "hccl"}.get(device.type, "gloo")
+    return devices.process_group_backend(device.type)
 
 
 def _destroy_process_group() -> None:
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+_State = TypeVar("_State", bound="PartialState")
 
 
 class PartialState:
@@ -110,6 +106,24 @@ class PartialState:
     def initialized(self) -> bool:
         """Whether the singleton has been set up in this process."""
         return "device" in self._shared_state
+
+    @classmethod
+    def current(cls: type[_State]) -> _State | None:
+        """The process's state if it has been set up, else None; never sets one up.
+
+        For plugins that need the state without creating it (``PartialState()`` would
+        start the process group): ``AcceleratorState.current()`` is None until an
+        Accelerator (or ``AcceleratorState(...)``) exists.
+        """
+        if not cls._is_set_up(cls._shared_state):
+            return None
+        state = cls.__new__(cls)
+        state.__dict__ = cls._shared_state
+        return state
+
+    @staticmethod
+    def _is_set_up(shared: dict[str, Any]) -> bool:
+        return "device" in shared
 
     @property
     def use_distributed(self) -> bool:
@@ -287,7 +301,7 @@ class AcceleratorState(PartialState):
         if mixed_precision is None:
             mixed_precision = environment.get_str(environment.MIXED_PRECISION, "no")
         mixed_precision = str(mixed_precision).lower()
-        from . import registry
+        from accel import registry
 
         if (
             mixed_precision not in PrecisionType.list()
@@ -311,6 +325,10 @@ class AcceleratorState(PartialState):
     def deepspeed_plugin(self) -> Any:
         """The DeepSpeed plugin object, if DeepSpeed is used."""
         return self.plugins.get("deepspeed_plugin")
+
+    @staticmethod
+    def _is_set_up(shared: dict[str, Any]) -> bool:
+        return "mixed_precision" in shared
 
     @property
     def megatron_lm_plugin(self) -> Any:

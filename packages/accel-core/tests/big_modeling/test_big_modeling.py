@@ -16,9 +16,10 @@ from accel import (
     init_on_device,
     load_checkpoint_and_dispatch,
 )
-from accel.big_modeling import _progress, cpu_offload_with_hook
+from accel.big_modeling import cpu_offload_with_hook
 from accel.errors import CheckpointError
 from accel.hooks import remove_hook_from_module
+from accel.progress import progress_bar
 from accel.utils import load_checkpoint_in_model, save_weights
 from torch import nn
 
@@ -271,11 +272,11 @@ def test_dispatch_gpu_and_cpu_offload(tmp_path, reference, sharded_checkpoint, e
 def test_progress_bar_only_on_a_terminal_main_process(monkeypatch):
     files = ["a.safetensors", "b.safetensors"]
     monkeypatch.setattr("sys.stderr.isatty", lambda: False, raising=False)
-    assert _progress(files, "x") is files
+    assert progress_bar(files, "x") is files
     monkeypatch.setattr("sys.stderr.isatty", lambda: True, raising=False)
-    bar = _progress(files, "x")
+    bar = progress_bar(files, "x")
     assert bar is not files and list(bar) == files
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("LOCAL_RANK", "1")
-    assert _progress(files, "x") is files
+    assert progress_bar(files, "x") is files

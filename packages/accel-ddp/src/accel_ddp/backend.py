@@ -69,7 +69,7 @@ class DDPBackend(Backend):
             acc.even_batches = even_batches
         loaders = [
             d
-            for d in acc._dataloaders
+            for d in acc.prepared.dataloaders
             if hasattr(d, "batch_sampler") and hasattr(d.batch_sampler, "even_batches")
         ]
         previous = [(d.batch_sampler.even_batches, d.batch_sampler.empty_batches) for d in loaders]

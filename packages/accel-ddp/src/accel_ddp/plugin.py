@@ -17,3 +17,12 @@ def accel_backends() -> list[type]:
 def accel_env_info() -> dict[str, str]:
     """A line for ``accel env``."""
     return {"DDP backend": "accel-ddp (gloo on CPU, nccl on CUDA)"}
+
+
+@hookimpl
+def accel_exports() -> dict[str, str]:
+    """``DistributedDataParallelKwargs``, ``DDPCommunicationHookType`` and ``LocalSGD`` under ``accel``."""
+    return {
+        name: f"accel_ddp:{name}"
+        for name in ("DistributedDataParallelKwargs", "DDPCommunicationHookType", "LocalSGD")
+    }

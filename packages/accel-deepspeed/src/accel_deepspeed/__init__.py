@@ -14,11 +14,15 @@ __all__ = [
     "DummyOptim",
     "DummyScheduler",
     "HfDeepSpeedConfig",
+    "DeepSpeedEngineWrapper",
+    "DeepSpeedOptimizerWrapper",
+    "DeepSpeedSchedulerWrapper",
     "convert_zero_checkpoint_to_fp32_state_dict",
     "get_fp32_state_dict_from_zero_checkpoint",
     "load_state_dict_from_zero_checkpoint",
 ]
 
+_WRAPPERS = {"DeepSpeedEngineWrapper", "DeepSpeedOptimizerWrapper", "DeepSpeedSchedulerWrapper"}
 _FP32 = {
     "convert_zero_checkpoint_to_fp32_state_dict",
     "get_fp32_state_dict_from_zero_checkpoint",
@@ -31,4 +35,8 @@ def __getattr__(name: str):
         from . import fp32
 
         return getattr(fp32, name)
+    if name in _WRAPPERS:  # imports torch: only when asked for
+        from . import wrappers
+
+        return getattr(wrappers, name)
     raise AttributeError(f"module 'accel_deepspeed' has no attribute {name!r}")

@@ -304,7 +304,8 @@ class DeepSpeedPlugin:
         else the Accelerator's mixed precision, otherwise fp32), without ``auto`` values."""
         from accel.state import AcceleratorState
 
-        precision = AcceleratorState._shared_state.get("mixed_precision", "no")
+        state = AcceleratorState.current()
+        precision = state.mixed_precision if state is not None else "no"
         config: dict[str, Any] = {
             "train_micro_batch_size_per_gpu": 1,
             "gradient_accumulation_steps": 1,

@@ -155,21 +155,23 @@ _BACKEND_CLASSES: dict[str, type[FP8Precision]] = {
 }
 
 
-def _shared_state() -> dict[str, Any]:
+def _state() -> Any:
+    """The process's AcceleratorState, or None before one is set up."""
     from accel.state import AcceleratorState
 
-    return AcceleratorState._shared_state
+    return AcceleratorState.current()
 
 
 def _distributed_type() -> str:
-    return str(_shared_state().get("distributed_type", "NO"))
+    state = _state()
+    return str(state.distributed_type) if state is not None else "NO"
 
 
 def _fsdp_version() -> int | None:
     """FSDP's version when training with FSDP (the plugin's, else the launched config's), else None."""
     if _distributed_type() != "FSDP":
         return None
-    plugin = (_shared_state().get("plugins") or {}).get("fsdp_plugin")
+    plugin = _state().fsdp_plugin
     if plugin is not None:
         return int(plugin.fsdp_version)
     from accel.utils.config import launched_config

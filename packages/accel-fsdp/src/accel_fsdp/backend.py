@@ -225,7 +225,7 @@ class FSDPBackend(Backend):
         parameters = list(parameters)
         if self.version == 1:
             ids = {id(p) for p in parameters}
-            for model in self.accelerator._models:
+            for model in self.accelerator.prepared.models:
                 if hasattr(model, "clip_grad_norm_") and any(
                     id(p) in ids for p in model.parameters()
                 ):
@@ -365,7 +365,7 @@ class FSDPBackend(Backend):
         self, optimizer: Any, folder: Path, index: int, model: torch.nn.Module | None = None
     ) -> None:
         """SHARDED: DCP into ``optimizer_<i>/``; FULL: the full optimizer state from the main process."""
-        from accel.checkpointing import optimizer_file, write_object
+        from accel.checkpoint.layout import optimizer_file, write_object
         from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
         inner = getattr(optimizer, "optimizer", optimizer)
@@ -397,7 +397,7 @@ class FSDPBackend(Backend):
         weights_only: bool = True,
     ) -> None:
         """Restore what :meth:`save_optimizer_state` wrote."""
-        from accel.checkpointing import optimizer_file, read_object
+        from accel.checkpoint.layout import optimizer_file, read_object
         from torch.distributed.checkpoint.state_dict import (
             get_optimizer_state_dict,
             set_optimizer_state_dict,

@@ -110,3 +110,9 @@ def accel_config_questions(ask: Any, config: dict) -> None:
 def accel_env_info() -> dict[str, str]:
     """A line for ``accel env``."""
     return {"FSDP backend": "accel-fsdp (FSDP2 fully_shard, FSDP1, DCP checkpoints)"}
+
+
+@hookimpl
+def accel_exports() -> dict[str, str]:
+    """``FullyShardedDataParallelPlugin`` under ``accel`` / ``accel.utils``."""
+    return {"FullyShardedDataParallelPlugin": "accel_fsdp:FullyShardedDataParallelPlugin"}

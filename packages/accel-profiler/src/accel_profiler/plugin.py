@@ -23,3 +23,9 @@ def accel_profile(accelerator: Any, profile_kwargs: Any) -> Any:
 def accel_env_info() -> dict[str, str]:
     """A line for ``accel env``."""
     return {"Profiler": "accel-profiler (torch.profiler)"}
+
+
+@hookimpl
+def accel_exports() -> dict[str, str]:
+    """``ProfileKwargs`` under ``accel`` / ``accel.utils``."""
+    return {"ProfileKwargs": "accel_profiler:ProfileKwargs"}

@@ -187,7 +187,7 @@ class XLABackend(Backend):
         state = self.accelerator.gradient_state
         if runtime.world_size() == 1 or state.is_xla_gradients_synced:
             return
-        for optimizer in self.accelerator._optimizers:
+        for optimizer in self.accelerator.prepared.optimizers:
             reduce_gradients(getattr(optimizer, "optimizer", optimizer))
         state.is_xla_gradients_synced = True
 
@@ -242,7 +242,7 @@ class XLABackend(Backend):
     ) -> None:
         """Write the optimizer state from the main replica with ``xm.save`` (CPU copies)."""
         import torch_xla.core.xla_model as xm
-        from accel.checkpointing import optimizer_file
+        from accel.checkpoint.layout import optimizer_file
 
         path = optimizer_file(folder, index)
         tmp = path.with_name(path.name + ".tmp")

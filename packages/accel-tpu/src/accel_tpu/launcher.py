@@ -11,66 +11,19 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from accel import environment
-from accel.errors import ConfigError
-from accel.launchers import Launcher
+from accel.launchers import Launcher, LaunchPlan
 
 from . import pod
+from .settings import XLA_TYPES, check_xla_config, xla_environment
+from .settings import downcast_bf16 as _downcast
+from .settings import is_xla as _is_xla
 
-XLA_TYPES = ("XLA", "TPU")
-"""``distributed_type`` values these launchers serve."""
 TPU_HINTS = ("TPU_NAME", "COLAB_TPU_ADDR", "TPU_ACCELERATOR_TYPE", "PJRT_DEVICE")
 """Environment variables showing that this notebook runs next to an XLA device."""
-
-
-def _is_xla(config: dict[str, Any]) -> bool:
-    return str(config.get("distributed_type") or "").upper() in XLA_TYPES
-
-
-def _downcast(config: dict[str, Any]) -> bool:
-    value = str(config.get("downcast_bf16") or "no").strip().lower()
-    if value not in ("no", "yes", "true", "false", "1", "0"):
-        raise ConfigError(f"downcast_bf16 {value!r}: use yes or no")
-    return value in ("yes", "true", "1")
-
-
-def check_xla_config(config: dict[str, Any]) -> None:
-    """Reject settings XLA cannot run, naming the key and what to do."""
-    if config.get("no_python"):
-        raise ConfigError("--no_python cannot be used with --tpu: the script must be Python")
-    if int(config.get("num_machines") or 1) > 1 and not config.get("tpu_use_cluster"):
-        raise ConfigError(
-            "num_machines > 1 with distributed_type XLA: a TPU pod is launched on all its "
-            "workers at once; use --tpu_cluster (tpu_use_cluster: true) with tpu_name and tpu_zone"
-        )
-    precision = str(config.get("mixed_precision") or "no")
-    if precision not in ("no", "bf16"):
-        raise ConfigError(
-            f"mixed_precision {precision} is not supported on XLA devices: use bf16 or no"
-        )
-    function = config.get("main_training_function") or "main"
-    if not str(function).isidentifier():
-        raise ConfigError(f"main_training_function {function!r} is not a Python function name")
-    _downcast(config)
-    pod.check_env_entries(config.get("tpu_env"))
-
-
-def xla_environment(config: dict[str, Any]) -> dict[str, str]:
-    """Variables the XLA runtime reads at start-up: bf16 downcasting, ``tpu_env``, CPU devices."""
-    env: dict[str, str] = {}
-    if _downcast(config):
-        # float32 runs as bfloat16 (and float64 as float32) on the device
-        env.update(XLA_USE_BF16="0", XLA_DOWNCAST_BF16="1")
-    for entry in pod.check_env_entries(config.get("tpu_env")):
-        name, _, value = entry.partition("=")
-        env[name] = value
-    count = int(config.get("num_processes") or 1)
-    if os.environ.get("PJRT_DEVICE", "").upper() == "CPU" and "CPU_NUM_DEVICES" not in os.environ:
-        # PJRT's CPU devices stand in for TPU cores (testing): one per requested process
-        env["CPU_NUM_DEVICES"] = str(count)
-    return env
 
 
 class XLALauncher(Launcher):
@@ -99,9 +52,16 @@ class XLALauncher(Launcher):
             argv.append("--module")
         return argv + list(script)
 
-    def environment(self, config: dict[str, Any]) -> dict[str, str]:
-        """bf16 downcasting, ``tpu_env`` and (on PJRT CPU) the number of devices."""
-        return xla_environment(config)
+    def plan(
+        self, config: dict[str, Any], script: list[str], environment: Mapping[str, str]
+    ) -> LaunchPlan:
+        """The spawn command; its environment adds bf16 downcasting, ``tpu_env`` and (on PJRT
+        CPU) the number of devices."""
+        argv = self.command(config, script)
+        env = {**environment, **xla_environment(config)}
+        return LaunchPlan.for_config(
+            self.name, argv, config, script, env, num_machines=1, where="the XLA devices of this host"
+        )
 
     def claims_notebook(self) -> bool:
         """In a notebook next to an XLA device (or ``ACCEL_DISTRIBUTED_TYPE=XLA``), unless CPU is forced."""
@@ -163,5 +123,21 @@ class TPUPodLauncher(Launcher):
         )
         return pod.gcloud_ssh(name, zone, remote)
 
+    def plan(
+        self, config: dict[str, Any], script: list[str], environment: Mapping[str, str]
+    ) -> LaunchPlan:
+        """The gcloud command; every worker of the pod runs ``accel launch --tpu`` itself."""
+        plan = super().plan(config, script, environment)
+        plan.where = f"every worker of TPU pod {config.get('tpu_name')}"
+        plan.machine_rank = None
+        return plan
 
-__all__ = ["TPUPodLauncher", "XLALauncher", "check_xla_config", "xla_environment"]
+
+__all__ = [
+    "TPU_HINTS",
+    "TPUPodLauncher",
+    "XLALauncher",
+    "XLA_TYPES",
+    "check_xla_config",
+    "xla_environment",
+]

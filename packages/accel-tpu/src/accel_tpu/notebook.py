@@ -13,7 +13,7 @@ from typing import Any
 from accel import environment
 from accel.launchers.notebook import patch_environment
 
-from .launcher import xla_environment
+from .settings import xla_environment
 from .replica import spawn
 
 

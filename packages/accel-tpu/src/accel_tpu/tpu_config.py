@@ -71,7 +71,7 @@ class TPUConfigCommand:
         try:
             result = subprocess.run(argv, check=False)
         except FileNotFoundError:
-            from accel_cli.parsing import UsageError
+            from accel.errors import UsageError
 
             raise UsageError(
                 "gcloud is not installed: install the Google Cloud CLI, or pass --debug to "

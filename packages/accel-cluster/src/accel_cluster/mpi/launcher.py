@@ -14,11 +14,13 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
 from accel.errors import ConfigError
-from accel.launchers import Launcher
+from accel.launchers import Launcher, LaunchPlan
+from accel.launchers.local import threads_environment
 
 from .hostfile import KEY, read_hostfile
 
@@ -143,19 +145,36 @@ class MpiLauncher(Launcher):
         mode = "--module" if config.get("module") else "--script"
         return [*argv, sys.executable, "-m", "accel_cluster.mpi.worker", mode, target, *args]
 
-    def environment(self, config: dict[str, Any]) -> dict[str, str]:
-        """``MASTER_ADDR`` / ``MASTER_PORT`` for every rank, one thread each unless set, CCL workers."""
-        env = {
-            "MASTER_ADDR": main_address(config),
-            "MASTER_PORT": str(config.get("main_process_port") or 29500),
-        }
-        if not config.get("num_cpu_threads_per_process"):
-            env["OMP_NUM_THREADS"] = "1"
+    def plan(
+        self, config: dict[str, Any], script: list[str], environment: Mapping[str, str]
+    ) -> LaunchPlan:
+        """The mpirun command; every rank gets ``MASTER_ADDR`` / ``MASTER_PORT``, one thread
+        each unless ``num_cpu_threads_per_process`` is set, and ``CCL_WORKER_COUNT``."""
+        argv = self.command(config, script)
+        env = dict(environment)
+        env.update(
+            MASTER_ADDR=main_address(config),
+            MASTER_PORT=str(config.get("main_process_port") or 29500),
+        )
+        env.update(threads_environment(config))
         ccl = section(config).get("mpirun_ccl")
         if ccl:
             env["CCL_WORKER_COUNT"] = str(ccl)
-        return env
-
+        hostfile = section(config)["mpirun_hostfile"]
+        hosts = read_hostfile(hostfile)
+        total, per_node = processes(config, len(hosts))
+        machines = int(config.get("num_machines") or 1)
+        return LaunchPlan(
+            launcher=self.name,
+            argv=argv,
+            environment=env,
+            script=list(script),
+            num_processes=total,
+            num_machines=machines,
+            nproc_per_node=per_node,
+            machine_rank=None,  # mpirun places the ranks on the hosts
+            where=f"the hosts of {hostfile} (mpirun)",
+        )
 
 __all__ = [
     "FLAVORS",

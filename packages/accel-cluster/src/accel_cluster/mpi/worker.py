@@ -3,7 +3,8 @@
 ``python -m accel_cluster.mpi.worker --script train.py args...`` sets ``RANK``,
 ``WORLD_SIZE``, ``LOCAL_RANK`` and ``LOCAL_WORLD_SIZE`` from the MPI launcher's
 variables (Open MPI, MPICH / Intel MPI, MVAPICH), then runs the script through
-accel-cli's worker (which reports a failing rank's traceback to ``accel launch``).
+core's worker entry point :mod:`accel.launchers.worker` (which reports a failing rank's
+traceback to ``accel launch``).
 """
 
 from __future__ import annotations
@@ -54,10 +55,10 @@ def apply(env: MutableMapping[str, str]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Translate the MPI variables, then run the script like every ``accel launch`` worker."""
-    from accel_cli import _worker
+    from accel.launchers import worker
 
     apply(os.environ)
-    _worker.main(argv)
+    worker.main(argv)
 
 
 if __name__ == "__main__":

@@ -8,9 +8,10 @@ creates the job through the ``sagemaker`` SDK.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import Any
 
-from accel.launchers import Launcher
+from accel.launchers import Launcher, LaunchPlan
 
 from .job import job_definition
 
@@ -31,6 +32,15 @@ class SageMakerLauncher(Launcher):
         for note in definition.warnings:
             sys.stderr.write(f"accel launch: warning: {note}\n")
         return [sys.executable, "-m", "accel_cluster.sagemaker.submit", *script]
+
+    def plan(
+        self, config: dict[str, Any], script: list[str], environment: Mapping[str, str]
+    ) -> LaunchPlan:
+        """The submit command; the job's processes run on SageMaker's instances, not here."""
+        plan = super().plan(config, script, environment)
+        plan.where = "an Amazon SageMaker training job"
+        plan.machine_rank = None
+        return plan
 
 
 __all__ = ["SageMakerLauncher"]

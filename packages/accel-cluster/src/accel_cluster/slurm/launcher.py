@@ -14,11 +14,12 @@ Two ways to use it, chosen by ``slurm_config.slurm_mode`` (``auto`` by default):
 from __future__ import annotations
 
 import os
-import sys
+from collections.abc import Mapping
 from typing import Any
 
 from accel.errors import ConfigError
-from accel.launchers import Launcher
+from accel.launchers import Launcher, LaunchPlan
+from accel.launchers.local import TorchrunLauncher, threads_environment, worker_command
 
 from .environment import SlurmTask, in_allocation, read_task
 
@@ -105,24 +106,26 @@ class SlurmLauncher(Launcher):
 
     def command(self, config: dict[str, Any], script: list[str]) -> list[str]:
         """``torch.distributed.run`` for this node (node mode) or the worker itself (task mode)."""
-        from accel_cli.launchers import WORKER_MODULE, TorchrunLauncher
+        return self.plan(config, script, {}).argv
 
-        task = read_task()
-        if choose_mode(config, task) == "node":
-            return TorchrunLauncher().command(self._node_config(config, task), script)
-        target, *args = script
-        if config.get("no_python"):
-            return [target, *args]
-        mode = "--module" if config.get("module") else "--script"
-        return [sys.executable, "-m", WORKER_MODULE, mode, target, *args]
+    def plan(
+        self, config: dict[str, Any], script: list[str], environment: Mapping[str, str]
+    ) -> LaunchPlan:
+        """Node mode: core's torchrun plan for this node. Task mode: this task is one worker.
 
-    def environment(self, config: dict[str, Any]) -> dict[str, str]:
-        """In task mode the torch.distributed variables of this task; threads 1 unless set."""
+        In task mode the plan's environment adds this task's torch.distributed variables
+        (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``, ...) and one thread per
+        process unless ``num_cpu_threads_per_process`` is set.
+        """
         task = read_task()
-        env = {} if config.get("num_cpu_threads_per_process") else {"OMP_NUM_THREADS": "1"}
+        where = f"SLURM job {task.job_id} ({task.num_nodes} node{'s' if task.num_nodes > 1 else ''})"
         if choose_mode(config, task) == "node":
-            return env
+            node = TorchrunLauncher().plan(self._node_config(config, task), script, environment)
+            node.launcher, node.where = self.name, where
+            node.num_processes = node.nproc_per_node * task.num_nodes
+            return node
         ip, port = self._address(config, task)
+        env = {**environment, **threads_environment(config)}
         env.update(
             RANK=str(task.rank),
             WORLD_SIZE=str(task.world_size),
@@ -133,7 +136,17 @@ class SlurmLauncher(Launcher):
             MASTER_ADDR=ip,
             MASTER_PORT=str(port),
         )
-        return env
+        return LaunchPlan(
+            launcher=self.name,
+            argv=worker_command(config, script),
+            environment=env,
+            script=list(script),
+            num_processes=task.world_size,
+            num_machines=task.num_nodes,
+            nproc_per_node=task.local_world_size,
+            machine_rank=task.node_rank,
+            where=where,
+        )
 
 
 def describe() -> str:

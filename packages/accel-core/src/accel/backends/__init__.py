@@ -1,5 +1,5 @@
 """Distributed strategies: the :class:`Backend` ABC and core's single-process backend."""
 
-from .base import Backend
+from accel.backends.base import Backend
 
 __all__ = ["Backend"]

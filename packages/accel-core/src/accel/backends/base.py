@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 if TYPE_CHECKING:
-    from ..accelerator import Accelerator
+    from accel.accelerator import Accelerator
 
 
 class Backend:
@@ -24,6 +24,24 @@ class Backend:
     Subclasses set :attr:`name` and :attr:`distributed_types`, and override the
     steps that differ. A backend needing all objects at once (DeepSpeed,
     Megatron-LM) overrides :meth:`prepare`.
+
+    **What a backend may use of** :attr:`accelerator` (its public view; nothing else,
+    and never a ``_`` name):
+
+    - identity: ``device``, ``state`` (the :class:`~accel.state.AcceleratorState`: its
+      ``plugins``, ``dynamo_plugin``, ``distributed_type``, ...), ``distributed_type``,
+      ``num_processes``, ``process_index``, ``local_process_index``, ``is_main_process``;
+    - configuration: ``mixed_precision``, ``handlers`` (kwargs handlers by class name),
+      ``dataloader_config``, ``split_batches``, ``even_batches`` (read and set),
+      ``step_scheduler_with_optimizer``, ``gradient_accumulation_steps`` (may be set in
+      :meth:`setup`);
+    - training state: ``gradient_state``, ``sync_gradients``;
+    - ``precision``: the :class:`~accel.precision.Precision` (may be replaced in
+      :meth:`setup` by a backend running its own mixed precision);
+    - ``prepared``: the :class:`~accel.prepared.PreparedObjects` (models, optimizers,
+      schedulers, data loaders prepared so far, in order).
+
+    Checkpoint files are named and written with :mod:`accel.checkpoint.layout`.
     """
 
     name: str = "base"
@@ -53,30 +71,43 @@ class Backend:
                 result[index] = self.prepare_data_loader(obj, device_placement[index])
         for index, obj in enumerate(objects):
             if isinstance(obj, torch.optim.lr_scheduler.LRScheduler) or _looks_like_scheduler(obj):
-                result[index] = self.prepare_scheduler(obj, acc._optimizers_of(obj, result))
+                optimizers = acc.prepared.optimizers_of(obj, also=result)
+                result[index] = self.prepare_scheduler(obj, optimizers)
         return result
 
     def prepare_model(
         self, model: torch.nn.Module, device_placement: bool = True, evaluation_mode: bool = False
     ) -> torch.nn.Module:
-        """Place the model, apply mixed precision, :meth:`wrap_model` (unless evaluating), then compile."""
+        """Place the model, apply mixed precision, :meth:`wrap_model` (unless evaluating), then :meth:`compile_model`."""
         acc = self.accelerator
         if device_placement:
             model = model.to(acc.device)
         model = acc.precision.wrap_model(model)
         if not evaluation_mode:
             model = self.wrap_model(model)
-        return acc._compile(model)
+        return self.compile_model(model)
 
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
         """Wrap a placed model for this strategy (DDP, FSDP, ...); the default leaves it as is."""
         return model
 
+    def compile_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Compile ``model`` as the state's ``dynamo_plugin`` says (``torch.compile``, or regional
+        compilation of its repeated blocks); unchanged when dynamo is off."""
+        from accel.models import compile_regions
+
+        plugin = self.accelerator.state.dynamo_plugin
+        if plugin is None or not plugin.enabled:
+            return model
+        if plugin.use_regional_compilation:
+            return compile_regions(model, **plugin.to_compile_kwargs())
+        return torch.compile(model, **plugin.to_compile_kwargs())
+
     def prepare_optimizer(
         self, optimizer: torch.optim.Optimizer, device_placement: bool = True
     ) -> Any:
         """Wrap the optimizer in :class:`~accel.optimizer.AcceleratedOptimizer`."""
-        from ..optimizer import AcceleratedOptimizer
+        from accel.optimizer import AcceleratedOptimizer
 
         return AcceleratedOptimizer(
             optimizer, precision=self.accelerator.precision, device_placement=device_placement
@@ -84,7 +115,7 @@ class Backend:
 
     def prepare_data_loader(self, dataloader: Any, device_placement: bool = True) -> Any:
         """Shard the data loader for this process and place its batches."""
-        from ..data_loader import prepare_data_loader
+        from accel.data.loader import prepare_data_loader
 
         acc = self.accelerator
         config = acc.dataloader_config
@@ -104,7 +135,7 @@ class Backend:
 
     def prepare_scheduler(self, scheduler: Any, optimizers: list[Any]) -> Any:
         """Wrap the scheduler so it steps with its optimizers."""
-        from ..scheduler import AcceleratedScheduler
+        from accel.scheduler import AcceleratedScheduler
 
         acc = self.accelerator
         return AcceleratedScheduler(
@@ -140,13 +171,13 @@ class Backend:
     # -- collectives --------------------------------------------------------
     def gather(self, tensor: Any) -> Any:
         """Concatenate ``tensor`` (nested) from every process; default: through torch.distributed."""
-        from ..utils.operations import gather
+        from accel.distributed.operations import gather
 
         return gather(tensor)
 
     def reduce(self, tensor: Any, reduction: str = "sum", scale: float = 1.0) -> Any:
         """All-reduce ``tensor`` (nested; ``sum`` or ``mean``); default: through torch.distributed."""
-        from ..utils.operations import reduce
+        from accel.distributed.operations import reduce
 
         return reduce(tensor, reduction, scale)
 
@@ -162,7 +193,7 @@ class Backend:
         keep_torch_compile: bool = True,
     ) -> torch.nn.Module:
         """Remove the wrappers accel added (DDP-like ``.module``, compilation, precision)."""
-        from ..utils.modeling import extract_model_from_parallel
+        from accel.models import extract_model_from_parallel
 
         return extract_model_from_parallel(
             model, keep_fp32_wrapper=keep_fp32_wrapper, keep_torch_compile=keep_torch_compile
@@ -187,7 +218,7 @@ class Backend:
         self, model: torch.nn.Module, folder: Path, index: int, safe_serialization: bool = True
     ) -> None:
         """Write model ``index`` into checkpoint ``folder``; default: a full state dict from the main process."""
-        from ..checkpointing import write_model_weights
+        from accel.checkpoint.layout import write_model_weights
 
         state_dict = self.get_state_dict(model, unwrap=True)
         if self.accelerator.is_main_process:
@@ -202,7 +233,7 @@ class Backend:
         weights_only: bool = True,
     ) -> None:
         """Restore model ``index`` from checkpoint ``folder``."""
-        from ..checkpointing import read_model_weights
+        from accel.checkpoint.layout import read_model_weights
 
         self.load_model_state_dict(
             model, read_model_weights(folder, index, weights_only), strict=strict
@@ -212,7 +243,7 @@ class Backend:
         self, optimizer: Any, folder: Path, index: int, model: torch.nn.Module | None = None
     ) -> None:
         """Write optimizer ``index`` into checkpoint ``folder``; default: its state dict from the main process."""
-        from ..checkpointing import optimizer_file, write_object
+        from accel.checkpoint.layout import optimizer_file, write_object
 
         if self.accelerator.is_main_process:
             write_object(optimizer.state_dict(), optimizer_file(folder, index))
@@ -226,7 +257,7 @@ class Backend:
         weights_only: bool = True,
     ) -> None:
         """Restore optimizer ``index`` from checkpoint ``folder``."""
-        from ..checkpointing import optimizer_file, read_object
+        from accel.checkpoint.layout import optimizer_file, read_object
 
         optimizer.load_state_dict(read_object(optimizer_file(folder, index), weights_only))
 

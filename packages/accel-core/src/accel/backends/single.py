@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import Backend
+from accel.backends.base import Backend
 
 
 class SingleProcessBackend(Backend):

@@ -1,1 +1,1 @@
-"""Core's own backend and precisions, registered through the same hooks as any plugin."""
+"""Core's own backend, precisions and local launchers, registered through the same hooks as any plugin."""

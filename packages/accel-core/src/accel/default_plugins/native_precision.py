@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from ..hookspecs import hookimpl
+from accel.hookspecs import hookimpl
 
 
 @hookimpl
 def accel_precisions() -> list[type]:
     """Core's native torch precisions."""
-    from ..precision.native import BF16Precision, FP16Precision, FullPrecision
+    from accel.precision.native import BF16Precision, FP16Precision, FullPrecision
 
     return [FullPrecision, FP16Precision, BF16Precision]

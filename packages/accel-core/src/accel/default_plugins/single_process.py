@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from ..hookspecs import hookimpl
+from accel.hookspecs import hookimpl
 
 
 @hookimpl
 def accel_backends() -> list[type]:
     """Core's one-process backend."""
-    from ..backends.single import SingleProcessBackend
+    from accel.backends.single import SingleProcessBackend
 
     return [SingleProcessBackend]

@@ -1,44 +1,34 @@
-"""The :class:`Launcher` ABC: how ``accel launch`` starts a job for a configuration."""
+"""Launching: the :class:`Launcher` ABC, the :class:`LaunchPlan` it builds, and the planning.
+
+* :class:`Launcher` / :class:`LaunchPlan` (:mod:`accel.launchers.base`): what a launcher
+  plugin implements and returns.
+* :mod:`accel.launchers.local`: core's ``simple`` and ``torchrun`` launchers (a default
+  plugin) and helpers other launchers reuse (:func:`worker_command`, ...).
+* :mod:`accel.launchers.planning`: :func:`plan_launch` (settings -> plan),
+  :func:`choose_launcher`, :func:`worker_environment`.
+* :mod:`accel.launchers.worker`: ``python -m accel.launchers.worker``, what each worker
+  runs first (not imported here, so that ``-m`` runs it cleanly).
+* :mod:`accel.launchers.notebook`: ``notebook_launcher`` / ``debug_launcher``.
+
+Importing this package imports neither torch nor any plugin.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from ..errors import UsageError
+from .base import Launcher, LaunchPlan
+from .local import WORKER_MODULE, SimpleLauncher, TorchrunLauncher, worker_command
+from .planning import choose_launcher, plan_launch, worker_environment
 
-
-class Launcher:
-    """Turns a resolved launch configuration into a command and environment.
-
-    Launchers are asked in priority order (highest first); the first whose
-    :meth:`claims` returns True builds the command. Commands are argv lists:
-    nothing goes through a shell.
-    """
-
-    name: str = ""
-    """Name shown by ``accel plugins`` and accepted by ``accel launch --launcher``."""
-    priority: int = 0
-    """Higher is asked first (a SLURM launcher outranks the local one)."""
-
-    def claims(self, config: dict[str, Any]) -> bool:
-        """Whether this launcher handles ``config`` (the merged settings of ``accel launch``)."""
-        raise NotImplementedError
-
-    def command(self, config: dict[str, Any], script: list[str]) -> list[str]:
-        """The argv that runs ``script`` (script path and its arguments) under ``config``."""
-        raise NotImplementedError
-
-    def environment(self, config: dict[str, Any]) -> dict[str, str]:
-        """Extra environment variables (``ACCEL_*``) for the workers."""
-        return {}
-
-    def claims_notebook(self) -> bool:
-        """Whether :func:`~accel.notebook_launcher` runs through :meth:`notebook_launch` here (a TPU...)."""
-        return False
-
-    def notebook_launch(
-        self, function: Any, args: tuple, num_processes: int | None, mixed_precision: str
-    ) -> Any:
-        """Run ``function(*args)`` on ``num_processes`` workers from a notebook (if it claims it)."""
-        raise NotImplementedError
-
-
-__all__ = ["Launcher"]
+__all__ = [
+    "LaunchPlan",
+    "Launcher",
+    "SimpleLauncher",
+    "TorchrunLauncher",
+    "UsageError",
+    "WORKER_MODULE",
+    "choose_launcher",
+    "plan_launch",
+    "worker_command",
+    "worker_environment",
+]

@@ -14,7 +14,7 @@ import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .. import environment
+from accel import environment
 
 
 @contextlib.contextmanager
@@ -46,7 +46,7 @@ def _fresh_state(function: Callable) -> Callable:
 
     @functools.wraps(function)
     def worker(*args: Any) -> Any:
-        from ..state import GradientState, PartialState
+        from accel.state import GradientState, PartialState
 
         PartialState._reset_state()
         GradientState._reset_state()
@@ -79,7 +79,7 @@ def notebook_launcher(
     """
     import torch
 
-    from ..state import PartialState
+    from accel.state import PartialState
 
     plugin_launcher = _notebook_plugin_launcher()
     if plugin_launcher is not None:
@@ -130,7 +130,7 @@ def notebook_launcher(
 
 def _notebook_plugin_launcher() -> Any:
     """The launcher plugin claiming notebook launches in this environment (accel-tpu on XLA), if any."""
-    from .. import registry
+    from accel import registry
 
     for cls in sorted(registry.launchers().values(), key=lambda c: -getattr(c, "priority", 0)):
         launcher = cls()

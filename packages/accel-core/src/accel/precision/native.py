@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 
-from ..utils.operations import convert_to_fp32
-from .base import Precision
+from accel.distributed.operations import convert_to_fp32
+from accel.precision.base import Precision
 
 
 class FullPrecision(Precision):

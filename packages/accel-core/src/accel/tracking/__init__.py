@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .._lazy import plugin_attribute
+from accel._lazy import plugin_attribute
 
 
 class GeneralTracker:
@@ -153,7 +153,7 @@ def on_main_process(function: Callable) -> Callable:
 
     @functools.wraps(function)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        from ..state import PartialState
+        from accel.state import PartialState
 
         if getattr(self, "main_process_only", False) and not PartialState().is_main_process:
             return None
@@ -168,7 +168,7 @@ def available_trackers(installed_only: bool = True) -> list[str]:
     With ``installed_only`` (default), only those that can run here (``is_available()``:
     their tracking library is installed); that is what ``log_with="all"`` uses.
     """
-    from .. import registry
+    from accel import registry
 
     table = registry.trackers()
     return sorted(n for n, cls in table.items() if not installed_only or _available(cls))
@@ -182,7 +182,7 @@ def _available(cls: type) -> bool:
 
 
 def _library_missing(name: str, cls: type) -> ImportError:
-    from ..errors import MissingPluginError
+    from accel.errors import MissingPluginError
 
     package = getattr(cls, "package", None) or f"the library of the {name!r} tracker"
     return MissingPluginError(
@@ -202,7 +202,7 @@ def filter_trackers(log_with: Any, logging_dir: str | None = None) -> list[Any]:
     """
     import warnings
 
-    from .. import registry
+    from accel import registry
 
     if log_with is None:
         return []

@@ -15,24 +15,27 @@ def _add(module: str, *names: str) -> None:
 
 
 _add(
-    "accel.utils.dataclasses",
+    "accel.kwargs",
     "AutocastKwargs",
-    "ComputeEnvironment",
     "DataLoaderConfiguration",
-    "DistributedType",
-    "DynamoBackend",
     "GradScalerKwargs",
     "GradientAccumulationPlugin",
     "InitProcessGroupKwargs",
     "KwargsHandler",
-    "LoggerType",
-    "PrecisionType",
     "ProjectConfiguration",
-    "RNGType",
     "TorchDynamoPlugin",
 )
 _add(
-    "accel.utils.operations",
+    "accel.types",
+    "ComputeEnvironment",
+    "DistributedType",
+    "DynamoBackend",
+    "LoggerType",
+    "PrecisionType",
+    "RNGType",
+)
+_add(
+    "accel.distributed.operations",
     "DistributedOperationException",
     "broadcast",
     "broadcast_object_list",
@@ -49,30 +52,26 @@ _add(
     "send_to_device",
     "slice_tensors",
 )
-_add("accel.utils.random", "set_seed", "synchronize_rng_state", "synchronize_rng_states")
+_add("accel.rng", "set_seed", "synchronize_rng_state", "synchronize_rng_states")
 _add(
-    "accel.utils.memory",
+    "accel.memory",
     "find_executable_batch_size",
     "release_memory",
     "clear_device_cache",
     "should_reduce_batch_size",
 )
+_add("accel.models", "extract_model_from_parallel", "compile_regions", "has_repeated_blocks")
+_add("accel.checkpoint.weights", "id_tensor_storage", "load_weights", "save_weights")
 _add(
-    "accel.utils.modeling",
-    "extract_model_from_parallel",
-    "compile_regions",
-    "has_repeated_blocks",
-    "id_tensor_storage",
-    "load_weights",
-    "save_weights",
+    "accel.big_model.modeling",
     "set_module_tensor_to_device",
     "find_tied_parameters",
     "retie_parameters",
 )
 _add("accel.quantization", "load_and_quantize_model")
-_add("accel.utils.config", "write_basic_config")
+_add("accel.config.settings", "write_basic_config")
 _add(
-    "accel.utils.device_map",
+    "accel.big_model.device_map",
     "infer_auto_device_map",
     "get_balanced_memory",
     "compute_module_sizes",
@@ -82,7 +81,7 @@ _add(
     "get_max_layer_size",
 )
 _add(
-    "accel.utils.offload",
+    "accel.big_model.offload",
     "load_offloaded_weights",
     "offload_state_dict",
     "offload_weight",
@@ -91,7 +90,7 @@ _add(
     "PrefixedDataset",
     "OffloadedWeightsLoader",
 )
-_add("accel.big_modeling", "load_checkpoint_in_model")
+_add("accel.big_model.dispatch", "load_checkpoint_in_model")
 _add("accel.launchers.notebook", "patch_environment")
 
 
@@ -108,6 +107,6 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    from .._lazy import PLUGIN_NAMES
+    from accel._lazy import exported_names
 
-    return sorted(set(_NAMES) | set(PLUGIN_NAMES))
+    return sorted(set(_NAMES) | exported_names())

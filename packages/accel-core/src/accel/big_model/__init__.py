@@ -1,0 +1,1 @@
+"""Big-model inference: empty-weight init, device maps, offload, hooks and dispatch."""

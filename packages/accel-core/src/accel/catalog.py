@@ -1,0 +1,181 @@
+"""The one table of what exists in accel and which package provides it.
+
+Every list of distributed types, device kinds, precisions, trackers, quantizers,
+config sections and plugin-owned public names in accel reads this module: the
+``DistributedType`` enum, config-key validation, the process state's choice of a
+process-group backend, device-map placement, and the "install this package" errors
+raised when a feature's plugin is absent. It imports nothing, so anything may read it.
+
+Which *installed* plugin serves a name is decided elsewhere (the registry, over the
+hooks); this table only knows what first-party accel offers and where it lives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Provided:
+    """One thing accel knows about: its name, a human description and the distribution providing it."""
+
+    name: str
+    feature: str
+    package: str
+
+
+def _table(*rows: Provided) -> dict[str, Provided]:
+    return {row.name: row for row in rows}
+
+
+CORE = "accel-core"
+"""The distribution of this module."""
+
+DISTRIBUTED_TYPES: dict[str, Provided] = _table(
+    Provided("NO", "one process", CORE),
+    Provided("MULTI_CPU", "multi-process training", "accel-ddp"),
+    Provided("MULTI_GPU", "multi-GPU training", "accel-ddp"),
+    Provided("MULTI_NPU", "multi-NPU training", "accel-ddp"),
+    Provided("MULTI_MLU", "multi-MLU training", "accel-ddp"),
+    Provided("MULTI_SDAA", "multi-SDAA training", "accel-ddp"),
+    Provided("MULTI_MUSA", "multi-MUSA training", "accel-ddp"),
+    Provided("MULTI_XPU", "multi-XPU training", "accel-ddp"),
+    Provided("MULTI_HPU", "multi-HPU training", "accel-ddp"),
+    Provided("MULTI_NEURON", "multi-Neuron training", "accel-ddp"),
+    Provided("DEEPSPEED", "DeepSpeed", "accel-deepspeed"),
+    Provided("FSDP", "FSDP", "accel-fsdp"),
+    Provided("XLA", "XLA (TPU)", "accel-tpu"),
+    Provided("MEGATRON_LM", "Megatron-LM", "accel-megatron"),
+)
+"""Every ``distributed_type``, in Accelerate's order (``TPU`` is an alias of ``XLA``)."""
+
+DISTRIBUTED_TYPE_ALIASES: dict[str, str] = {"TPU": "XLA"}
+"""Older names read as another distributed type."""
+
+DATA_PARALLEL_TYPES: tuple[str, ...] = tuple(n for n in DISTRIBUTED_TYPES if n.startswith("MULTI_"))
+"""The plain data-parallel types: one per device kind, chosen from the world size and device."""
+
+
+@dataclass(frozen=True)
+class DeviceKind:
+    """An accelerator family torch may expose as ``torch.<name>``."""
+
+    name: str
+    distributed_type: str
+    process_group_backend: str
+
+
+DEVICE_KINDS: dict[str, DeviceKind] = {
+    kind.name: kind
+    for kind in (
+        DeviceKind("cuda", "MULTI_GPU", "nccl"),
+        DeviceKind("xpu", "MULTI_XPU", "xccl"),
+        DeviceKind("npu", "MULTI_NPU", "hccl"),
+        DeviceKind("mlu", "MULTI_MLU", "cncl"),
+        DeviceKind("musa", "MULTI_MUSA", "mccl"),
+        DeviceKind("sdaa", "MULTI_SDAA", "tccl"),
+        DeviceKind("hpu", "MULTI_HPU", "hccl"),
+        DeviceKind("neuron", "MULTI_NEURON", "xla"),
+    )
+}
+"""Accelerator device kinds in the order accel probes them (CPU and MPS are not listed)."""
+
+PRECISIONS: dict[str, Provided] = _table(
+    Provided("no", "full precision", CORE),
+    Provided("fp16", "fp16 mixed precision", CORE),
+    Provided("bf16", "bf16 mixed precision", CORE),
+    Provided("fp8", "mixed_precision='fp8'", "accel-fp8"),
+)
+"""Values of ``mixed_precision``."""
+
+TRACKERS: dict[str, Provided] = _table(
+    *(
+        Provided(name, f"the {name!r} tracker", f"accel-trackers[{name}]")
+        for name in (
+            "aim",
+            "tensorboard",
+            "wandb",
+            "comet_ml",
+            "mlflow",
+            "clearml",
+            "dvclive",
+            "swanlab",
+            "trackio",
+        )
+    )
+)
+"""Tracker names accepted by ``log_with=`` (``"all"`` means every installed one)."""
+
+QUANTIZERS: dict[str, Provided] = _table(
+    Provided("bnb", "bitsandbytes quantization", "accel-bnb"),
+)
+"""Quantizer names of ``load_and_quantize_model``."""
+
+CONFIG_SECTIONS: dict[str, Provided] = _table(
+    Provided("fsdp_config", "FSDP", "accel-fsdp"),
+    Provided("deepspeed_config", "DeepSpeed", "accel-deepspeed"),
+    Provided("megatron_lm_config", "Megatron-LM", "accel-megatron"),
+    Provided("fp8_config", "FP8", "accel-fp8"),
+    Provided("parallelism_config", "N-D parallelism", "accel-fsdp"),
+    Provided("mpirun_config", "MPI launching", "accel-cluster"),
+    Provided("slurm_config", "SLURM launching", "accel-cluster"),
+)
+"""Config-file sections owned by plugins."""
+
+SECTION_DISTRIBUTED_TYPE: dict[str, str] = {
+    "fsdp_config": "FSDP",
+    "deepspeed_config": "DEEPSPEED",
+    "megatron_lm_config": "MEGATRON_LM",
+}
+"""Sections that only matter with one distributed type (they may sit empty otherwise)."""
+
+
+def _exports(package: str, *names: str) -> tuple[Provided, ...]:
+    return tuple(Provided(name, name, package) for name in names)
+
+
+EXPORTS: dict[str, Provided] = _table(
+    *_exports("accel-ddp", "DDPCommunicationHookType", "DistributedDataParallelKwargs"),
+    *_exports("accel-fsdp", "FullyShardedDataParallelPlugin"),
+    *_exports(
+        "accel-deepspeed",
+        "DeepSpeedPlugin",
+        "DummyOptim",
+        "DummyScheduler",
+        "HfDeepSpeedConfig",
+        "DeepSpeedEngineWrapper",
+        "DeepSpeedOptimizerWrapper",
+        "DeepSpeedSchedulerWrapper",
+    ),
+    *_exports(
+        "accel-megatron",
+        "MegatronLMPlugin",
+        "MegatronLMDummyScheduler",
+        "MegatronLMDummyDataLoader",
+    ),
+    *_exports(
+        "accel-fp8", "FP8RecipeKwargs", "AORecipeKwargs", "TERecipeKwargs", "MSAMPRecipeKwargs"
+    ),
+    *_exports("accel-bnb", "BnbQuantizationConfig"),
+    *_exports("accel-profiler", "ProfileKwargs"),
+)
+"""Public names of ``accel`` / ``accel.utils`` owned by first-party plugins.
+
+The installed plugin provides the object through its ``accel_exports`` hook; this table
+only names the package to install when no installed plugin exports the name.
+"""
+
+
+def provider(name: str) -> Provided | None:
+    """The row for ``name`` in any table (distributed type, precision, tracker, quantizer, section, export)."""
+    name = DISTRIBUTED_TYPE_ALIASES.get(name, name)
+    for table in (DISTRIBUTED_TYPES, PRECISIONS, QUANTIZERS, CONFIG_SECTIONS, EXPORTS, TRACKERS):
+        if name in table:
+            return table[name]
+    return None
+
+
+def needs_plugin(name: str) -> bool:
+    """Whether ``name`` is provided by a package other than accel-core."""
+    row = provider(name)
+    return row is not None and row.package != CORE

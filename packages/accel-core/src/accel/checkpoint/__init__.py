@@ -1,0 +1,1 @@
+"""Checkpoints: weight files, reading model checkpoints, the save_state layout and its orchestration."""

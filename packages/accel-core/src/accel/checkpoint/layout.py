@@ -1,0 +1,196 @@
+"""The ``save_state`` checkpoint layout: file names, paths, readers and writers.
+
+This is what a backend may use to place its part of a checkpoint (its model weights,
+optimizer state) where ``load_state`` looks for it. It knows nothing of the
+Accelerator or the backends; the orchestration is :mod:`accel.checkpoint.manager`.
+
+A checkpoint is a directory (Accelerate's layout)::
+
+    model.safetensors, model_1.safetensors, ...     model i (or a sharded folder with an index)
+    optimizer.bin, optimizer_1.bin, ...              optimizer i
+    scheduler.bin, ...                               scheduler i
+    dl_state_dict.bin, ...                           data loader i's position
+    scaler.pt                                        the fp16 loss scaler
+    random_states_<rank>.pkl                         each process's RNG states
+    custom_checkpoint_<i>.pkl                        object i of register_for_checkpointing
+    accel_state.json                                 step counters
+
+Every write goes through a temporary name and ``os.replace``; every read uses
+safetensors or ``torch.load(weights_only=True)`` unless the caller trusts the file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from accel.checkpoint.weights import (
+    SAFE_WEIGHTS_INDEX_NAME,
+    WEIGHTS_INDEX_NAME,
+    load_weights,
+    save_weights,
+)
+from accel.errors import CheckpointError
+
+MODEL_NAME = "pytorch_model"
+"""Stem of model weights saved without safetensors."""
+SAFE_MODEL_NAME = "model"
+"""Stem of model weights saved with safetensors."""
+OPTIMIZER_NAME = "optimizer"
+"""Stem of optimizer state files."""
+SCHEDULER_NAME = "scheduler"
+"""Stem of scheduler state files."""
+DATALOADER_NAME = "dl_state_dict"
+"""Stem of data-loader position files."""
+SCALER_NAME = "scaler.pt"
+"""The loss scaler's file."""
+RNG_STATE_NAME = "random_states"
+"""Stem of the per-process RNG state files."""
+CUSTOM_NAME = "custom_checkpoint"
+"""Stem of registered objects' files."""
+META_NAME = "accel_state.json"
+"""The step counters' file."""
+CHECKPOINT_PATTERN = re.compile(r"^checkpoint_(\d+)$")
+"""Names of automatically named checkpoints (``checkpoint_<iteration>``)."""
+
+
+def indexed_name(name: str, index: int, ext: str) -> str:
+    """``name.ext`` for the first object of a kind, ``name_<index>.ext`` for the others."""
+    return f"{name}.{ext}" if index == 0 else f"{name}_{index}.{ext}"
+
+
+def optimizer_file(folder: Path, index: int) -> Path:
+    """Where optimizer ``index``'s full state is stored in a checkpoint."""
+    return Path(folder) / indexed_name(OPTIMIZER_NAME, index, "bin")
+
+
+def scheduler_file(folder: Path, index: int) -> Path:
+    """Where scheduler ``index``'s state is stored in a checkpoint."""
+    return Path(folder) / indexed_name(SCHEDULER_NAME, index, "bin")
+
+
+def dataloader_file(folder: Path, index: int) -> Path:
+    """Where data loader ``index``'s position is stored in a checkpoint."""
+    return Path(folder) / indexed_name(DATALOADER_NAME, index, "bin")
+
+
+def custom_object_file(folder: Path, index: int) -> Path:
+    """Where registered object ``index`` is stored (numbered from 0, as Accelerate does)."""
+    return Path(folder) / f"{CUSTOM_NAME}_{index}.pkl"
+
+
+def rng_state_file(folder: Path, process_index: int) -> Path:
+    """Where process ``process_index``'s RNG states are stored."""
+    return Path(folder) / f"{RNG_STATE_NAME}_{process_index}.pkl"
+
+
+def model_file(folder: Path, index: int) -> Path:
+    """The file (or sharded folder) holding model ``index``'s weights in a checkpoint.
+
+    Raises :class:`~accel.errors.CheckpointError` if there is none.
+    """
+    folder = Path(folder)
+    for name, ext in ((SAFE_MODEL_NAME, "safetensors"), (MODEL_NAME, "bin")):
+        path = folder / indexed_name(name, index, ext)
+        if path.exists():
+            return path
+    sharded = folder if index == 0 else folder / f"{SAFE_MODEL_NAME}_{index}"
+    if any((sharded / name).exists() for name in (SAFE_WEIGHTS_INDEX_NAME, WEIGHTS_INDEX_NAME)):
+        return sharded
+    raise CheckpointError(
+        f"{folder} has no weights for model {index} "
+        f"(expected {indexed_name(SAFE_MODEL_NAME, index, 'safetensors')})"
+    )
+
+
+def list_checkpoints(folder: str | os.PathLike) -> list[Path]:
+    """``checkpoint_N`` directories in ``folder``, oldest (lowest N) first."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    found = [
+        (int(m.group(1)), p)
+        for p in folder.iterdir()
+        if p.is_dir() and (m := CHECKPOINT_PATTERN.match(p.name))
+    ]
+    return [p for _, p in sorted(found)]
+
+
+def write_object(obj: Any, path: Path) -> None:
+    """``torch.save`` to ``path`` through a temporary file."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def read_object(path: Path, weights_only: bool = True) -> Any:
+    """``torch.load`` on the CPU with ``weights_only``.
+
+    A pickle that ``weights_only`` refuses (it could run code) raises
+    :class:`~accel.errors.CheckpointError` saying how to load a trusted file.
+    """
+    try:
+        return torch.load(path, map_location="cpu", weights_only=weights_only)
+    except Exception as exc:
+        if weights_only and "weights_only" in str(exc):
+            raise CheckpointError(
+                f"{path} holds objects that torch.load(weights_only=True) refuses to unpickle (it could run code). "
+                "If you wrote this checkpoint yourself and trust it, pass load_state(..., weights_only=False)."
+            ) from None
+        raise
+
+
+def write_model_weights(
+    state_dict: dict[str, Any], folder: Path, index: int, safe_serialization: bool = True
+) -> None:
+    """Write model ``index``'s full state dict into a checkpoint ``folder`` (call on the main process)."""
+    folder = Path(folder)
+    name = SAFE_MODEL_NAME if safe_serialization else MODEL_NAME
+    target = folder if index == 0 else folder / f"{name}_{index}"
+    files = save_weights(
+        state_dict, target, max_shard_size="10GB", safe_serialization=safe_serialization
+    )
+    if index > 0 and len(files) == 1:
+        # Accelerate's layout: model_1.safetensors beside model.safetensors
+        (target / files[0]).rename(
+            folder / indexed_name(name, index, "safetensors" if safe_serialization else "bin")
+        )
+        shutil.rmtree(target)
+
+
+def read_model_weights(folder: Path, index: int, weights_only: bool = True) -> dict[str, Any]:
+    """Read model ``index``'s full state dict from a checkpoint ``folder``."""
+    path = model_file(folder, index)
+    if path.is_dir() or path.suffix == ".safetensors":
+        return load_weights(path)
+    return read_object(path, weights_only)
+
+
+def temporary_dir(final: Path) -> Path:
+    """The name a checkpoint is written under before :func:`replace_dir` moves it to ``final``."""
+    final = Path(final)
+    return final.with_name(final.name + ".accel-tmp")
+
+
+def replace_dir(tmp: Path, final: Path) -> None:
+    """Move the complete directory ``tmp`` to ``final``, replacing any previous ``final``.
+
+    The old directory is renamed aside before the new one takes its name, so at any
+    moment ``final`` is either the old or the new checkpoint, never a mix.
+    """
+    tmp, final = Path(tmp), Path(final)
+    if final.exists():
+        old = final.with_name(final.name + ".accel-old")
+        if old.exists():
+            shutil.rmtree(old)
+        os.replace(final, old)
+        os.replace(tmp, final)
+        shutil.rmtree(old)
+    else:
+        os.replace(tmp, final)

@@ -1,0 +1,307 @@
+"""The orchestration of ``save_state`` / ``load_state`` / ``save_model`` / ``save``.
+
+:class:`CheckpointManager` is the Accelerator's checkpointing component. It is given,
+explicitly, what it works on: the :class:`~accel.prepared.PreparedObjects`, the
+backend (which writes and reads each model and optimizer: sharded, gathered, ...), the
+precision (the loss scaler's state), the process state and the project configuration.
+It owns the save/load pre-hooks. It never imports the Accelerator.
+
+A checkpoint is first written under a temporary name next to its destination and
+renamed into place once complete, so a crash never leaves a half-written checkpoint
+under the real name. Everything is read back with safetensors or
+``torch.load(weights_only=True)``: a pickle carrying code is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from accel.checkpoint import layout
+from accel.checkpoint.weights import save_weights
+from accel.errors import CheckpointError
+from accel.logging import get_logger
+from accel.rng import capture_rng_state, restore_rng_state
+
+if TYPE_CHECKING:
+    from accel.backends.base import Backend
+    from accel.kwargs import ProjectConfiguration
+    from accel.precision.base import Precision
+    from accel.prepared import PreparedObjects
+    from accel.state import PartialState
+
+logger = get_logger(__name__)
+
+
+class HookHandle:
+    """A removable registration in an ordered dict of hooks (what ``register_*_hook`` returns)."""
+
+    _next_id = 0
+
+    def __init__(self, hooks: OrderedDict[int, Callable], hook: Callable):
+        self.hooks = hooks
+        self.id = HookHandle._next_id
+        HookHandle._next_id += 1
+        hooks[self.id] = hook
+
+    def remove(self) -> None:
+        """Unregister the hook."""
+        self.hooks.pop(self.id, None)
+
+
+class CheckpointManager:
+    """Saves and restores the whole training state of one Accelerator.
+
+    ``backend`` and ``precision`` are attributes: a backend that replaces the precision
+    during its set-up is handed to the manager after it (the Accelerator builds the manager
+    last). Step counters are not the manager's: :meth:`save_state` takes them as ``meta``
+    and :meth:`load_state` returns what was saved.
+    """
+
+    def __init__(
+        self,
+        prepared: PreparedObjects,
+        backend: Backend,
+        precision: Precision,
+        state: PartialState,
+        project_configuration: ProjectConfiguration,
+    ):
+        self.prepared = prepared
+        self.backend = backend
+        self.precision = precision
+        self.state = state
+        self.project_configuration = project_configuration
+        self.save_state_pre_hooks: OrderedDict[int, Callable] = OrderedDict()
+        """``hook(models, weights, output_dir)`` functions run before a save writes."""
+        self.load_state_pre_hooks: OrderedDict[int, Callable] = OrderedDict()
+        """``hook(models, input_dir)`` functions run before a load reads."""
+
+    # -- registrations --------------------------------------------------------
+    def register_for_checkpointing(self, *objects: Any) -> None:
+        """Include objects with ``state_dict``/``load_state_dict`` in :meth:`save_state`."""
+        self.prepared.register(*objects)
+
+    def register_save_state_pre_hook(self, hook: Callable) -> HookHandle:
+        """``hook(models, weights, output_dir)`` runs before :meth:`save_state` writes."""
+        return HookHandle(self.save_state_pre_hooks, hook)
+
+    def register_load_state_pre_hook(self, hook: Callable) -> HookHandle:
+        """``hook(models, input_dir)`` runs before :meth:`load_state` reads."""
+        return HookHandle(self.load_state_pre_hooks, hook)
+
+    # -- single files -----------------------------------------------------------
+    def save(self, obj: Any, f: str | os.PathLike, safe_serialization: bool = False) -> None:
+        """Save ``obj`` once per machine (or once in all with ``save_on_each_node`` off), atomically."""
+        writer = (
+            self.state.is_local_main_process
+            if self.project_configuration.save_on_each_node
+            else self.state.is_main_process
+        )
+        if not writer:
+            return
+        path = Path(f)
+        tmp = path.with_name(path.name + ".tmp")
+        if safe_serialization:
+            from safetensors.torch import save_file
+
+            save_file(obj, tmp, metadata={"format": "pt"})
+        else:
+            torch.save(obj, tmp)
+        os.replace(tmp, path)
+
+    def save_model(
+        self,
+        model: torch.nn.Module,
+        save_directory: str | os.PathLike,
+        max_shard_size: int | str = "10GB",
+        safe_serialization: bool = True,
+    ) -> None:
+        """Save the model's full weights in shards of ``max_shard_size`` with an index JSON."""
+        if os.path.isfile(save_directory):
+            raise ValueError(f"save_directory {save_directory} is a file: pass a directory")
+        state_dict = self.backend.get_state_dict(model)
+        if self.state.is_main_process:
+            save_weights(
+                state_dict,
+                save_directory,
+                max_shard_size=max_shard_size,
+                safe_serialization=safe_serialization,
+            )
+        self.backend.wait_for_everyone()
+
+    # -- whole training state -----------------------------------------------------
+    def checkpoint_root(self) -> Path:
+        """``project_dir/checkpoints``, where automatically named checkpoints go."""
+        project_dir = self.project_configuration.project_dir
+        if project_dir is None:
+            raise ValueError(
+                "automatic_checkpoint_naming needs a project_dir: Accelerator(project_dir=...)"
+            )
+        return Path(project_dir) / "checkpoints"
+
+    def save_state(
+        self,
+        output_dir: str | os.PathLike | None = None,
+        safe_serialization: bool = True,
+        meta: dict[str, Any] | None = None,
+    ) -> Path:
+        """Write every prepared and registered object, the scaler, the RNG states and ``meta``.
+
+        With automatic checkpoint naming, ``output_dir`` is chosen
+        (``checkpoint_<iteration>``) and only the newest ``total_limit`` are kept.
+        """
+        config = self.project_configuration
+        if config.automatic_checkpoint_naming:
+            root = self.checkpoint_root()
+            output_dir = root / f"checkpoint_{config.iteration}"
+            if self.state.is_main_process:
+                root.mkdir(parents=True, exist_ok=True)
+                if Path(output_dir).exists():
+                    raise CheckpointError(
+                        f"checkpoint {output_dir} already exists: set ProjectConfiguration(iteration=...) past it"
+                    )
+        elif output_dir is None:
+            raise ValueError(
+                "save_state needs output_dir (or ProjectConfiguration(automatic_checkpoint_naming=True))"
+            )
+        self.backend.wait_for_everyone()
+        path = self._write_atomically(Path(output_dir), safe_serialization, meta or {})
+        if (
+            config.automatic_checkpoint_naming
+            and config.total_limit is not None
+            and self.state.is_main_process
+        ):
+            # pruned only once the new checkpoint is complete: a failed save loses nothing
+            existing = layout.list_checkpoints(self.checkpoint_root())
+            for old in existing[: max(len(existing) - config.total_limit, 0)]:
+                shutil.rmtree(old)
+        config.iteration += 1
+        logger.info(f"saved state to {path}")
+        return path
+
+    def load_state(
+        self,
+        input_dir: str | os.PathLike | None = None,
+        weights_only: bool = True,
+        strict: bool = True,
+    ) -> dict[str, Any]:
+        """Restore a :meth:`save_state` checkpoint (the newest one when ``input_dir`` is None and
+        naming is automatic); returns the ``meta`` it was saved with."""
+        config = self.project_configuration
+        if input_dir is None:
+            if not config.automatic_checkpoint_naming:
+                raise ValueError(
+                    "load_state needs input_dir (or ProjectConfiguration(automatic_checkpoint_naming=True))"
+                )
+            found = layout.list_checkpoints(self.checkpoint_root())
+            if not found:
+                raise CheckpointError(f"no checkpoint_N directory in {self.checkpoint_root()}")
+            input_dir = found[-1]
+        meta = self._read(Path(input_dir), weights_only, strict)
+        match = layout.CHECKPOINT_PATTERN.match(Path(input_dir).name)
+        if config.automatic_checkpoint_naming and match:
+            config.iteration = int(match.group(1)) + 1
+        logger.info(f"loaded state from {input_dir}")
+        return meta
+
+    # -- the files ----------------------------------------------------------------
+    def _write_atomically(self, final: Path, safe_serialization: bool, meta: dict) -> Path:
+        tmp = layout.temporary_dir(final)
+        main = self.state.is_main_process
+        if main:
+            if tmp.exists():
+                shutil.rmtree(tmp)
+            tmp.mkdir(parents=True)
+        self.backend.wait_for_everyone()
+        try:
+            self._write(tmp, safe_serialization, meta)
+        except BaseException:
+            # a failed save leaves the previous checkpoint as it was, and no half-written copy
+            if main:
+                shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        self.backend.wait_for_everyone()
+        if main:
+            layout.replace_dir(tmp, final)
+        self.backend.wait_for_everyone()
+        return final
+
+    def _write(self, tmp: Path, safe_serialization: bool, meta: dict) -> None:
+        prepared, backend, main = self.prepared, self.backend, self.state.is_main_process
+        models = list(prepared.models)
+        if self.save_state_pre_hooks:
+            # Hooks see (and may pop) full state dicts, then what is left is written.
+            weights = [backend.get_state_dict(m, unwrap=True) for m in models]
+            for hook in self.save_state_pre_hooks.values():
+                hook(models, weights, str(tmp))
+            if main:
+                for index, state_dict in enumerate(weights):
+                    layout.write_model_weights(state_dict, tmp, index, safe_serialization)
+        else:
+            for index, model in enumerate(models):
+                backend.save_model_state(model, tmp, index, safe_serialization)
+        for index, optimizer in enumerate(prepared.optimizers):
+            backend.save_optimizer_state(optimizer, tmp, index, prepared.model_for_optimizer(index))
+        if main:
+            for index, scheduler in enumerate(prepared.schedulers):
+                layout.write_object(scheduler.state_dict(), layout.scheduler_file(tmp, index))
+            for index, dataloader in enumerate(prepared.dataloaders):
+                if hasattr(dataloader, "state_dict"):
+                    layout.write_object(dataloader.state_dict(), layout.dataloader_file(tmp, index))
+            scaler_state = self.precision.state_dict()
+            if scaler_state is not None:
+                layout.write_object(scaler_state, tmp / layout.SCALER_NAME)
+            for index, obj in enumerate(prepared.custom_objects):
+                layout.write_object(obj.state_dict(), layout.custom_object_file(tmp, index))
+            (tmp / layout.META_NAME).write_text(json.dumps({**meta, "format": 1}))
+        layout.write_object(
+            capture_rng_state(), layout.rng_state_file(tmp, self.state.process_index)
+        )
+
+    def _read(self, folder: Path, weights_only: bool, strict: bool) -> dict[str, Any]:
+        if not folder.is_dir():
+            raise CheckpointError(f"checkpoint directory {folder} does not exist")
+        prepared, backend = self.prepared, self.backend
+        models = list(prepared.models)
+        for hook in self.load_state_pre_hooks.values():
+            hook(models, str(folder))
+        for index, model in enumerate(models):
+            backend.load_model_state(model, folder, index, strict=strict, weights_only=weights_only)
+        for index, optimizer in enumerate(prepared.optimizers):
+            backend.load_optimizer_state(
+                optimizer,
+                folder,
+                index,
+                prepared.model_for_optimizer(index),
+                weights_only=weights_only,
+            )
+        for index, scheduler in enumerate(prepared.schedulers):
+            scheduler.load_state_dict(
+                layout.read_object(layout.scheduler_file(folder, index), weights_only)
+            )
+        for index, dataloader in enumerate(prepared.dataloaders):
+            path = layout.dataloader_file(folder, index)
+            if path.exists() and hasattr(dataloader, "load_state_dict"):
+                dataloader.load_state_dict(layout.read_object(path, weights_only))
+        if (folder / layout.SCALER_NAME).exists():
+            self.precision.load_state_dict(
+                layout.read_object(folder / layout.SCALER_NAME, weights_only)
+            )
+        for index, obj in enumerate(prepared.custom_objects):
+            path = layout.custom_object_file(folder, index)
+            legacy = folder / f"{layout.CUSTOM_NAME}.pkl"  # the name accel 0.1.0 gave object 0
+            if index == 0 and not path.exists() and legacy.exists():
+                path = legacy
+            obj.load_state_dict(layout.read_object(path, weights_only))
+        rng_path = layout.rng_state_file(folder, self.state.process_index)
+        if rng_path.exists():
+            restore_rng_state(layout.read_object(rng_path, weights_only))
+        meta_path = folder / layout.META_NAME
+        return json.loads(meta_path.read_text()) if meta_path.exists() else {}

@@ -1,0 +1,154 @@
+"""Model weight files: safetensors / torch files, sharding with an index, tied-weight aliases."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import torch
+
+from accel.memory import parse_size
+
+WEIGHTS_NAME = "pytorch_model.bin"
+
+SAFE_WEIGHTS_NAME = "model.safetensors"
+
+WEIGHTS_INDEX_NAME = "pytorch_model.bin.index.json"
+
+SAFE_WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
+
+ALIASES_KEY = "accel_aliases"
+"""safetensors metadata key mapping each dropped tied name to the name kept for its storage."""
+
+
+def id_tensor_storage(tensor: torch.Tensor) -> tuple[Any, int, int]:
+    """An identifier of the storage behind ``tensor`` (tensors sharing memory share it)."""
+    if tensor.device.type == "meta":
+        return (tensor.device, id(tensor), 0)
+    storage = tensor.untyped_storage()
+    return (tensor.device, storage.data_ptr(), storage.nbytes())
+
+
+def split_aliases(
+    state_dict: dict[str, torch.Tensor],
+) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """Drop tensors that alias another entry (tied weights); return the rest and ``{dropped: kept}``."""
+    seen: dict[Any, str] = {}
+    kept: dict[str, torch.Tensor] = {}
+    aliases: dict[str, str] = {}
+    for name, tensor in state_dict.items():
+        if not isinstance(tensor, torch.Tensor):
+            continue
+        key = id_tensor_storage(tensor) + (
+            tensor.storage_offset(),
+            tuple(tensor.shape),
+            tensor.dtype,
+        )
+        if key in seen:
+            aliases[name] = seen[key]
+        else:
+            seen[key] = name
+            kept[name] = tensor.detach().contiguous()
+    return kept, aliases
+
+
+def shard_state_dict(
+    state_dict: dict[str, torch.Tensor], max_shard_size: int | str
+) -> list[dict[str, torch.Tensor]]:
+    """Split ``state_dict`` in order into shards of at most ``max_shard_size`` bytes (a larger tensor gets its own)."""
+    limit = parse_size(max_shard_size)
+    shards: list[dict[str, torch.Tensor]] = [{}]
+    size = 0
+    for name, tensor in state_dict.items():
+        nbytes = tensor.numel() * tensor.element_size()
+        if shards[-1] and size + nbytes > limit:
+            shards.append({})
+            size = 0
+        shards[-1][name] = tensor
+        size += nbytes
+    return shards
+
+
+def save_weights(
+    state_dict: dict[str, torch.Tensor],
+    save_directory: str | os.PathLike,
+    max_shard_size: int | str = "10GB",
+    safe_serialization: bool = True,
+    save_function: Any = None,
+) -> list[str]:
+    """Write ``state_dict`` as one file or as shards plus an index JSON; return the file names.
+
+    Tied tensors are written once; their other names are recorded as aliases.
+    """
+    from safetensors.torch import save_file
+
+    os.makedirs(save_directory, exist_ok=True)
+    tensors, aliases = split_aliases(state_dict)
+    tensors = {k: v.cpu() for k, v in tensors.items()}
+    shards = shard_state_dict(tensors, max_shard_size)
+    base = SAFE_WEIGHTS_NAME if safe_serialization else WEIGHTS_NAME
+    stem, ext = base.rsplit(".", 1)
+    names = (
+        [base]
+        if len(shards) == 1
+        else [f"{stem}-{i + 1:05d}-of-{len(shards):05d}.{ext}" for i in range(len(shards))]
+    )
+    for name, shard in zip(names, shards):
+        path = os.path.join(save_directory, name)
+        if safe_serialization:
+            save_file(shard, path, metadata={"format": "pt", ALIASES_KEY: json.dumps(aliases)})
+        else:
+            (save_function or torch.save)(
+                {**shard, **{k: shard[v] for k, v in aliases.items() if v in shard}}, path
+            )
+    if len(shards) > 1:
+        index = {
+            "metadata": {
+                "total_size": sum(t.numel() * t.element_size() for t in tensors.values()),
+                ALIASES_KEY: aliases,
+            },
+            "weight_map": {k: n for n, shard in zip(names, shards) for k in shard},
+        }
+        index_name = SAFE_WEIGHTS_INDEX_NAME if safe_serialization else WEIGHTS_INDEX_NAME
+        with open(os.path.join(save_directory, index_name), "w") as f:
+            json.dump(index, f, indent=2, sort_keys=True)
+            f.write("\n")
+        names.append(index_name)
+    return names
+
+
+def load_weights(
+    path: str | os.PathLike, device: str | torch.device = "cpu"
+) -> dict[str, torch.Tensor]:
+    """Read a file or directory written by :func:`save_weights` (tied names restored); never unpickles code."""
+    from safetensors import safe_open
+
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        for index_name in (SAFE_WEIGHTS_INDEX_NAME, WEIGHTS_INDEX_NAME):
+            index_path = os.path.join(path, index_name)
+            if os.path.exists(index_path):
+                with open(index_path) as f:
+                    index = json.load(f)
+                result: dict[str, torch.Tensor] = {}
+                for shard in sorted(set(index["weight_map"].values())):
+                    result.update(load_weights(os.path.join(path, shard), device))
+                for alias, target in index.get("metadata", {}).get(ALIASES_KEY, {}).items():
+                    result[alias] = result[target]
+                return result
+        for name in (SAFE_WEIGHTS_NAME, WEIGHTS_NAME):
+            if os.path.exists(os.path.join(path, name)):
+                return load_weights(os.path.join(path, name), device)
+        raise FileNotFoundError(f"no {SAFE_WEIGHTS_NAME} or {WEIGHTS_NAME} (or index) in {path}")
+    if path.endswith(".safetensors"):
+        result = {}
+        with safe_open(path, framework="pt", device=str(device)) as f:
+            for key in f.keys():
+                result[key] = f.get_tensor(key)
+            aliases = json.loads((f.metadata() or {}).get(ALIASES_KEY, "{}"))
+        for alias, target in aliases.items():
+            if target in result:
+                result[alias] = result[target]
+        return result
+    return torch.load(path, map_location=device, weights_only=True)

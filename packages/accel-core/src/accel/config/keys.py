@@ -1,0 +1,500 @@
+"""The keys of the config file: names, types, defaults, allowed values, and value coercion.
+
+Torch-free and yaml-free, like :mod:`accel.utils.config`, which uses this table.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from accel import catalog, environment
+from accel.errors import ConfigError
+
+# --------------------------------------------------------------------------- keys
+
+DISTRIBUTED_TYPES = tuple(catalog.DISTRIBUTED_TYPES)
+"""Values of ``distributed_type`` (``TPU`` is read as ``XLA``): :data:`accel.catalog.DISTRIBUTED_TYPES`."""
+
+MULTI_DEVICE_TYPES = frozenset(t for t in DISTRIBUTED_TYPES if t.startswith("MULTI_"))
+
+DYNAMO_BACKENDS = (
+    "NO",
+    "EAGER",
+    "AOT_EAGER",
+    "INDUCTOR",
+    "AOT_TS_NVFUSER",
+    "NVPRIMS_NVFUSER",
+    "CUDAGRAPHS",
+    "OFI",
+    "FX2TRT",
+    "ONNXRT",
+    "TENSORRT",
+    "AOT_TORCHXLA_TRACE_ONCE",
+    "TORCHXLA_TRACE_ONCE",
+    "IPEX",
+    "TVM",
+    "HPU_BACKEND",
+)
+DYNAMO_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+PROVIDERS: dict[str, str] = {
+    name: row.package
+    for table in (catalog.DISTRIBUTED_TYPES, catalog.PRECISIONS)
+    for name, row in table.items()
+    if row.package not in (catalog.CORE, "accel-ddp")
+}
+"""Distributed types and precisions that need a plugin other than accel-ddp, and its package."""
+
+SECTION_PROVIDERS: dict[str, str] = {
+    name: row.package for name, row in catalog.CONFIG_SECTIONS.items()
+}
+"""Config-file sections owned by plugins, and the package that owns each."""
+
+SECTION_DISTRIBUTED_TYPE = catalog.SECTION_DISTRIBUTED_TYPE
+"""Sections that only matter with one distributed type (they may sit empty otherwise)."""
+
+
+@dataclass(frozen=True)
+class Key:
+    """One setting: its type, default, allowed values and where else it may come from."""
+
+    name: str
+    kind: str
+    """``choice``, ``int``, ``float``, ``bool``, ``str``, ``list``, ``gpu_ids``, ``port``,
+    ``yesno``, ``section`` or ``any``."""
+    default: Any = None
+    help: str = ""
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    env: str | None = None
+    """Environment variable of the environment layer."""
+    in_file: bool = True
+    """Whether the key may appear in a config file (launch-only settings may not)."""
+    nullable: bool = True
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    """Accepted spellings mapped to the canonical value (``TPU`` -> ``XLA``)."""
+
+
+def _k(name: str, kind: str, default: Any = None, help: str = "", **kw: Any) -> Key:
+    return Key(name, kind, default, help, **kw)
+
+
+_KEYS: list[Key] = [
+    _k(
+        "compute_environment",
+        "choice",
+        "LOCAL_MACHINE",
+        "where the job runs",
+        choices=("LOCAL_MACHINE", "AMAZON_SAGEMAKER"),
+        nullable=False,
+    ),
+    _k(
+        "distributed_type",
+        "choice",
+        None,
+        "how training is distributed",
+        choices=DISTRIBUTED_TYPES,
+        env=environment.DISTRIBUTED_TYPE,
+        aliases={"TPU": "XLA"},
+    ),
+    _k(
+        "mixed_precision",
+        "choice",
+        "no",
+        "mixed precision",
+        choices=("no", "fp16", "bf16", "fp8"),
+        env=environment.MIXED_PRECISION,
+        nullable=False,
+    ),
+    _k(
+        "use_cpu",
+        "bool",
+        False,
+        "train on the CPU even if an accelerator is present",
+        env=environment.USE_CPU,
+    ),
+    _k(
+        "debug",
+        "bool",
+        False,
+        "check shapes across ranks before collectives",
+        env=environment.DEBUG_MODE,
+    ),
+    _k(
+        "num_processes",
+        "int",
+        1,
+        "total number of processes, over all machines",
+        minimum=1,
+        env=environment.NUM_PROCESSES,
+    ),
+    _k(
+        "num_machines",
+        "int",
+        1,
+        "number of machines",
+        minimum=1,
+        env=environment.NUM_MACHINES,
+        nullable=False,
+    ),
+    _k(
+        "machine_rank",
+        "int",
+        0,
+        "rank of this machine (0 is the main one)",
+        minimum=0,
+        env=environment.MACHINE_RANK,
+        nullable=False,
+    ),
+    _k(
+        "main_process_ip",
+        "str",
+        None,
+        "address of the machine of rank 0",
+        env=environment.MAIN_PROCESS_IP,
+    ),
+    _k(
+        "main_process_port",
+        "port",
+        None,
+        "port of the main process (29500 when unset)",
+        env=environment.MAIN_PROCESS_PORT,
+    ),
+    _k(
+        "gpu_ids",
+        "gpu_ids",
+        "all",
+        "GPUs to use: all, or a comma-separated list of ids",
+        env=environment.GPU_IDS,
+    ),
+    _k(
+        "rdzv_backend",
+        "choice",
+        "static",
+        "rendezvous backend of torch.distributed.run",
+        choices=("static", "c10d", "etcd", "etcd-v2"),
+        env=environment.RDZV_BACKEND,
+        nullable=False,
+    ),
+    _k("same_network", "bool", True, "whether all machines are on the same local network"),
+    _k("main_training_function", "str", "main", "function to run (TPU pods and notebooks)"),
+    _k(
+        "enable_cpu_affinity",
+        "bool",
+        False,
+        "pin each process to the CPU cores near its GPU",
+        env=environment.CPU_AFFINITY,
+    ),
+    _k(
+        "downcast_bf16",
+        "yesno",
+        "no",
+        "on TPU, cast float to bfloat16 and double to float32",
+        env=environment.DOWNCAST_BF16,
+    ),
+    _k(
+        "dynamo_backend",
+        "choice",
+        None,
+        "(old location of dynamo_config.dynamo_backend)",
+        choices=DYNAMO_BACKENDS,
+    ),
+    _k("dynamo_config", "section", None, "torch.compile settings"),
+    _k("fsdp_config", "section", None, "FSDP settings (accel-fsdp)"),
+    _k("deepspeed_config", "section", None, "DeepSpeed settings (accel-deepspeed)"),
+    _k("megatron_lm_config", "section", None, "Megatron-LM settings (accel-megatron)"),
+    _k("fp8_config", "section", None, "FP8 settings (accel-fp8)"),
+    _k("parallelism_config", "section", None, "tensor/context parallel sizes"),
+    _k("mpirun_config", "section", None, "mpirun launcher settings"),
+    _k("ipex_config", "section", None, "(deprecated: IPEX is part of PyTorch)"),
+    _k("use_mps_device", "bool", None, "(deprecated: MPS is used when available)"),
+    _k("tpu_name", "str", None, "name of the TPU"),
+    _k("tpu_zone", "str", None, "zone of the TPU"),
+    _k("tpu_use_cluster", "bool", False, "whether the TPU is a pod"),
+    _k("tpu_use_sudo", "bool", False, "run TPU setup commands with sudo"),
+    _k("tpu_vm", "list", None, "TPU VM setup"),
+    _k("tpu_env", "list", [], "environment variables for TPU workers"),
+    _k("command_file", "str", None, "file of commands to run on TPU pod workers"),
+    _k("commands", "list", None, "commands to run on TPU pod workers"),
+    # Amazon SageMaker keys: accepted so such files load; launching them needs a plugin.
+    _k("base_job_name", "str", None, "SageMaker job name"),
+    _k("ec2_instance_type", "str", None, "SageMaker instance type"),
+    _k("iam_role_name", "str", None, "SageMaker IAM role"),
+    _k("profile", "str", None, "AWS profile"),
+    _k("region", "str", None, "AWS region"),
+    _k("py_version", "any", None, "SageMaker Python version"),
+    _k("pytorch_version", "any", None, "SageMaker PyTorch version"),
+    _k("transformers_version", "any", None, "SageMaker transformers version"),
+    _k("sagemaker_inputs_file", "str", None, "SageMaker inputs file"),
+    _k("sagemaker_metrics_file", "str", None, "SageMaker metrics file"),
+    _k("additional_args", "any", None, "SageMaker additional arguments"),
+    # launch-only settings: flags and environment, never in the file
+    _k(
+        "gradient_accumulation_steps",
+        "int",
+        None,
+        "default gradient-accumulation steps",
+        minimum=1,
+        env=environment.GRADIENT_ACCUMULATION_STEPS,
+        in_file=False,
+    ),
+    _k(
+        "nproc_per_node",
+        "int",
+        None,
+        "processes on this machine (default: num_processes / num_machines)",
+        minimum=1,
+        in_file=False,
+    ),
+    _k(
+        "max_restarts",
+        "int",
+        0,
+        "restarts of the worker group before failing",
+        minimum=0,
+        env=environment.MAX_RESTARTS,
+        in_file=False,
+        nullable=False,
+    ),
+    _k(
+        "monitor_interval",
+        "float",
+        None,
+        "seconds between checks of the workers",
+        minimum=0.0,
+        in_file=False,
+    ),
+    _k(
+        "num_cpu_threads_per_process",
+        "int",
+        None,
+        "OMP_NUM_THREADS of each process",
+        minimum=1,
+        in_file=False,
+    ),
+    _k(
+        "rdzv_conf",
+        "str",
+        None,
+        "extra rendezvous settings (key1=value1,key2=value2)",
+        in_file=False,
+    ),
+    _k("rdzv_id", "str", None, "job id shared by all machines (c10d rendezvous)", in_file=False),
+    _k("log_dir", "str", None, "directory for torch.distributed.run's worker logs", in_file=False),
+    _k("tee", "str", None, "tee worker std streams into log_dir (0, 1, 2 or 3)", in_file=False),
+]
+
+KEYS: dict[str, Key] = {key.name: key for key in _KEYS}
+"""Every core setting by name."""
+
+DYNAMO_KEYS: dict[str, Key] = {
+    k.name: k
+    for k in [
+        _k(
+            "dynamo_backend",
+            "choice",
+            "NO",
+            "torch.compile backend",
+            choices=DYNAMO_BACKENDS,
+            env=environment.DYNAMO_BACKEND,
+        ),
+        _k(
+            "dynamo_mode",
+            "choice",
+            "default",
+            "torch.compile mode",
+            choices=DYNAMO_MODES,
+            env=environment.DYNAMO_MODE,
+        ),
+        _k(
+            "dynamo_use_fullgraph",
+            "bool",
+            False,
+            "torch.compile fullgraph",
+            env=environment.DYNAMO_USE_FULLGRAPH,
+        ),
+        _k(
+            "dynamo_use_dynamic",
+            "bool",
+            False,
+            "torch.compile dynamic shapes",
+            env=environment.DYNAMO_USE_DYNAMIC,
+        ),
+        _k(
+            "dynamo_use_regional_compilation",
+            "bool",
+            False,
+            "compile repeated blocks one by one",
+            env=environment.DYNAMO_USE_REGIONAL_COMPILATION,
+        ),
+    ]
+}
+"""Keys of the core-owned ``dynamo_config`` section."""
+
+SAGEMAKER_KEYS = frozenset(
+    {
+        "base_job_name",
+        "ec2_instance_type",
+        "iam_role_name",
+        "profile",
+        "region",
+        "py_version",
+        "pytorch_version",
+        "transformers_version",
+        "sagemaker_inputs_file",
+        "sagemaker_metrics_file",
+        "additional_args",
+    }
+)
+
+_TRUE = {"true", "yes", "1", "on", "y"}
+_FALSE = {"false", "no", "0", "off", "n"}
+
+
+def parse_bool(key: str, value: Any) -> bool:
+    """A boolean setting from a bool or ``true``/``false``/``yes``/``no``/``on``/``off``/``1``/``0``.
+
+    Anything else raises :class:`~accel.errors.ConfigError` naming ``key``; plugins use it
+    for the boolean keys of their config sections.
+    """
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ConfigError(f"{key}={value!r} is not a boolean: use true or false")
+
+
+# --------------------------------------------------------------------------- coercion
+
+
+def _allowed(key: Key) -> str:
+    if key.kind == "choice":
+        return "use one of " + ", ".join(key.choices)
+    return {
+        "int": "use a whole number"
+        + (f" >= {int(key.minimum)}" if key.minimum is not None else ""),
+        "float": "use a number" + (f" >= {key.minimum}" if key.minimum is not None else ""),
+        "bool": "use true or false",
+        "yesno": "use yes or no",
+        "str": "use a string",
+        "list": "use a list",
+        "port": "use a port number from 1 to 65535",
+        "gpu_ids": "use all or comma-separated GPU ids such as 0,1",
+        "section": "use a mapping of settings (or {})",
+    }.get(key.kind, "")
+
+
+def coerce(key: Key, value: Any, where: str) -> Any:
+    """``value`` converted to the type of ``key``; ConfigError naming ``where`` otherwise.
+
+    Strings (from the environment and flags) are parsed; YAML's own types are accepted.
+    """
+
+    def bad(problem: str | None = None) -> ConfigError:
+        shown = value if not isinstance(value, str) else repr(value)
+        text = problem or f"{shown} is not allowed"
+        return ConfigError(f"{where}: {key.name}: {text}; {_allowed(key)}")
+
+    if value is None:
+        if key.nullable:
+            return None
+        raise bad("must not be empty")
+    kind = key.kind
+    if kind == "any":
+        return value
+    if kind == "choice":
+        if value is False and "no" in key.choices:
+            return "no"  # YAML reads a bare `no` as false
+        if value is False and "NO" in key.choices:
+            return "NO"
+        if not isinstance(value, str):
+            raise bad()
+        text = value.strip()
+        canon = {c.lower(): c for c in key.choices}
+        canon.update({a.lower(): c for a, c in key.aliases.items()})
+        if text.lower() in canon:
+            return canon[text.lower()]
+        close = difflib.get_close_matches(text, list(key.choices), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise bad(f"{text!r} is not allowed{hint}")
+    if kind in ("bool", "yesno"):
+        if isinstance(value, bool):
+            flag = value
+        elif isinstance(value, int) and value in (0, 1):
+            flag = bool(value)
+        elif isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+            flag = value.strip().lower() in _TRUE
+        else:
+            raise bad()
+        return ("yes" if flag else "no") if kind == "yesno" else flag
+    if kind in ("int", "port"):
+        if isinstance(value, bool):
+            raise bad()
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, str):
+            try:
+                value = int(value.strip())
+            except ValueError:
+                raise bad(f"{value!r} is not a whole number") from None
+        if not isinstance(value, int):
+            raise bad()
+        if kind == "port" and not 1 <= value <= 65535:
+            raise bad(f"{value} is out of range")
+        if key.minimum is not None and value < key.minimum:
+            raise bad(f"{value} is too small")
+        return value
+    if kind == "float":
+        if isinstance(value, bool):
+            raise bad()
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise bad(f"{value!r} is not a number") from None
+        if key.minimum is not None and number < key.minimum:
+            raise bad(f"{value} is too small")
+        return number
+    if kind == "str":
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+        if not isinstance(value, str):
+            raise bad()
+        if key.name == "main_process_ip" and (not value.strip() or re.search(r"\s", value.strip())):
+            raise bad(f"{value!r} is not a host name or IP address")
+        return value.strip()
+    if kind == "list":
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise bad()
+        return list(value)
+    if kind == "gpu_ids":
+        if isinstance(value, bool):
+            raise bad()
+        if isinstance(value, int):
+            value = str(value)
+        if isinstance(value, (list, tuple)):
+            value = ",".join(str(v) for v in value)
+        if not isinstance(value, str):
+            raise bad()
+        text = value.strip().replace(" ", "")
+        if text.lower() == "all":
+            return "all"
+        if not re.fullmatch(r"\d+(,\d+)*", text):
+            raise bad(f"{value!r} is not a list of GPU ids")
+        ids = text.split(",")
+        if len(set(ids)) != len(ids):
+            raise bad(f"{value!r} names a GPU twice")
+        return text
+    if kind == "section":
+        if not isinstance(value, Mapping):
+            raise bad()
+        return dict(value)
+    raise AssertionError(kind)

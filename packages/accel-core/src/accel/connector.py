@@ -1,0 +1,120 @@
+"""The one resolver: configuration in, a precision and a backend out, in a fixed order.
+
+The Accelerator asks :class:`Connector` (modelled on Lightning Fabric's ``_Connector``)
+and nothing else which :class:`~accel.precision.Precision` and which
+:class:`~accel.backends.Backend` to use. Configuration comes from three places: the
+Accelerator's arguments, the ``ACCEL_*`` environment that ``accel launch`` writes from
+a config file and its flags, and plugin objects (``fsdp_plugin=...``). The order:
+
+**Precision** (the ``mixed_precision`` name, kept by the process-wide
+:class:`~accel.state.AcceleratorState`):
+
+1. ``Accelerator(mixed_precision=...)``;
+2. ``ACCEL_MIXED_PRECISION``;
+3. ``"no"``.
+
+The name is looked up among the installed precisions (core's ``no``/``fp16``/``bf16``,
+then plugins': ``fp8`` from accel-fp8, ...); an unknown name raises ``ValueError``, a
+name a known package provides raises :class:`~accel.errors.MissingPluginError`.
+
+**Backend**:
+
+1. ``ACCEL_BACKEND=<name>`` picks the installed backend whose ``Backend.name`` it is
+   (to use a third-party backend for a distributed type another one also serves);
+2. otherwise the backend serving the distributed type, which the state resolves as:
+   a plugin object passed in code (``fsdp_plugin``, ``deepspeed_plugin``,
+   ``megatron_lm_plugin``) > ``ACCEL_DISTRIBUTED_TYPE`` from the launcher > the number of
+   processes and the device (``NO``, ``MULTI_CPU``, ``MULTI_GPU``, ...). Among plugins
+   serving the same type, entry points override core's default plugins;
+3. a multi-process type (``MULTI_*``) with no installed backend gets a
+   :class:`MissingBackend`: data loaders and schedulers are prepared (distributed
+   evaluation over data works with accel-core alone), a model raises the error naming
+   the package to install.
+
+The backend is then set up (``Backend.setup``), and may replace the precision there
+(DeepSpeed and XLA run their own mixed precision).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from accel import environment
+from accel.errors import MissingPluginError
+from accel.plugins import registry
+
+if TYPE_CHECKING:
+    from accel.accelerator import Accelerator
+    from accel.backends.base import Backend
+    from accel.precision.base import Precision
+    from accel.state import AcceleratorState
+
+
+class MissingBackend:
+    """Stands in for a multi-process backend that is not installed: data work runs, models raise."""
+
+    def __init__(self, base: Backend, error: MissingPluginError):
+        self.base = base
+        self.error = error
+
+    def prepare_model(self, *args: Any, **kwargs: Any) -> Any:
+        """Raise the error naming the backend package to install."""
+        raise self.error
+
+    def prepare(self, objects: list[Any], device_placement: list[bool]) -> list[Any]:
+        """Prepare the objects with the base backend, unless one of them is a model."""
+        if any(isinstance(o, torch.nn.Module) for o in objects):
+            raise self.error
+        return self.base.prepare(objects, device_placement)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.base, name)
+
+
+class Connector:
+    """Resolves the precision and backend of one Accelerator (see the module docstring for the order)."""
+
+    def __init__(self, state: AcceleratorState, handlers: dict[str, Any] | None = None):
+        self.state = state
+        self.handlers = handlers or {}
+
+    def select_precision(self) -> Precision:
+        """The precision instance for the state's ``mixed_precision``."""
+        name = self.state.mixed_precision
+        return registry.get_precision(name)(name, self.state.device, self.handlers)
+
+    def select_backend(self, accelerator: Accelerator) -> Backend:
+        """The backend instance for ``accelerator`` (not set up yet)."""
+        name = environment.get_str(environment.BACKEND)
+        if name:
+            cls = registry.backends_by_name().get(name)
+            if cls is not None:
+                return cls(accelerator)
+            raise MissingPluginError(
+                f"ACCEL_BACKEND={name}", f"the plugin providing backend {name!r}"
+            )
+        distributed_type = self.state.distributed_type
+        try:
+            return registry.get_backend(distributed_type)(accelerator)
+        except MissingPluginError as error:
+            if not str(distributed_type).startswith("MULTI_"):
+                raise
+            from accel.backends.base import Backend
+
+            others = " (or another data-parallel plugin: accel-fsdp, accel-deepspeed)"
+            return MissingBackend(  # type: ignore[return-value]
+                Backend(accelerator), MissingPluginError(error.feature, error.package, others)
+            )
+
+    def connect(self, accelerator: Accelerator) -> tuple[Precision, Backend]:
+        """Select the precision, then the backend, and set the backend up.
+
+        ``accelerator.precision`` is assigned before the backend is built (a backend reads
+        it); the returned precision is the one after set-up (a backend may replace it).
+        """
+        accelerator.precision = self.select_precision()
+        backend = self.select_backend(accelerator)
+        backend.setup()
+        return accelerator.precision, backend

@@ -1,0 +1,1 @@
+"""Prepared data loaders: sharding, dispatching, skipping and exact resume."""

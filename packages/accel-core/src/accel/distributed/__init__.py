@@ -1,0 +1,1 @@
+"""Collectives across processes: gather, reduce, broadcast, padding, and moving nested data."""

@@ -1,0 +1,318 @@
+"""Collective operations over nested structures of tensors.
+
+Every function accepts tensors nested in lists, tuples, dicts and dataclass-like
+mappings and returns the same structure. In debug mode (``ACCEL_DEBUG_MODE=1``)
+collectives first compare shapes across ranks and raise
+:class:`DistributedOperationException` instead of hanging.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+class DistributedOperationException(Exception):
+    """A collective was called with inputs that do not match across processes."""
+
+
+def is_tensor_like(obj: Any) -> bool:
+    """Whether ``obj`` is a tensor (or has ``.to``)."""
+    return isinstance(obj, torch.Tensor)
+
+
+def recursively_apply(
+    func: Callable,
+    data: Any,
+    *args: Any,
+    test_type: Callable = is_tensor_like,
+    error_on_other_type: bool = False,
+    **kwargs: Any,
+) -> Any:
+    """Apply ``func`` to every leaf of ``data`` passing ``test_type``, keeping the structure."""
+    if isinstance(data, (tuple, list)):
+        mapped = [
+            recursively_apply(
+                func,
+                o,
+                *args,
+                test_type=test_type,
+                error_on_other_type=error_on_other_type,
+                **kwargs,
+            )
+            for o in data
+        ]
+        if hasattr(data, "_fields"):  # namedtuple
+            return type(data)(*mapped)
+        return type(data)(mapped)
+    if isinstance(data, Mapping):
+        mapped = {
+            k: recursively_apply(
+                func,
+                v,
+                *args,
+                test_type=test_type,
+                error_on_other_type=error_on_other_type,
+                **kwargs,
+            )
+            for k, v in data.items()
+        }
+        try:
+            return type(data)(mapped)
+        except TypeError:
+            return mapped
+    if test_type(data):
+        return func(data, *args, **kwargs)
+    if error_on_other_type:
+        raise TypeError(
+            f"unsupported type {type(data).__name__} in a collective: only tensors nested in lists, tuples and dicts"
+        )
+    return data
+
+
+def send_to_device(
+    data: Any,
+    device: torch.device | str,
+    non_blocking: bool = False,
+    skip_keys: list[str] | str | None = None,
+) -> Any:
+    """Move every tensor (or object with ``.to``) in ``data`` to ``device``."""
+    if isinstance(skip_keys, str):
+        skip_keys = [skip_keys]
+    if isinstance(data, (tuple, list)):
+        moved = [send_to_device(o, device, non_blocking, skip_keys) for o in data]
+        return type(data)(*moved) if hasattr(data, "_fields") else type(data)(moved)
+    if isinstance(data, Mapping):
+        moved = {
+            k: v
+            if skip_keys and k in skip_keys
+            else send_to_device(v, device, non_blocking, skip_keys)
+            for k, v in data.items()
+        }
+        try:
+            return type(data)(moved)
+        except TypeError:
+            return moved
+    if isinstance(data, torch.Tensor):
+        if (
+            data.device == torch.device(device)
+            if isinstance(device, str)
+            else data.device == device
+        ):
+            return data
+        return data.to(device, non_blocking=non_blocking and data.device.type == "cpu")
+    if hasattr(data, "to") and not isinstance(data, torch.nn.Module):
+        try:
+            return data.to(device, non_blocking=non_blocking)
+        except TypeError:
+            return data.to(device)
+    return data
+
+
+def _world() -> int:
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def _debug_enabled() -> bool:
+    from accel.state import PartialState
+
+    return bool(PartialState._shared_state.get("debug"))
+
+
+def get_shapes(data: Any) -> Any:
+    """The structure of ``data`` with each tensor replaced by its shape as a list."""
+    return recursively_apply(lambda t: list(t.shape), data)
+
+
+def _verify(name: str, data: Any) -> None:
+    """Debug mode: gather every rank's shapes and raise unless they are all the same."""
+    everyone: list[Any] = [None] * _world()
+    dist.all_gather_object(everyone, get_shapes(data))
+    if any(shapes != everyone[0] for shapes in everyone):
+        lines = "\n".join(f"  - Process {i}: {s}" for i, s in enumerate(everyone))
+        raise DistributedOperationException(
+            f"Cannot apply desired operation due to shape mismatches. All shapes across devices must be valid.\n"
+            f"Operation: `accel.utils.operations.{name}`\nInput shapes:\n{lines}"
+        )
+
+
+def verify_operation(function: Callable) -> Callable:
+    """Decorator: in debug mode, check that shapes match across ranks before running the collective."""
+
+    @functools.wraps(function)
+    def wrapper(data: Any, *args: Any, **kwargs: Any) -> Any:
+        if _world() > 1 and _debug_enabled():
+            _verify(function.__name__, data)
+        return function(data, *args, **kwargs)
+
+    return wrapper
+
+
+def _gather_one(tensor: torch.Tensor) -> torch.Tensor:
+    if tensor.ndim == 0:
+        tensor = tensor.clone()[None]
+    tensor = tensor.contiguous()
+    out = torch.empty(
+        (_world() * tensor.shape[0], *tensor.shape[1:]), dtype=tensor.dtype, device=tensor.device
+    )
+    dist.all_gather_into_tensor(out, tensor)
+    return out
+
+
+@verify_operation
+def gather(tensor: Any) -> Any:
+    """Concatenate ``tensor`` (nested) from every process along the first dimension."""
+    if _world() == 1:
+        return tensor
+    return recursively_apply(_gather_one, tensor, error_on_other_type=True)
+
+
+def is_tensor_structure(data: Any) -> bool:
+    """Whether ``data`` is a tensor or lists/tuples/dicts holding only tensors."""
+    if isinstance(data, torch.Tensor):
+        return True
+    if isinstance(data, (list, tuple)):
+        return len(data) > 0 and all(is_tensor_structure(d) for d in data)
+    if isinstance(data, Mapping):
+        return len(data) > 0 and all(is_tensor_structure(d) for d in data.values())
+    return False
+
+
+def _gather_uneven_one(tensor: torch.Tensor) -> torch.Tensor:
+    if tensor.ndim == 0:
+        tensor = tensor[None]
+    sizes = _gather_one(torch.tensor([tensor.shape[0]], device=tensor.device)).tolist()
+    longest = max(sizes)
+    if longest == 0:
+        return tensor
+    if tensor.shape[0] < longest:
+        padding = tensor.new_zeros((longest - tensor.shape[0], *tensor.shape[1:]))
+        tensor = torch.cat([tensor, padding])
+    chunks = _gather_one(tensor).split(longest)
+    return torch.cat([chunk[:size] for chunk, size in zip(chunks, sizes)])
+
+
+def gather_uneven(tensor: Any) -> Any:
+    """Like :func:`gather`, for tensors whose first dimension differs across processes."""
+    if _world() == 1:
+        return tensor
+    return recursively_apply(_gather_uneven_one, tensor, error_on_other_type=True)
+
+
+def gather_object(obj: Any) -> list[Any]:
+    """Gather a picklable object from every process; lists are concatenated."""
+    if _world() == 1:
+        return obj if isinstance(obj, list) else [obj]
+    everyone: list[Any] = [None] * _world()
+    dist.all_gather_object(everyone, obj)
+    if all(isinstance(o, list) for o in everyone):
+        return [x for o in everyone for x in o]
+    return everyone
+
+
+@verify_operation
+def reduce(tensor: Any, reduction: str = "mean", scale: float = 1.0) -> Any:
+    """All-reduce ``tensor`` (nested) with ``sum`` or ``mean``, times ``scale``."""
+    if reduction not in ("sum", "mean", "none"):
+        raise ValueError(f"reduce(reduction={reduction!r}): use 'sum', 'mean' or 'none'")
+
+    def _reduce(t: torch.Tensor) -> torch.Tensor:
+        out = t.clone()
+        if _world() > 1 and reduction != "none":
+            dist.all_reduce(out, op=dist.ReduceOp.SUM)
+        if reduction == "mean":
+            out = out / _world() if out.is_floating_point() else out // _world()
+        return out * scale if scale != 1.0 else out
+
+    return recursively_apply(_reduce, tensor, error_on_other_type=True)
+
+
+@verify_operation
+def broadcast(tensor: Any, from_process: int = 0) -> Any:
+    """Broadcast ``tensor`` (nested, in place) from ``from_process`` to every process."""
+    if _world() == 1:
+        return tensor
+
+    def _bcast(t: torch.Tensor) -> torch.Tensor:
+        dist.broadcast(t, src=from_process)
+        return t
+
+    return recursively_apply(_bcast, tensor, error_on_other_type=True)
+
+
+def broadcast_object_list(object_list: list[Any], from_process: int = 0) -> list[Any]:
+    """Broadcast picklable objects in ``object_list`` (in place) from ``from_process``."""
+    if _world() > 1:
+        dist.broadcast_object_list(object_list, src=from_process)
+    return object_list
+
+
+def pad_across_processes(
+    tensor: Any, dim: int = 0, pad_index: int = 0, pad_first: bool = False
+) -> Any:
+    """Pad each tensor along ``dim`` to the largest size across processes, so it can be gathered."""
+
+    def _pad(t: torch.Tensor) -> torch.Tensor:
+        if _world() == 1 or dim >= t.ndim or t.ndim == 0:
+            return t
+        size = torch.tensor([t.shape[dim]], device=t.device)
+        sizes = _gather_one(size)
+        longest = int(sizes.max())
+        if longest == t.shape[dim]:
+            return t
+        new_shape = list(t.shape)
+        new_shape[dim] = longest
+        out = t.new_full(new_shape, pad_index)
+        index = [slice(None)] * t.ndim
+        index[dim] = slice(longest - t.shape[dim], longest) if pad_first else slice(0, t.shape[dim])
+        out[tuple(index)] = t
+        return out
+
+    return recursively_apply(_pad, tensor, error_on_other_type=True)
+
+
+def concatenate(data: list[Any], dim: int = 0) -> Any:
+    """Concatenate a list of nested structures of tensors leaf by leaf."""
+    first = data[0]
+    if isinstance(first, (tuple, list)):
+        return type(first)(concatenate([d[i] for d in data], dim=dim) for i in range(len(first)))
+    if isinstance(first, Mapping):
+        return type(first)({k: concatenate([d[k] for d in data], dim=dim) for k in first})
+    if not isinstance(first, torch.Tensor):
+        raise TypeError(f"concatenate: unsupported type {type(first).__name__}")
+    return torch.cat(data, dim=dim)
+
+
+def find_batch_size(data: Any) -> int | None:
+    """The first dimension of the first tensor found in ``data``."""
+    if isinstance(data, (tuple, list)):
+        for item in data:
+            size = find_batch_size(item)
+            if size is not None:
+                return size
+        return None
+    if isinstance(data, Mapping):
+        return find_batch_size(list(data.values()))
+    if isinstance(data, torch.Tensor):
+        return data.shape[0] if data.ndim else None
+    return None
+
+
+def slice_tensors(data: Any, tensor_slice: slice) -> Any:
+    """Slice every tensor in ``data`` along the first dimension."""
+    return recursively_apply(lambda t: t[tensor_slice], data)
+
+
+def convert_to_fp32(data: Any) -> Any:
+    """Cast every fp16/bf16 tensor in ``data`` to fp32."""
+    return recursively_apply(
+        lambda t: t.float(),
+        data,
+        test_type=lambda t: (
+            isinstance(t, torch.Tensor) and t.dtype in (torch.float16, torch.bfloat16)
+        ),
+    )

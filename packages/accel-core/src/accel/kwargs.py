@@ -1,0 +1,158 @@
+"""Kwargs handlers and configuration dataclasses owned by core, under Accelerate's names."""
+
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from accel import environment
+from accel.types import DynamoBackend
+
+
+class KwargsHandler:
+    """Base of the kwargs handlers: ``to_kwargs()`` returns the fields changed from their defaults."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """All fields as a dict."""
+        return copy.deepcopy(self.__dict__)
+
+    def to_kwargs(self) -> dict[str, Any]:
+        """The fields whose value differs from the class default."""
+        default = self.__class__().to_dict()
+        return {k: v for k, v in self.to_dict().items() if default.get(k) != v}
+
+
+@dataclass
+class AutocastKwargs(KwargsHandler):
+    """Arguments of ``torch.autocast`` used for mixed precision (``enabled``, ``cache_enabled``)."""
+
+    enabled: bool = True
+    cache_enabled: bool | None = None
+
+
+@dataclass
+class GradScalerKwargs(KwargsHandler):
+    """Arguments of the fp16 ``torch.amp.GradScaler``."""
+
+    init_scale: float = 65536.0
+    growth_factor: float = 2.0
+    backoff_factor: float = 0.5
+    growth_interval: int = 2000
+    enabled: bool = True
+
+
+@dataclass
+class InitProcessGroupKwargs(KwargsHandler):
+    """Arguments of ``torch.distributed.init_process_group``; ``timeout`` applies to every collective."""
+
+    backend: str | None = "nccl"
+    init_method: str | None = None
+    timeout: timedelta | None = None
+
+    def __post_init__(self):
+        if self.timeout is None:
+            seconds = environment.get_int(environment.TIMEOUT, 1800)
+            self.timeout = timedelta(seconds=seconds)
+
+
+@dataclass
+class DataLoaderConfiguration:
+    """How ``prepare`` treats data loaders (sharding, seeding, resumability)."""
+
+    split_batches: bool = False
+    dispatch_batches: bool | None = None
+    even_batches: bool = True
+    use_seedable_sampler: bool = False
+    data_seed: int | None = None
+    non_blocking: bool = False
+    use_stateful_dataloader: bool = False
+
+
+@dataclass
+class ProjectConfiguration:
+    """Where to save (``project_dir``, ``logging_dir``) and how to name and prune checkpoints."""
+
+    project_dir: str | None = None
+    logging_dir: str | None = None
+    automatic_checkpoint_naming: bool = False
+    total_limit: int | None = None
+    iteration: int = 0
+    save_on_each_node: bool = False
+
+    def set_directories(self, project_dir: str | None = None) -> None:
+        """Set ``project_dir`` and default ``logging_dir`` to it."""
+        self.project_dir = project_dir
+        if self.logging_dir is None:
+            self.logging_dir = project_dir
+
+    def __post_init__(self):
+        self.set_directories(self.project_dir)
+        if self.total_limit is not None and self.total_limit < 1:
+            raise ValueError(
+                f"ProjectConfiguration(total_limit={self.total_limit}): use None or a number >= 1"
+            )
+
+
+@dataclass
+class GradientAccumulationPlugin(KwargsHandler):
+    """How gradients are accumulated: ``num_steps``, scheduler adjustment, data-loader sync."""
+
+    num_steps: int | None = None
+    adjust_scheduler: bool = True
+    sync_with_dataloader: bool = True
+    sync_each_batch: bool = False
+
+    def __post_init__(self):
+        if self.num_steps is not None and self.num_steps < 1:
+            raise ValueError(
+                f"GradientAccumulationPlugin(num_steps={self.num_steps}): use a number >= 1"
+            )
+
+
+@dataclass
+class TorchDynamoPlugin(KwargsHandler):
+    """torch.compile settings; ``use_regional_compilation`` compiles each repeated block separately."""
+
+    backend: DynamoBackend | str | None = None
+    mode: str | None = None
+    fullgraph: bool | None = None
+    dynamic: bool | None = None
+    options: Any = None
+    disable: bool = False
+    use_regional_compilation: bool | None = None
+
+    def __post_init__(self):
+        if self.backend is None:
+            self.backend = environment.get_str(environment.DYNAMO_BACKEND, "no")
+        self.backend = DynamoBackend(str(self.backend).upper())
+        if self.mode is None:
+            self.mode = environment.get_str(environment.DYNAMO_MODE, "default")
+        if self.fullgraph is None:
+            self.fullgraph = environment.get_bool(environment.DYNAMO_USE_FULLGRAPH, False)
+        if self.dynamic is None and os.environ.get(environment.DYNAMO_USE_DYNAMIC) is not None:
+            self.dynamic = environment.get_bool(environment.DYNAMO_USE_DYNAMIC)
+        if self.use_regional_compilation is None:
+            self.use_regional_compilation = environment.get_bool(
+                environment.DYNAMO_USE_REGIONAL_COMPILATION, False
+            )
+
+    @property
+    def enabled(self) -> bool:
+        """Whether compilation is requested."""
+        return self.backend != DynamoBackend.NO and not self.disable
+
+    def to_compile_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``torch.compile``."""
+        kwargs: dict[str, Any] = {
+            "backend": self.backend.value.lower(),
+            "fullgraph": self.fullgraph,
+            "dynamic": self.dynamic,
+        }
+        if self.options:
+            kwargs["options"] = self.options
+        elif self.mode:
+            kwargs["mode"] = self.mode
+        return kwargs

@@ -1,0 +1,114 @@
+"""The worker entry point: what each process started by a launcher runs first.
+
+``python -m accel.launchers.worker --script path.py args...`` (or ``--module name args...``):
+
+* asks the kernel to send SIGTERM to this worker if its parent agent dies, so
+  no worker is left running after the launcher is gone (Linux);
+* runs the script as ``__main__``;
+* when it fails, records its rank and traceback for ``accel launch`` (in
+  ``$ACCEL_LAUNCH_ERROR_DIR``) and for torchelastic's root-cause report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import signal
+import sys
+import time
+import traceback
+
+from .. import environment
+
+
+def _die_with_parent() -> None:
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+    except Exception:  # best effort only
+        return
+    if os.getppid() == 1:  # the parent is already gone
+        os._exit(1)
+
+
+def _format(exc: BaseException) -> str:
+    """The traceback without this module's and runpy's frames."""
+    tb = exc.__traceback__
+    while tb is not None and (
+        tb.tb_frame.f_code.co_filename in (__file__, runpy.__file__)
+        or tb.tb_frame.f_code.co_filename.startswith("<frozen runpy")
+    ):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def _report(exc: BaseException | None, code: int) -> None:
+    """Write this rank's failure record to ``$ACCEL_LAUNCH_ERROR_DIR`` (and torchelastic's file)."""
+    text = _format(exc) if exc is not None else ""
+    directory = environment.get_str(environment.LAUNCH_ERROR_DIR)
+    rank = os.environ.get("RANK", "?")
+    record = {
+        "rank": rank,
+        "local_rank": os.environ.get("LOCAL_RANK", "?"),
+        "group_rank": os.environ.get("GROUP_RANK", "?"),
+        "restart": int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0),
+        "time": time.time(),
+        "exit_code": code,
+        "error": f"{type(exc).__name__}: {exc}" if exc is not None else f"exit code {code}",
+        "traceback": text,
+    }
+    if directory:
+        try:
+            name = f"rank{rank}-restart{record['restart']}-{os.getpid()}.json"
+            with open(os.path.join(directory, name), "w", encoding="utf-8") as fh:
+                json.dump(record, fh)
+        except OSError:
+            pass
+    if exc is not None and os.environ.get("TORCHELASTIC_ERROR_FILE"):
+        try:
+            from torch.distributed.elastic.multiprocessing.errors import get_error_handler
+
+            handler = get_error_handler()
+            handler.initialize()
+            handler.record_exception(exc)
+        except Exception:
+            pass
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the script or module named in ``argv`` as ``__main__``."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) < 2 or argv[0] not in ("--script", "--module"):
+        sys.stderr.write("usage: python -m accel.launchers.worker --script PATH [ARGS...]\n")
+        raise SystemExit(2)
+    _die_with_parent()
+    mode, target, args = argv[0], argv[1], argv[2:]
+    try:
+        if mode == "--module":
+            sys.argv = [target, *args]
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        else:
+            path = os.path.abspath(target)
+            sys.argv = [target, *args]
+            sys.path[0] = os.path.dirname(path)
+            runpy.run_path(path, run_name="__main__")
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if code:
+            _report(None, code)
+        raise
+    except BaseException as exc:
+        _report(exc, 1)
+        sys.stderr.write(_format(exc))
+        sys.stderr.flush()
+        raise SystemExit(1) from None
+
+
+if __name__ == "__main__":
+    main()

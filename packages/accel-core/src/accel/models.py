@@ -1,0 +1,74 @@
+"""The user's model under accel's wrappers: unwrapping DDP-like wrappers and compilation, regional compilation."""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import torch
+
+_WRAPPER_ATTRS = ("module",)
+
+
+def _is_parallel_wrapper(model: Any) -> bool:
+    from torch.nn.parallel import DataParallel, DistributedDataParallel
+
+    return isinstance(model, (DistributedDataParallel, DataParallel)) or getattr(
+        model, "_accel_wrapper", False
+    )
+
+
+def extract_model_from_parallel(
+    model: torch.nn.Module, keep_fp32_wrapper: bool = True, keep_torch_compile: bool = True
+) -> torch.nn.Module:
+    """The user's model inside DDP-like wrappers and ``torch.compile``.
+
+    With ``keep_fp32_wrapper=False`` the mixed-precision forward wrapper is removed too.
+    """
+    compiled = None
+    if hasattr(model, "_orig_mod"):
+        compiled = model
+        model = model._orig_mod
+    while _is_parallel_wrapper(model):
+        model = model.module
+    if hasattr(model, "_orig_mod"):
+        compiled = compiled or model
+        model = model._orig_mod
+    if not keep_fp32_wrapper:
+        forward = model.__dict__.get("forward")
+        original = getattr(forward, "_accel_original_forward", None)
+        if original is not None:
+            if getattr(forward, "_accel_original_is_function", False):
+                # the wrapped forward was a method: bind its function to this very model
+                original = types.MethodType(original, model)
+            model.forward = original
+            if (
+                getattr(original, "__self__", None) is model
+                and original.__func__ is type(model).forward
+            ):
+                del model.__dict__["forward"]
+    if keep_torch_compile and compiled is not None:
+        return compiled
+    return model
+
+
+def has_repeated_blocks(model: torch.nn.Module) -> bool:
+    """Whether ``model`` holds a ``ModuleList`` of blocks (what regional compilation targets)."""
+    return any(isinstance(m, torch.nn.ModuleList) and len(m) > 0 for m in model.modules())
+
+
+def compile_regions(model: torch.nn.Module, **compile_kwargs: Any) -> torch.nn.Module:
+    """Compile each block of every ``ModuleList`` in place, and the model's leaves outside them.
+
+    Blocks of the same shape reuse one compiled graph, so start-up is much faster than
+    compiling the whole model; parameter names are unchanged.
+    """
+    compiled_any = False
+    for module in model.modules():
+        if isinstance(module, torch.nn.ModuleList):
+            for block in module:
+                block.compile(**compile_kwargs)
+                compiled_any = True
+    if not compiled_any:
+        model.compile(**compile_kwargs)
+    return model

@@ -1,0 +1,105 @@
+"""What an Accelerator has prepared: the one public view backends, precisions and checkpoints read.
+
+``accelerator.prepared`` is a :class:`PreparedObjects`. Its lists are in preparation
+order, which is also the order of the files in a ``save_state`` checkpoint (model ``i``,
+optimizer ``i``, ...). The Accelerator appends to it in ``prepare``; a backend or
+precision reads it (``accelerator.prepared.optimizers``) instead of private attributes.
+Accelerate's private names (``accelerator._models``, ``_optimizers``, ``_schedulers``,
+``_dataloaders``, ``_custom_objects``) stay as aliases of these lists for user code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+
+class PreparedObjects:
+    """The models, optimizers, schedulers and data loaders an Accelerator prepared, plus the
+    objects registered with ``register_for_checkpointing``.
+
+    Each attribute is a plain list, in the order the objects were prepared (or registered).
+    """
+
+    def __init__(self) -> None:
+        self.models: list[torch.nn.Module] = []
+        """Prepared models (wrapped by the backend: DDP, FSDP, a DeepSpeed engine, ...)."""
+        self.optimizers: list[Any] = []
+        """Prepared optimizers (:class:`~accel.optimizer.AcceleratedOptimizer` or a backend's own)."""
+        self.schedulers: list[Any] = []
+        """Prepared learning-rate schedulers (:class:`~accel.scheduler.AcceleratedScheduler`, ...)."""
+        self.dataloaders: list[Any] = []
+        """Prepared data loaders (sharded for this process)."""
+        self.custom_objects: list[Any] = []
+        """Objects with ``state_dict``/``load_state_dict`` that ``save_state`` also writes."""
+
+    def track(self, obj: Any) -> None:
+        """Append ``obj`` to the list of its kind; an object of no known kind is ignored."""
+        from accel.data.loader import DataLoaderShard
+        from accel.optimizer import AcceleratedOptimizer
+        from accel.scheduler import AcceleratedScheduler
+
+        if isinstance(obj, torch.nn.Module):
+            self.models.append(obj)
+        elif isinstance(obj, (AcceleratedOptimizer, torch.optim.Optimizer)):
+            self.optimizers.append(obj)
+        elif isinstance(obj, AcceleratedScheduler):
+            self.schedulers.append(obj)
+        elif isinstance(obj, (DataLoaderShard, torch.utils.data.DataLoader)):
+            self.dataloaders.append(obj)
+
+    def register(self, *objects: Any) -> None:
+        """Add checkpointable objects to :attr:`custom_objects`.
+
+        Raises ``ValueError`` (adding nothing) if one lacks ``state_dict`` or ``load_state_dict``.
+        """
+        bad = [
+            i
+            for i, o in enumerate(objects)
+            if not (hasattr(o, "state_dict") and hasattr(o, "load_state_dict"))
+        ]
+        if bad:
+            raise ValueError(
+                f"objects at positions {bad} need state_dict() and load_state_dict() to be checkpointed"
+            )
+        self.custom_objects.extend(objects)
+
+    def optimizers_of(self, scheduler: Any, also: Iterable[Any] = ()) -> list[Any]:
+        """The prepared optimizers wrapping ``scheduler.optimizer``.
+
+        ``also`` holds optimizers prepared in the same ``prepare`` call and not tracked
+        yet; they are searched first. When none wraps it, the scheduler's own optimizer
+        is returned alone.
+        """
+        from accel.optimizer import AcceleratedOptimizer
+
+        target = scheduler.optimizer
+        found = [
+            o
+            for o in [*also, *self.optimizers]
+            if isinstance(o, AcceleratedOptimizer) and o.optimizer is target
+        ]
+        return found or [target]
+
+    def model_for_optimizer(self, index: int) -> torch.nn.Module | None:
+        """The model paired with optimizer ``index`` in a checkpoint (the model of the same index)."""
+        return self.models[index] if index < len(self.models) else None
+
+    def clear(self) -> None:
+        """Forget the prepared models, optimizers, schedulers and data loaders.
+
+        Objects registered for checkpointing stay registered (as in Accelerate's ``free_memory``).
+        """
+        self.models.clear()
+        self.optimizers.clear()
+        self.schedulers.clear()
+        self.dataloaders.clear()
+
+    def __repr__(self) -> str:
+        return (
+            f"PreparedObjects(models={len(self.models)}, optimizers={len(self.optimizers)}, "
+            f"schedulers={len(self.schedulers)}, dataloaders={len(self.dataloaders)}, "
+            f"custom_objects={len(self.custom_objects)})"
+        )

@@ -1,0 +1,90 @@
+"""The enums of accel, under Accelerate's names (values come from :mod:`accel.catalog` where it has them)."""
+
+from __future__ import annotations
+
+import enum
+
+from accel import catalog
+
+
+class _StrEnum(str, enum.Enum):
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def list(cls) -> list[str]:
+        """Every value of this enum."""
+        return [m.value for m in cls]
+
+
+DistributedType = _StrEnum(
+    "DistributedType",
+    {**{name: name for name in catalog.DISTRIBUTED_TYPES}, **catalog.DISTRIBUTED_TYPE_ALIASES},
+    module=__name__,
+)
+DistributedType.__doc__ = """How training is distributed (members from :data:`accel.catalog.DISTRIBUTED_TYPES`).
+
+``TPU`` is Accelerate's older name of ``XLA``. Plugins may serve further types by plain string.
+"""
+
+
+class ComputeEnvironment(_StrEnum):
+    """Where the job runs (the config file's ``compute_environment``)."""
+
+    LOCAL_MACHINE = "LOCAL_MACHINE"
+    AMAZON_SAGEMAKER = "AMAZON_SAGEMAKER"
+
+
+class PrecisionType(_StrEnum):
+    """Values of ``mixed_precision``."""
+
+    NO = "no"
+    FP8 = "fp8"
+    FP16 = "fp16"
+    BF16 = "bf16"
+
+
+class DynamoBackend(_StrEnum):
+    """torch.compile backends (``NO`` disables compilation)."""
+
+    NO = "NO"
+    EAGER = "EAGER"
+    AOT_EAGER = "AOT_EAGER"
+    INDUCTOR = "INDUCTOR"
+    AOT_TS_NVFUSER = "AOT_TS_NVFUSER"
+    NVPRIMS_NVFUSER = "NVPRIMS_NVFUSER"
+    CUDAGRAPHS = "CUDAGRAPHS"
+    OFI = "OFI"
+    FX2TRT = "FX2TRT"
+    ONNXRT = "ONNXRT"
+    TENSORRT = "TENSORRT"
+    AOT_TORCHXLA_TRACE_ONCE = "AOT_TORCHXLA_TRACE_ONCE"
+    TORCHXLA_TRACE_ONCE = "TORCHXLA_TRACE_ONCE"
+    IPEX = "IPEX"
+    TVM = "TVM"
+    HPU_BACKEND = "HPU_BACKEND"
+
+
+class LoggerType(_StrEnum):
+    """Names of the trackers accel-trackers provides (``log_with=``)."""
+
+    ALL = "all"
+    AIM = "aim"
+    TENSORBOARD = "tensorboard"
+    WANDB = "wandb"
+    COMETML = "comet_ml"
+    MLFLOW = "mlflow"
+    CLEARML = "clearml"
+    DVCLIVE = "dvclive"
+    SWANLAB = "swanlab"
+    TRACKIO = "trackio"
+
+
+class RNGType(_StrEnum):
+    """Random number generators :func:`synchronize_rng_states` can synchronise."""
+
+    TORCH = "torch"
+    CUDA = "cuda"
+    XLA = "xla"
+    XPU = "xpu"
+    GENERATOR = "generator"

@@ -1,0 +1,70 @@
+"""What ``distributed_type: XLA`` launches need, shared by the launchers and ``notebook_launcher``.
+
+:func:`check_xla_config` rejects settings XLA cannot run; :func:`xla_environment` gives the
+variables the XLA runtime reads at start-up. Imports neither torch nor torch_xla.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from accel.errors import ConfigError
+
+from . import pod
+
+XLA_TYPES = ("XLA", "TPU")
+"""``distributed_type`` values the XLA launchers serve."""
+
+
+def is_xla(config: dict[str, Any]) -> bool:
+    """Whether ``config`` asks for ``distributed_type: XLA`` (or its old name ``TPU``)."""
+    return str(config.get("distributed_type") or "").upper() in XLA_TYPES
+
+
+def downcast_bf16(config: dict[str, Any]) -> bool:
+    """``downcast_bf16`` as a boolean (``yes`` / ``no``), checked."""
+    value = str(config.get("downcast_bf16") or "no").strip().lower()
+    if value not in ("no", "yes", "true", "false", "1", "0"):
+        raise ConfigError(f"downcast_bf16 {value!r}: use yes or no")
+    return value in ("yes", "true", "1")
+
+
+def check_xla_config(config: dict[str, Any]) -> None:
+    """Reject settings XLA cannot run, naming the key and what to do."""
+    if config.get("no_python"):
+        raise ConfigError("--no_python cannot be used with --tpu: the script must be Python")
+    if int(config.get("num_machines") or 1) > 1 and not config.get("tpu_use_cluster"):
+        raise ConfigError(
+            "num_machines > 1 with distributed_type XLA: a TPU pod is launched on all its "
+            "workers at once; use --tpu_cluster (tpu_use_cluster: true) with tpu_name and tpu_zone"
+        )
+    precision = str(config.get("mixed_precision") or "no")
+    if precision not in ("no", "bf16"):
+        raise ConfigError(
+            f"mixed_precision {precision} is not supported on XLA devices: use bf16 or no"
+        )
+    function = config.get("main_training_function") or "main"
+    if not str(function).isidentifier():
+        raise ConfigError(f"main_training_function {function!r} is not a Python function name")
+    downcast_bf16(config)
+    pod.check_env_entries(config.get("tpu_env"))
+
+
+def xla_environment(config: dict[str, Any]) -> dict[str, str]:
+    """Variables the XLA runtime reads at start-up: bf16 downcasting, ``tpu_env``, CPU devices."""
+    env: dict[str, str] = {}
+    if downcast_bf16(config):
+        # float32 runs as bfloat16 (and float64 as float32) on the device
+        env.update(XLA_USE_BF16="0", XLA_DOWNCAST_BF16="1")
+    for entry in pod.check_env_entries(config.get("tpu_env")):
+        name, _, value = entry.partition("=")
+        env[name] = value
+    count = int(config.get("num_processes") or 1)
+    if os.environ.get("PJRT_DEVICE", "").upper() == "CPU" and "CPU_NUM_DEVICES" not in os.environ:
+        # PJRT's CPU devices stand in for TPU cores (testing): one per requested process
+        env["CPU_NUM_DEVICES"] = str(count)
+    return env
+
+
+__all__ = ["XLA_TYPES", "check_xla_config", "downcast_bf16", "is_xla", "xla_environment"]
