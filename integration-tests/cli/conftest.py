@@ -15,7 +15,7 @@ SCRIPTS = Path(__file__).parent / "scripts"
 SEED = Path(__file__).parents[2] / "packages" / "accel-cli" / "tests" / "data"
 
 
-def accel_env(tmp_path: Path, plugins: str | None = "cli", **extra: str) -> dict[str, str]:
+def accel_env(tmp_path: Path, plugins: str | None = "", **extra: str) -> dict[str, str]:
     """os.environ without ACCEL_* / torchrun variables; a private config dir; plugin allow-list."""
     env = {
         k: v
@@ -41,7 +41,7 @@ def free_port() -> int:
 def run_accel(tmp_path):
     """``run_accel(*args, timeout=..., plugins=..., env=...)`` -> CompletedProcess."""
 
-    def run(*args: str, timeout: float = 240, plugins: str | None = "cli", env=None):
+    def run(*args: str, timeout: float = 240, plugins: str | None = "", env=None):
         full = accel_env(tmp_path, plugins, **(env or {}))
         return subprocess.run(
             [str(ACCEL), *args], capture_output=True, text=True, timeout=timeout, env=full,

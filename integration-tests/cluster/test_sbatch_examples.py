@@ -23,7 +23,7 @@ CASES = {
     "multi_cpu.sbatch": (
         {"nnodes": 1, "ntasks": 2, "nodeid": 0, "procid": 1, "localid": 1, "tasks_per_node": 2,
          "job_nodelist": "cpu01"},
-        ["command: " + sys.executable + " -m accel_cli._worker --script", "env: RANK=1",
+        ["command: " + sys.executable + " -m accel.launchers.worker --script", "env: RANK=1",
          "env: WORLD_SIZE=2", "env: MASTER_ADDR=cpu01"],
     ),
     "multi_gpu.sbatch": (

@@ -58,6 +58,7 @@ import io
 import json
 import os
 import pstats
+import re
 import shutil
 import statistics
 import subprocess
@@ -85,6 +86,13 @@ def _rss_kb(field: str) -> int:
 
 
 def _reset_peak() -> bool:
+    """Give freed heap memory back to the system, then reset ``VmHWM`` to the current RSS."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
@@ -438,8 +446,8 @@ def worker(args: argparse.Namespace) -> None:
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir(parents=True)
         variant.barrier()
-        baseline = _rss_kb("VmRSS")
         exact = _reset_peak()
+        baseline = _rss_kb("VmRSS")
         start = time.perf_counter()
         if args.profile and repeat == args.repeats - 1 and variant.rank == 0:
             _profile(lambda f=folder: variant.save(f), f"{args.worker} save ({args.scenario})")
@@ -477,7 +485,9 @@ def worker(args: argparse.Namespace) -> None:
         if variant.rank == 0:
             shutil.rmtree(folder, ignore_errors=True)
     variant.close()
-    print("RESULT " + json.dumps({"rank": variant.rank, "state_bytes": state_bytes, "cycles": cycles}))
+    kind = getattr(getattr(variant, "accelerator", None), "distributed_type", args.scenario)
+    result = {"rank": variant.rank, "state_bytes": state_bytes, "cycles": cycles, "kind": str(kind)}
+    print("RESULT " + json.dumps(result))
 
 
 # ---------------------------------------------------------------------------- driver
@@ -512,14 +522,27 @@ def run_worker(
     if args.profile:
         sys.stderr.write(done.stderr)
     if done.returncode != 0:
-        tail = [line for line in done.stderr.strip().splitlines() if line.strip()][-3:]
-        return f"exit {done.returncode}: " + " | ".join(tail)[-400:]
+        lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+        errors = [
+            line
+            for line in lines
+            if re.match(r"^(\[rank\d+\]:)?\s*[\w.]+(Error|Exception)\b", line)
+        ]
+        return f"exit {done.returncode}: " + ((errors or lines or ["no output"])[-1])[-400:]
     results = [
         json.loads(line[len("RESULT ") :])
         for line in done.stdout.splitlines()
         if line.startswith("RESULT ")
     ]
-    return results or "no RESULT line"
+    if not results:
+        return "no RESULT line"
+    if (
+        scenario == "fsdp"
+        and "FSDP" not in results[0]["kind"].upper()
+        and variant in ("accel", "accelerate")
+    ):
+        return f"not sharded: the Accelerator ran as {results[0]['kind']} (FSDP needs a GPU there)"
+    return results
 
 
 def summarise(per_round: list[list[dict]]) -> dict[str, float]:
@@ -594,6 +617,9 @@ def main() -> int:
                     if variant in failed:
                         continue
                     result = run_worker(variant, scenario, folder, args)
+                    if isinstance(result, str) and not result.startswith("not sharded"):
+                        print(f"  {scenario} {variant} failed, retrying once: {result}")
+                        result = run_worker(variant, scenario, folder, args)
                     if isinstance(result, str):
                         failed[variant] = result
                     else:

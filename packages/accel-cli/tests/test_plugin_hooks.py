@@ -208,3 +208,34 @@ def test_third_party_plugin_owns_a_new_section(fake, tmp_path):
     resolved = C.resolve(config_file=cfg, environ={})
     assert resolved.get("mytracker_config.project") == "demo"
     assert seen == [{"project": "demo"}]
+
+
+def test_plugin_environment_reaches_the_plan_and_the_launcher_has_the_last_word(
+    fake, tmp_path, monkeypatch
+):
+    """``accel_launch_environment`` is the one way a plugin adds worker variables; the
+    launcher builds the plan's environment from it and may override what it owns."""
+    module = types.ModuleType("envplugin")
+
+    @hookimpl
+    def accel_launch_environment(config):
+        return {"FAKE_VAR": config["mixed_precision"], "OMP_NUM_THREADS": "7"}
+
+    module.accel_launch_environment = accel_launch_environment
+    plugins.get_plugin_manager().register(module, name="envplugin")
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    monkeypatch.chdir(tmp_path)
+
+    two = launch.plan(["--cpu", "--num_processes", "2", "--mixed_precision", "bf16", "train.py"])
+    plan = two["plan"]
+    assert (plan.launcher, plan.num_processes, plan.nproc_per_node) == ("torchrun", 2, 2)
+    assert plan.replace_process is False and plan.argv == two["command"]
+    assert plan.environment["FAKE_VAR"] == "bf16"
+    assert plan.environment["OMP_NUM_THREADS"] == "1"  # torchrun's one thread per process wins
+    assert plan.environment["ACCEL_DISTRIBUTED_TYPE"] == "MULTI_CPU"
+    assert plan.script == ["train.py"]
+
+    one = launch.plan(["train.py", "--lr", "1"])["plan"]
+    assert (one.launcher, one.num_processes, one.replace_process) == ("simple", 1, True)
+    assert one.environment["OMP_NUM_THREADS"] == "7"  # the simple launcher sets no threads
+    assert one.argv[1:] == ["train.py", "--lr", "1"]

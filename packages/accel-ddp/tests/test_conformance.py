@@ -6,7 +6,11 @@ from accel.testing import BackendConformance
 
 
 class TestDDPBackendConformance(BackendConformance):
-    """Two processes under torchrun select DDP from ``MULTI_CPU``; one process is core's backend."""
+    """Two processes under torchrun select DDP from ``MULTI_CPU``.
+
+    On one process core's single-process backend runs (its own conformance test covers it),
+    so only the 2-process checks run here.
+    """
 
     backend_name = "ddp"
-    one_process_backend_name = "single_process"
+    world_sizes = (2,)

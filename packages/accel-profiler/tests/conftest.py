@@ -2,24 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import types
 
 import pytest
-from accel.state import AcceleratorState, GradientState
-
-
-@pytest.fixture(autouse=True)
-def _clean_accel(monkeypatch):
-    """Reset the process-wide accel singletons and hide ``ACCEL_*`` variables around each test."""
-    for name in list(os.environ):
-        if name.startswith("ACCEL_"):
-            monkeypatch.delenv(name)
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
-    yield
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
+from accel.testing.fixtures import clean_accel_state  # noqa: F401
 
 
 def _small_resnet18():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from accel.state import AcceleratorState, GradientState
+from accel.testing.fixtures import clean_accel_state  # noqa: F401
 
 USER_SETUP_PREFIXES = (
     "ACCEL_",
@@ -21,16 +21,11 @@ USER_SETUP_PREFIXES = (
 
 
 @pytest.fixture(autouse=True)
-def _clean_accel(monkeypatch):
-    """Reset accel's singletons; hide ``ACCEL_*`` and tracker variables around each test."""
+def _hide_tracker_setup(monkeypatch, clean_accel_state):  # noqa: F811 (the shared fixture, first)
+    """Also hide the tracker variables that could point a run at a server."""
     for name in list(os.environ):
         if name.startswith(USER_SETUP_PREFIXES) or name == "NETRC":
             monkeypatch.delenv(name)
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
-    yield
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
 
 
 @pytest.fixture

@@ -17,14 +17,14 @@ from typing import Any
 import torch
 from accel.checkpoint.files import FileReader, checkpoint_files
 from accel.progress import progress_bar
-from accel.utils.device_map import device_for
-from accel.utils.modeling import (
-    _index_device,
+from accel.big_model.device_map import device_for
+from accel.big_model.modeling import (
     find_tied_parameters,
     retie_parameters,
     set_module_tensor_to_device,
 )
-from accel.utils.offload import offload_weight
+from accel.big_model.offload import offload_weight
+from accel.devices import index_device
 
 from .config import BnbQuantizationConfig
 from .replace import matches
@@ -41,7 +41,7 @@ def is_offloaded(device: Any, main: Any) -> bool:
 
 def torch_device(device: Any) -> torch.device:
     """A device-map device (``0``, ``"cpu"``, ``"mps"``) as a ``torch.device``."""
-    return _index_device(device) if isinstance(device, int) else torch.device(device)
+    return index_device(device) if isinstance(device, int) else torch.device(device)
 
 
 def checkpoint_tensors(weights_location: str | os.PathLike) -> Iterator[tuple[str, torch.Tensor]]:

@@ -28,4 +28,5 @@ def fail(message: str, prog: str = "accel", code: int = 2) -> NoReturn:
     sys.stderr.write(f"{prog}: error: {line}\n")
     raise SystemExit(code)
 
+
 __all__ = ["Parser", "UsageError", "fail"]

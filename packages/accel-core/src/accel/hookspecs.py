@@ -114,9 +114,27 @@ def accel_launch_environment(config: dict) -> dict[str, str]:
 
 @hookspec
 def accel_config_sections() -> dict[str, Any]:
-    """Return ``{section_key: validator}`` for config-file sections this plugin owns.
+    """Return the config-file sections this plugin owns: ``{section_key: Section}``.
 
-    A validator is called with the section's mapping and returns a list of error strings.
+    Arguments: none. Return: a mapping of section keys (``fsdp_config``) to a declared
+    :class:`accel.config.sections.Section` (preferred) or, for older third-party plugins, a
+    validator callable ``validator(mapping) -> list[str]`` of error lines (empty when valid);
+    a list of Section objects is accepted too. None or {} for none. A Section declares each
+    key once (:class:`~accel.config.sections.Option`: type, default, choices, help) and is
+    itself a validator; the same declaration gives the plugin its ``accel launch`` flags
+    (:meth:`~accel.config.sections.Section.add_arguments`, called from its
+    ``accel_launch_arguments``), its simple ``accel config`` questions
+    (:meth:`~accel.config.sections.Section.ask`) and its worker-side reader
+    (:meth:`~accel.config.sections.Section.read`).
+    Combined: every plugin's results are merged into one ``{key: validator}`` table by
+    :func:`accel.config.settings.section_validators`; on a key several plugins declare, the
+    plugin registered last wins. Not cached: built on each call.
+    Called by :func:`accel.config.settings.check_sections` (``accel launch``, ``accel config``,
+    ``load_config_file``) on each non-empty section: the first error line, prefixed with the
+    file and the section key, is raised as :class:`~accel.errors.ConfigError`; a key listed
+    here is also accepted as a top-level section of the file
+    (:func:`accel.config.settings.validate`), and ``accel launch`` routes a plugin's
+    undotted flags into its section when it owns exactly one.
     """
 
 

@@ -301,7 +301,7 @@ class AcceleratorState(PartialState):
         if mixed_precision is None:
             mixed_precision = environment.get_str(environment.MIXED_PRECISION, "no")
         mixed_precision = str(mixed_precision).lower()
-        from accel import registry
+        from accel.plugins import registry
 
         if (
             mixed_precision not in PrecisionType.list()

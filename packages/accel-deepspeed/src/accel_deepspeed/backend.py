@@ -18,6 +18,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from accel.backends import Backend
+from accel.distributed.process import ensure_process_group, plugin_object
 from accel.errors import CheckpointError, ConfigError
 from accel.precision import Precision
 
@@ -55,8 +56,7 @@ class DeepSpeedBackend(Backend):
         acc = self.accelerator
         if acc.device.type == "cpu":
             os.environ.setdefault("DS_ACCELERATOR", "cpu")
-        self.plugin: DeepSpeedPlugin = acc.state.deepspeed_plugin or DeepSpeedPlugin()
-        acc.state.plugins["deepspeed_plugin"] = self.plugin
+        self.plugin: DeepSpeedPlugin = plugin_object(acc, "deepspeed_plugin", DeepSpeedPlugin)
         steps = self.plugin.get_value("gradient_accumulation_steps")
         self._steps_source = "Accelerator(gradient_accumulation_steps=...)"
         if isinstance(steps, int):
@@ -71,8 +71,7 @@ class DeepSpeedBackend(Backend):
                 )
         # DeepSpeed casts the model and scales the loss itself: no autocast, no GradScaler
         acc.precision = Precision(acc.mixed_precision, acc.device, acc.handlers)
-        if not dist.is_initialized():  # one process: DeepSpeed still needs a (trivial) group
-            dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        ensure_process_group()  # one process: DeepSpeed still needs a (trivial) group
         # DeepSpeed reads these even when the process group exists (set by every launcher)
         os.environ.setdefault("LOCAL_RANK", str(acc.local_process_index))
         os.environ.setdefault("RANK", str(acc.process_index))

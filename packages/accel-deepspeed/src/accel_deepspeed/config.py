@@ -13,8 +13,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from accel.config.keys import parse_bool
+from accel.config.sections import Option, Section
 from accel.errors import ConfigError
-from accel.utils.config_keys import parse_bool as _bool
 
 from .hf_config import HfDeepSpeedConfig
 
@@ -24,64 +25,20 @@ MULTINODE_LAUNCHERS = ("pdsh", "standard", "openmpi", "mvapich", "mpich", "nossh
 """Values of ``deepspeed_multinode_launcher`` (Accelerate's list; ``pdsh`` is the default)."""
 
 
-SECTION_KEYS: dict[str, str] = {
-    "zero_stage": "0, 1, 2 or 3",
-    "gradient_accumulation_steps": "an integer >= 1 (or auto)",
-    "gradient_clipping": "a number (or auto)",
-    "offload_optimizer_device": "none, cpu or nvme (ZeRO >= 1)",
-    "offload_param_device": "none, cpu or nvme (ZeRO-3 only)",
-    "offload_optimizer_nvme_path": "a directory on an NVMe drive",
-    "offload_param_nvme_path": "a directory on an NVMe drive",
-    "zero3_init_flag": "true/false: build the model under deepspeed.zero.Init (ZeRO-3)",
-    "zero3_save_16bit_model": "true/false: gather 16-bit weights when saving (ZeRO-3)",
-    "deepspeed_config_file": "path of a DeepSpeed JSON config",
-    "deepspeed_moe_layer_cls_names": "comma-separated MoE layer class names",
-    "deepspeed_hostfile": "DeepSpeed hostfile (multi-node)",
-    "deepspeed_inclusion_filter": "DeepSpeed --include string (multi-node)",
-    "deepspeed_exclusion_filter": "DeepSpeed --exclude string (multi-node)",
-    "deepspeed_multinode_launcher": ", ".join(MULTINODE_LAUNCHERS),
-}
-"""The keys of the ``deepspeed_config`` section and what each accepts."""
-
-_FIELD_OF_KEY = {
-    "deepspeed_config_file": "hf_ds_config",
-    "deepspeed_moe_layer_cls_names": "transformer_moe_cls_names",
-}
-
-
-def _stage(value: Any) -> int:
+def _stage(value: Any, label: str = "zero_stage") -> int:
     try:
         stage = int(value)
     except (TypeError, ValueError):
         stage = -1
     if stage not in (0, 1, 2, 3) or str(value).strip() not in ("0", "1", "2", "3"):
         raise ConfigError(
-            f"zero_stage={value!r} is not a ZeRO stage: use 0 (off), 1 (optimizer states), "
+            f"{label}={value!r} is not a ZeRO stage: use 0 (off), 1 (optimizer states), "
             "2 (+ gradients) or 3 (+ parameters)"
         )
     return stage
 
 
-def _device(key: str, value: Any) -> str:
-    text = "none" if value is None else str(value).strip().lower()
-    if text not in OFFLOAD_DEVICES:
-        raise ConfigError(f"{key}={value!r} is not allowed: use none, cpu or nvme")
-    return text
-
-
-def _steps(key: str, value: Any) -> int | str:
-    if value == "auto":
-        return value
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        number = 0
-    if number < 1:
-        raise ConfigError(f"{key}={value!r} must be an integer >= 1 (or auto)")
-    return number
-
-
-def _clip(value: Any) -> float | str | None:
+def _clip(value: Any, label: str = "gradient_clipping") -> float | str | None:
     if value is None or value == "auto":
         return value
     if str(value).strip().lower() == "none":
@@ -89,7 +46,96 @@ def _clip(value: Any) -> float | str | None:
     try:
         return float(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"gradient_clipping={value!r} is not a number") from None
+        raise ConfigError(f"{label}={value!r} is not a number") from None
+
+
+def _check_section(values: dict[str, Any]) -> None:
+    """The section's offload devices must suit its ZeRO stage (unless a JSON file decides)."""
+    if values["deepspeed_config_file"] is None:
+        check_combination(
+            values["zero_stage"],
+            values["offload_optimizer_device"],
+            values["offload_param_device"],
+        )
+
+
+_ON = "true/false: "
+DEEPSPEED_SECTION = Section(
+    "deepspeed_config",
+    [
+        Option("zero_stage", int, 2, choices=(0, 1, 2, 3), reader=_stage, help="0, 1, 2 or 3"),
+        Option(
+            "gradient_accumulation_steps",
+            int,
+            minimum=1,
+            extra=("auto",),
+            flag=None,  # a core flag; the section key is still read from config files
+            help="an integer >= 1 (or auto)",
+        ),
+        Option("gradient_clipping", float, reader=_clip, help="a number (or auto)"),
+        Option(
+            "offload_optimizer_device",
+            default="none",
+            choices=OFFLOAD_DEVICES,
+            help="none, cpu or nvme (ZeRO >= 1)",
+        ),
+        Option(
+            "offload_param_device",
+            default="none",
+            choices=OFFLOAD_DEVICES,
+            help="none, cpu or nvme (ZeRO-3 only)",
+        ),
+        Option("offload_optimizer_nvme_path", help="a directory on an NVMe drive"),
+        Option("offload_param_nvme_path", help="a directory on an NVMe drive"),
+        Option(
+            "zero3_init_flag",
+            bool,
+            False,
+            help=_ON + "build the model under deepspeed.zero.Init (ZeRO-3)",
+        ),
+        Option(
+            "zero3_save_16bit_model",
+            bool,
+            False,
+            help=_ON + "gather 16-bit weights when saving (ZeRO-3)",
+        ),
+        Option("deepspeed_config_file", help="path of a DeepSpeed JSON config"),
+        Option("deepspeed_moe_layer_cls_names", list, help="comma-separated MoE layer class names"),
+        Option("deepspeed_hostfile", help="DeepSpeed hostfile (multi-node)"),
+        Option("deepspeed_inclusion_filter", help="DeepSpeed --include string (multi-node)"),
+        Option("deepspeed_exclusion_filter", help="DeepSpeed --exclude string (multi-node)"),
+        Option(
+            "deepspeed_multinode_launcher",
+            choices=MULTINODE_LAUNCHERS,
+            help=", ".join(MULTINODE_LAUNCHERS),
+        ),
+    ],
+    title="DeepSpeed",
+    distributed_type="DEEPSPEED",
+    checks=[_check_section],
+)
+"""The ``deepspeed_config`` section: its keys, types, defaults and ``accel launch`` flags."""
+
+SECTION_KEYS: dict[str, str] = {option.name: option.help for option in DEEPSPEED_SECTION}
+"""The keys of the ``deepspeed_config`` section and what each accepts."""
+
+validate_section = DEEPSPEED_SECTION.validate
+"""Errors in a ``deepspeed_config`` section (unknown keys, bad values, offload against the
+ZeRO stage), one line each."""
+
+_FIELD_OF_KEY = {
+    "deepspeed_config_file": "hf_ds_config",
+    "deepspeed_moe_layer_cls_names": "transformer_moe_cls_names",
+}
+
+
+def _device(key: str, value: Any) -> str:
+    """An offload device (``none`` when unset); errors name ``key``."""
+    return DEEPSPEED_SECTION["offload_param_device"].convert("none" if value is None else value, key)
+
+
+def _steps(key: str, value: Any) -> int | str:
+    return DEEPSPEED_SECTION["gradient_accumulation_steps"].convert(value, key)
 
 
 def check_combination(stage: int, optimizer_device: str, param_device: str) -> None:
@@ -147,7 +193,7 @@ class DeepSpeedPlugin:
     """Where each field's value came from (``code``, ``deepspeed_config section``, ``default``)."""
 
     def __post_init__(self):
-        section = _launched_section()
+        section = DEEPSPEED_SECTION.read(defaults=False)  # the keys the launched config sets
         for f in fields(self):
             if f.name == "config_sources":
                 continue
@@ -155,7 +201,7 @@ class DeepSpeedPlugin:
                 self.config_sources[f.name] = "code"
                 continue
             key = next((k for k, v in _FIELD_OF_KEY.items() if v == f.name), f.name)
-            if key in section and section[key] is not None:
+            if section.get(key) is not None:
                 setattr(self, f.name, section[key])
                 self.config_sources[f.name] = "deepspeed_config section"
         if self.hf_ds_config is not None and not isinstance(self.hf_ds_config, HfDeepSpeedConfig):
@@ -165,13 +211,12 @@ class DeepSpeedPlugin:
                 "gradient_accumulation_steps", self.gradient_accumulation_steps
             )
         self.gradient_clipping = _clip(self.gradient_clipping)
-        if isinstance(self.transformer_moe_cls_names, str):
-            self.transformer_moe_cls_names = [
-                n.strip() for n in self.transformer_moe_cls_names.split(",") if n.strip()
-            ]
+        self.transformer_moe_cls_names = DEEPSPEED_SECTION["deepspeed_moe_layer_cls_names"].convert(
+            self.transformer_moe_cls_names, "transformer_moe_cls_names"
+        )
         for name in ("zero3_init_flag", "zero3_save_16bit_model"):
-            value = getattr(self, name)
-            setattr(self, name, False if value is None else _bool(name, value))
+            value = DEEPSPEED_SECTION[name].convert(getattr(self, name), name)
+            setattr(self, name, False if value is None else value)
         self.deepspeed_config = (
             self._from_file() if self.hf_ds_config is not None else self._from_fields()
         )
@@ -254,7 +299,9 @@ class DeepSpeedPlugin:
         self.offload_optimizer_device, self.offload_param_device = optimizer_device, param_device
         gather = zero.get("stage3_gather_16bit_weights_on_model_save")
         if gather is not None and gather != "auto":
-            self.zero3_save_16bit_model = _bool("stage3_gather_16bit_weights_on_model_save", gather)
+            self.zero3_save_16bit_model = parse_bool(
+                "stage3_gather_16bit_weights_on_model_save", gather
+            )
         config.setdefault("steps_per_print", 2**31 - 1)
         config.setdefault("zero_allow_untested_optimizer", True)
         return config
@@ -337,57 +384,4 @@ def _merge(config: dict[str, Any], dotted: str, value: Any, cast: Any) -> None:
         raise ConfigError(
             f"the DeepSpeed config file sets {dotted}={current!r} but the plugin (or the "
             f"deepspeed_config section / flag) sets {value!r}: keep only one of them"
-        )
-
-
-def _launched_section() -> Mapping[str, Any]:
-    from accel.utils.config import launched_config
-
-    section = launched_config().get("deepspeed_config") or {}
-    return section if isinstance(section, Mapping) else {}
-
-
-def validate_section(section: Mapping[str, Any]) -> list[str]:
-    """Errors in a ``deepspeed_config`` section (unknown keys, bad values), one line each."""
-    if not isinstance(section, Mapping):
-        return [f"deepspeed_config must be a mapping, not {type(section).__name__}"]
-    errors: list[str] = []
-    for key, value in section.items():
-        if key not in SECTION_KEYS:
-            errors.append(
-                f"deepspeed_config.{key} is not a DeepSpeed setting: allowed keys are {', '.join(SECTION_KEYS)}"
-            )
-            continue
-        try:
-            _check_value(key, value)
-        except ConfigError as error:
-            errors.append(f"deepspeed_config.{key}: {error}")
-    if not errors and "deepspeed_config_file" not in section:
-        try:
-            check_combination(
-                _stage(section.get("zero_stage", 2)),
-                _device("offload_optimizer_device", section.get("offload_optimizer_device")),
-                _device("offload_param_device", section.get("offload_param_device")),
-            )
-        except ConfigError as error:
-            errors.append(f"deepspeed_config: {error}")
-    return errors
-
-
-def _check_value(key: str, value: Any) -> None:
-    if value is None:
-        return
-    if key == "zero_stage":
-        _stage(value)
-    elif key == "gradient_accumulation_steps":
-        _steps(key, value)
-    elif key == "gradient_clipping":
-        _clip(value)
-    elif key.endswith("_device"):
-        _device(key, value)
-    elif key in ("zero3_init_flag", "zero3_save_16bit_model"):
-        _bool(key, value)
-    elif key == "deepspeed_multinode_launcher" and str(value) not in MULTINODE_LAUNCHERS:
-        raise ConfigError(
-            f"{value!r} is not a launcher: use one of {', '.join(MULTINODE_LAUNCHERS)}"
         )

@@ -43,24 +43,21 @@ def accel_exports() -> dict[str, str]:
 
 @hookimpl
 def accel_config_sections() -> dict[str, Any]:
-    """The ``deepspeed_config`` section and its validator."""
-    from .config import validate_section
+    """The ``deepspeed_config`` section, declared in :data:`accel_deepspeed.config.DEEPSPEED_SECTION`."""
+    from .config import DEEPSPEED_SECTION
 
-    return {"deepspeed_config": validate_section}
+    return {DEEPSPEED_SECTION.key: DEEPSPEED_SECTION}
 
 
 @hookimpl
 def accel_launch_arguments(parser: Any) -> None:
     """``--use_deepspeed`` and the DeepSpeed flags of ``accel launch`` (values go to ``deepspeed_config``)."""
-    from .config import SECTION_KEYS
+    from .config import DEEPSPEED_SECTION
 
     parser.add_argument(
         "--use_deepspeed", action="store_true", help="train with DeepSpeed (accel-deepspeed)"
     )
-    for key, allowed in SECTION_KEYS.items():
-        if key == "gradient_accumulation_steps":
-            continue  # a core flag; the section key is still read from config files
-        parser.add_argument(f"--{key}", default=None, metavar="VALUE", help=f"DeepSpeed: {allowed}")
+    DEEPSPEED_SECTION.add_arguments(parser)
 
 
 @hookimpl

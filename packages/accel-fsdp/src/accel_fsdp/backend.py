@@ -12,6 +12,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from accel.backends import Backend
+from accel.distributed.process import ensure_process_group, plugin_object
 
 from .config import FullyShardedDataParallelPlugin
 from .wrap import fsdp1_policy, units_to_shard
@@ -33,12 +34,10 @@ class FSDPBackend(Backend):
     def setup(self) -> None:
         """Read the plugin, make sure a process group exists, use a sharded grad scaler for fp16."""
         state = self.accelerator.state
-        self.plugin: FullyShardedDataParallelPlugin = (
-            state.fsdp_plugin or FullyShardedDataParallelPlugin()
+        self.plugin: FullyShardedDataParallelPlugin = plugin_object(
+            state, "fsdp_plugin", FullyShardedDataParallelPlugin
         )
-        state.plugins["fsdp_plugin"] = self.plugin
-        if not dist.is_initialized():  # one process: FSDP still needs a (trivial) group
-            dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        ensure_process_group()  # one process: FSDP still needs a (trivial) group
         precision = self.accelerator.precision
         if precision.scaler is not None:
             from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler

@@ -1,17 +1,19 @@
 """``FullyShardedDataParallelPlugin``: every FSDP setting, from code, the ``fsdp_config`` section or flags.
 
 Torch-free: values are validated and normalised here (names or the seed's
-numbers); torch objects are built by the backend.
+numbers); torch objects are built by the backend. The section's keys are declared once
+in :data:`FSDP_SECTION`, which validates config files, makes the ``accel launch
+--fsdp_*`` flags and reads the launched section in the workers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Callable
 
+from accel.config.keys import parse_bool
+from accel.config.sections import Option, Section
 from accel.errors import ConfigError
-from accel.utils.config_keys import parse_bool as _bool
 
 SHARDING_STRATEGIES = (
     "FULL_SHARD",
@@ -26,26 +28,83 @@ BACKWARD_PREFETCH = ("BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH")
 STATE_DICT_TYPES = ("FULL_STATE_DICT", "SHARDED_STATE_DICT", "LOCAL_STATE_DICT")
 
 
-def _choice(key: str, value: Any, allowed: tuple[str, ...], numbered: bool = False) -> str:
-    if hasattr(value, "name") and not isinstance(value, str):  # a torch enum member
-        value = value.name
-    text = str(value).strip().upper()
-    if numbered and text.isdigit() and 1 <= int(text) <= len(allowed):
-        return allowed[int(text) - 1]
-    if text not in allowed:
-        extra = " (or 1-5)" if numbered else ""
-        raise ConfigError(f"{key}={value!r} is not allowed: use one of {', '.join(allowed)}{extra}")
-    return text
+def _reshard(value: Any, label: str) -> Any:
+    """``reshard_after_forward``: a boolean, or (FSDP1 style) a sharding strategy name."""
+    if isinstance(value, str) and value.strip().upper() in SHARDING_STRATEGIES:
+        return value.strip().upper()
+    return parse_bool(label, value)
 
 
-def _int(key: str, value: Any) -> int:
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{key}={value!r} is not an integer") from None
-    if number < 0:
-        raise ConfigError(f"{key}={value!r} must be >= 0")
-    return number
+FSDP_SECTION = Section(
+    "fsdp_config",
+    [
+        Option("fsdp_version", int, 2, choices=(1, 2), help="1 or 2"),
+        Option(
+            "fsdp_sharding_strategy",
+            default="FULL_SHARD",
+            choices=SHARDING_STRATEGIES,
+            numbered=True,
+            help="FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, HYBRID_SHARD_ZERO2 or 1-5",
+        ),
+        Option(
+            "fsdp_reshard_after_forward",
+            bool,
+            reader=_reshard,
+            allowed="true, false or a sharding strategy",
+            help="true/false or a sharding strategy",
+        ),
+        Option("fsdp_auto_wrap_policy", choices=AUTO_WRAP_POLICIES, help="how modules are wrapped"),
+        Option(
+            "fsdp_transformer_layer_cls_to_wrap",
+            list,
+            help="comma-separated class names",
+        ),
+        Option("fsdp_min_num_params", int, minimum=0, help="an integer"),
+        Option(
+            "fsdp_backward_prefetch",
+            choices=BACKWARD_PREFETCH,
+            aliases=("fsdp_backward_prefetch_policy",),
+            flag_aliases=("fsdp_backward_prefetch_policy",),
+            help="BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH",
+        ),
+        Option("fsdp_forward_prefetch", bool, False, help="true/false"),
+        Option("fsdp_offload_params", bool, False, help="true/false"),
+        Option(
+            "fsdp_state_dict_type",
+            default="FULL_STATE_DICT",
+            choices=STATE_DICT_TYPES,
+            help="FULL_STATE_DICT, SHARDED_STATE_DICT or LOCAL_STATE_DICT",
+        ),
+        Option("fsdp_use_orig_params", bool, True, help="true/false"),
+        Option("fsdp_sync_module_states", bool, False, help="true/false"),
+        Option("fsdp_cpu_ram_efficient_loading", bool, False, help="true/false"),
+        Option("fsdp_activation_checkpointing", bool, False, help="true/false"),
+    ],
+    title="FSDP",
+    distributed_type="FSDP",
+)
+"""The ``fsdp_config`` section: its keys, types, defaults and flags (``--fsdp_*``)."""
+
+FSDP_CONFIG_KEYS: dict[str, str] = {option.name: option.help for option in FSDP_SECTION}
+"""The keys of the ``fsdp_config`` section and what each accepts."""
+
+validate_section = FSDP_SECTION.validate
+"""Errors in an ``fsdp_config`` section (unknown keys, bad values), one line each."""
+
+_FIELD_KEYS = {
+    "cpu_offload": "fsdp_offload_params",
+    "transformer_cls_names_to_wrap": "fsdp_transformer_layer_cls_to_wrap",
+}
+"""Plugin fields whose section key is not ``fsdp_<field>``."""
+
+
+def _key(name: str) -> str:
+    return _FIELD_KEYS.get(name, f"fsdp_{name}")
+
+
+def _convert(name: str, value: Any) -> Any:
+    """A field's value through its declared key (errors name the field)."""
+    return FSDP_SECTION[_key(name)].convert(value, name)
 
 
 @dataclass
@@ -80,58 +139,36 @@ class FullyShardedDataParallelPlugin:
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
-        section = _launched_section()
+        section = FSDP_SECTION.read(defaults=False)  # the keys the launched config sets
         for f in fields(self):
-            if getattr(self, f.name) is None:
-                for key in _config_keys(f.name):
-                    if key in section:
-                        setattr(self, f.name, section[key])
-                        break
-        self.fsdp_version = (
-            2 if self.fsdp_version is None else _int("fsdp_version", self.fsdp_version)
-        )
-        if self.fsdp_version not in (1, 2):
-            raise ConfigError(f"fsdp_version={self.fsdp_version}: use 1 or 2")
+            if getattr(self, f.name) is None and _key(f.name) in section:
+                setattr(self, f.name, section[_key(f.name)])
+        self.fsdp_version = _convert("fsdp_version", self.fsdp_version) or 2
         if (
             self.sharding_strategy is None
             and self.reshard_after_forward is not None
             and self.fsdp_version == 2
         ):
-            value = self.reshard_after_forward
-            if isinstance(value, str) and value.strip().upper() in SHARDING_STRATEGIES:
+            value = _convert("reshard_after_forward", self.reshard_after_forward)
+            if isinstance(value, str):
                 self.sharding_strategy = value
             else:
-                self.sharding_strategy = (
-                    "FULL_SHARD" if _bool("reshard_after_forward", value) else "SHARD_GRAD_OP"
-                )
-        self.sharding_strategy = _choice(
-            "sharding_strategy",
-            self.sharding_strategy or "FULL_SHARD",
-            SHARDING_STRATEGIES,
-            numbered=True,
-        )
+                self.sharding_strategy = "FULL_SHARD" if value else "SHARD_GRAD_OP"
+        self.sharding_strategy = _convert("sharding_strategy", self.sharding_strategy or "FULL_SHARD")
         self.reshard_after_forward = self.sharding_strategy in ("FULL_SHARD", "HYBRID_SHARD")
         if self.backward_prefetch is not None and not callable(self.backward_prefetch):
-            self.backward_prefetch = _choice(
-                "backward_prefetch", self.backward_prefetch, BACKWARD_PREFETCH
-            )
+            self.backward_prefetch = _convert("backward_prefetch", self.backward_prefetch)
         if self.auto_wrap_policy is not None and not callable(self.auto_wrap_policy):
-            self.auto_wrap_policy = _choice(
-                "auto_wrap_policy", self.auto_wrap_policy, AUTO_WRAP_POLICIES
-            )
-        self.state_dict_type = _choice(
-            "state_dict_type", self.state_dict_type or "FULL_STATE_DICT", STATE_DICT_TYPES
-        )
+            self.auto_wrap_policy = _convert("auto_wrap_policy", self.auto_wrap_policy)
+        self.state_dict_type = _convert("state_dict_type", self.state_dict_type or "FULL_STATE_DICT")
         if self.state_dict_type == "LOCAL_STATE_DICT" and self.fsdp_version == 2:
             raise ConfigError(
                 "state_dict_type=LOCAL_STATE_DICT exists only for fsdp_version 1: use SHARDED_STATE_DICT with FSDP2"
             )
-        if isinstance(self.transformer_cls_names_to_wrap, str):
-            self.transformer_cls_names_to_wrap = [
-                n.strip() for n in self.transformer_cls_names_to_wrap.split(",") if n.strip()
-            ]
-        if self.min_num_params is not None:
-            self.min_num_params = _int("min_num_params", self.min_num_params)
+        self.transformer_cls_names_to_wrap = _convert(
+            "transformer_cls_names_to_wrap", self.transformer_cls_names_to_wrap
+        )
+        self.min_num_params = _convert("min_num_params", self.min_num_params)
         for name in (
             "use_orig_params",
             "sync_module_states",
@@ -139,16 +176,12 @@ class FullyShardedDataParallelPlugin:
             "activation_checkpointing",
             "cpu_ram_efficient_loading",
         ):
-            value = getattr(self, name)
-            setattr(
-                self,
-                name,
-                False
-                if value is None and name != "use_orig_params"
-                else (True if value is None else _bool(name, value)),
-            )
+            value = _convert(name, getattr(self, name))
+            setattr(self, name, FSDP_SECTION[_key(name)].default if value is None else value)
         if self.cpu_offload is not None and not hasattr(self.cpu_offload, "offload_params"):
-            self.cpu_offload = _bool("offload_params", self.cpu_offload)
+            self.cpu_offload = FSDP_SECTION["fsdp_offload_params"].convert(
+                self.cpu_offload, "offload_params"
+            )
         if self.cpu_ram_efficient_loading:
             self.sync_module_states = True
 
@@ -159,75 +192,3 @@ class FullyShardedDataParallelPlugin:
         return bool(getattr(value, "offload_params", value))
 
 
-def _config_keys(name: str) -> list[str]:
-    aliases = {
-        "cpu_offload": ["fsdp_offload_params"],
-        "transformer_cls_names_to_wrap": ["fsdp_transformer_layer_cls_to_wrap"],
-    }
-    return aliases.get(name, []) + [f"fsdp_{name}"]
-
-
-def _launched_section() -> Mapping[str, Any]:
-    from accel.utils.config import launched_config
-
-    return launched_config().get("fsdp_config") or {}
-
-
-FSDP_CONFIG_KEYS: dict[str, str] = {
-    "fsdp_version": "1 or 2",
-    "fsdp_sharding_strategy": "FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD, HYBRID_SHARD_ZERO2 or 1-5",
-    "fsdp_reshard_after_forward": "true/false or a sharding strategy",
-    "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP",
-    "fsdp_transformer_layer_cls_to_wrap": "comma-separated class names",
-    "fsdp_min_num_params": "an integer",
-    "fsdp_backward_prefetch": "BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH",
-    "fsdp_backward_prefetch_policy": "BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH",
-    "fsdp_forward_prefetch": "true/false",
-    "fsdp_offload_params": "true/false",
-    "fsdp_state_dict_type": "FULL_STATE_DICT, SHARDED_STATE_DICT or LOCAL_STATE_DICT",
-    "fsdp_use_orig_params": "true/false",
-    "fsdp_sync_module_states": "true/false",
-    "fsdp_cpu_ram_efficient_loading": "true/false",
-    "fsdp_activation_checkpointing": "true/false",
-}
-"""The keys of the ``fsdp_config`` section and what each accepts."""
-
-
-def validate_section(section: Mapping[str, Any]) -> list[str]:
-    """Errors in an ``fsdp_config`` section (unknown keys, bad values), one line each."""
-    errors: list[str] = []
-    if not isinstance(section, Mapping):
-        return [f"fsdp_config must be a mapping of fsdp_* keys, not {type(section).__name__}"]
-    for key, value in section.items():
-        if key not in FSDP_CONFIG_KEYS:
-            errors.append(
-                f"fsdp_config.{key} is not an FSDP setting: allowed keys are {', '.join(FSDP_CONFIG_KEYS)}"
-            )
-            continue
-        name = (
-            "backward_prefetch"
-            if key == "fsdp_backward_prefetch_policy"
-            else key.removeprefix("fsdp_")
-        )
-        try:
-            _check_value(name, value)
-        except ConfigError as error:
-            errors.append(f"fsdp_config.{key}: {error}")
-    return errors
-
-
-def _check_value(name: str, value: Any) -> None:
-    if name == "version" and _int(name, value) not in (1, 2):
-        raise ConfigError(f"{value!r}: use 1 or 2")
-    checks: dict[str, Callable[[Any], Any]] = {
-        "sharding_strategy": lambda v: _choice(name, v, SHARDING_STRATEGIES, numbered=True),
-        "auto_wrap_policy": lambda v: _choice(name, v, AUTO_WRAP_POLICIES),
-        "backward_prefetch": lambda v: _choice(name, v, BACKWARD_PREFETCH),
-        "state_dict_type": lambda v: _choice(name, v, STATE_DICT_TYPES),
-        "min_num_params": lambda v: _int(name, v),
-        "transformer_layer_cls_to_wrap": lambda v: v,
-        "reshard_after_forward": lambda v: (
-            v if str(v).upper() in SHARDING_STRATEGIES else _bool(name, v)
-        ),
-    }
-    checks.get(name, lambda v: _bool(name, v) if name != "version" else v)(value)

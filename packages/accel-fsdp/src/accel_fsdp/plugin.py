@@ -17,24 +17,23 @@ def accel_backends() -> list[type]:
 
 @hookimpl
 def accel_config_sections() -> dict[str, Any]:
-    """The ``fsdp_config`` section and its validator."""
-    from .config import validate_section
+    """The ``fsdp_config`` section, declared once in :data:`accel_fsdp.config.FSDP_SECTION`."""
+    from .config import FSDP_SECTION
 
-    return {"fsdp_config": validate_section}
+    return {FSDP_SECTION.key: FSDP_SECTION}
 
 
 @hookimpl
 def accel_launch_arguments(parser: Any) -> None:
-    """``--use_fsdp`` and the ``--fsdp_*`` flags of ``accel launch``."""
-    from .config import FSDP_CONFIG_KEYS
+    """``--use_fsdp`` and the ``--fsdp_*`` flags of ``accel launch`` (from the declaration)."""
+    from .config import FSDP_SECTION
 
     parser.add_argument(
         "--use_fsdp",
         action="store_true",
         help="train with Fully Sharded Data Parallel (accel-fsdp)",
     )
-    for key, allowed in FSDP_CONFIG_KEYS.items():
-        parser.add_argument(f"--{key}", default=None, metavar="VALUE", help=f"FSDP: {allowed}")
+    FSDP_SECTION.add_arguments(parser)
 
 
 @hookimpl
@@ -51,57 +50,43 @@ def accel_config_questions(ask: Any, config: dict) -> None:
         "Do you want to use FullyShardedDataParallel (FSDP)?", default=False, key="use_fsdp"
     ):
         return
-    from .config import AUTO_WRAP_POLICIES, SHARDING_STRATEGIES
+    from .config import FSDP_SECTION as S
 
     config["distributed_type"] = "FSDP"
     section: dict[str, Any] = {}
-    key = "fsdp_config."
-    section["fsdp_version"] = int(
-        ask.select("Which FSDP version?", ["2", "1"], default="2", key=key + "fsdp_version")
+    section["fsdp_version"] = S.ask(ask, "fsdp_version", "Which FSDP version?", choices=[2, 1])
+    section["fsdp_sharding_strategy"] = S.ask(ask, "fsdp_sharding_strategy", "Sharding strategy?")
+    section["fsdp_offload_params"] = S.ask(
+        ask, "fsdp_offload_params", "Offload parameters to the CPU?"
     )
-    section["fsdp_sharding_strategy"] = ask.select(
-        "Sharding strategy?",
-        list(SHARDING_STRATEGIES),
-        default="FULL_SHARD",
-        key=key + "fsdp_sharding_strategy",
-    )
-    section["fsdp_offload_params"] = ask.confirm(
-        "Offload parameters to the CPU?", default=False, key=key + "fsdp_offload_params"
-    )
-    policy = ask.select(
-        "Auto-wrap policy?",
-        list(AUTO_WRAP_POLICIES),
-        default="TRANSFORMER_BASED_WRAP",
-        key=key + "fsdp_auto_wrap_policy",
+    policy = S.ask(
+        ask, "fsdp_auto_wrap_policy", "Auto-wrap policy?", default="TRANSFORMER_BASED_WRAP"
     )
     section["fsdp_auto_wrap_policy"] = policy
     if policy == "TRANSFORMER_BASED_WRAP":
-        names = ask.text(
+        names = S.ask(
+            ask,
+            "fsdp_transformer_layer_cls_to_wrap",
             "Layer classes to wrap (comma-separated; empty: the model's _no_split_modules)?",
-            default="",
-            key=key + "fsdp_transformer_layer_cls_to_wrap",
         )
         if names:
             section["fsdp_transformer_layer_cls_to_wrap"] = names
     elif policy == "SIZE_BASED_WRAP":
-        section["fsdp_min_num_params"] = int(
-            ask.text(
-                "Minimum parameters per wrapped module?",
-                default="100000000",
-                key=key + "fsdp_min_num_params",
-            )
+        section["fsdp_min_num_params"] = S.ask(
+            ask, "fsdp_min_num_params", "Minimum parameters per wrapped module?", default=100000000
         )
-    section["fsdp_state_dict_type"] = ask.select(
+    section["fsdp_state_dict_type"] = S.ask(
+        ask,
+        "fsdp_state_dict_type",
         "Checkpoint state dict type?",
-        ["SHARDED_STATE_DICT", "FULL_STATE_DICT"],
         default="SHARDED_STATE_DICT",
-        key=key + "fsdp_state_dict_type",
+        choices=["SHARDED_STATE_DICT", "FULL_STATE_DICT"],
     )
-    section["fsdp_cpu_ram_efficient_loading"] = ask.confirm(
-        "CPU-RAM-efficient model loading?", default=True, key=key + "fsdp_cpu_ram_efficient_loading"
+    section["fsdp_cpu_ram_efficient_loading"] = S.ask(
+        ask, "fsdp_cpu_ram_efficient_loading", "CPU-RAM-efficient model loading?", default=True
     )
-    section["fsdp_activation_checkpointing"] = ask.confirm(
-        "Activation checkpointing?", default=False, key=key + "fsdp_activation_checkpointing"
+    section["fsdp_activation_checkpointing"] = S.ask(
+        ask, "fsdp_activation_checkpointing", "Activation checkpointing?"
     )
     config["fsdp_config"] = section
 

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from accel.backends import Backend
+from accel.distributed.process import ensure_process_group, plugin_object
 from accel.errors import ConfigError
 
 from .config import MegatronLMPlugin
@@ -38,15 +39,13 @@ class MegatronLMBackend(Backend):
         """Read the plugin, check it against the world size, and initialise megatron-core's groups."""
         acc = self.accelerator
         state = acc.state
-        self.plugin: MegatronLMPlugin = state.megatron_lm_plugin or MegatronLMPlugin()
-        state.plugins["megatron_lm_plugin"] = self.plugin
+        self.plugin: MegatronLMPlugin = plugin_object(state, "megatron_lm_plugin", MegatronLMPlugin)
         if acc.gradient_accumulation_steps > 1:
             raise ConfigError(
                 f"gradient_accumulation_steps={acc.gradient_accumulation_steps} does not apply under "
                 "MEGATRON_LM: accumulate with megatron_lm_num_micro_batches instead"
             )
-        if not dist.is_initialized():  # one process: megatron-core still needs a group
-            dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        ensure_process_group()  # one process: megatron-core still needs a group
         self.world_size = dist.get_world_size()
         self.dp_degree = self.plugin.dp_degree(self.world_size)
         self.on_cpu = acc.device.type == "cpu"

@@ -60,7 +60,13 @@ class XLALauncher(Launcher):
         argv = self.command(config, script)
         env = {**environment, **xla_environment(config)}
         return LaunchPlan.for_config(
-            self.name, argv, config, script, env, num_machines=1, where="the XLA devices of this host"
+            self.name,
+            argv,
+            config,
+            script,
+            env,
+            num_machines=1,
+            where="the XLA devices of this host",
         )
 
     def claims_notebook(self) -> bool:

@@ -13,8 +13,8 @@ from typing import Any
 from accel import environment
 from accel.launchers.notebook import patch_environment
 
-from .settings import xla_environment
 from .replica import spawn
+from .settings import xla_environment
 
 
 def notebook_launch(

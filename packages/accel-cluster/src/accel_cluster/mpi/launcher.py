@@ -176,6 +176,7 @@ class MpiLauncher(Launcher):
             where=f"the hosts of {hostfile} (mpirun)",
         )
 
+
 __all__ = [
     "FLAVORS",
     "MpiLauncher",

@@ -118,7 +118,9 @@ class SlurmLauncher(Launcher):
         process unless ``num_cpu_threads_per_process`` is set.
         """
         task = read_task()
-        where = f"SLURM job {task.job_id} ({task.num_nodes} node{'s' if task.num_nodes > 1 else ''})"
+        where = (
+            f"SLURM job {task.job_id} ({task.num_nodes} node{'s' if task.num_nodes > 1 else ''})"
+        )
         if choose_mode(config, task) == "node":
             node = TorchrunLauncher().plan(self._node_config(config, task), script, environment)
             node.launcher, node.where = self.name, where

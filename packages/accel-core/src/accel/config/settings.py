@@ -293,12 +293,17 @@ def _plugin_section_names() -> set[str]:
 
 
 def section_validators() -> dict[str, Callable[[dict], list[str]]]:
-    """``{section_key: validator}`` from every plugin's ``accel_config_sections`` hook."""
+    """``{section_key: validator}`` from every plugin's ``accel_config_sections`` hook.
+
+    A declared :class:`~accel.config.sections.Section` is its own validator; a plugin may
+    return a mapping or a list of Sections (see the hook's documentation).
+    """
+    from accel.config.sections import section_table
     from accel.plugins import hook
 
     table: dict[str, Callable[[dict], list[str]]] = {}
-    for mapping in reversed(hook().accel_config_sections()):
-        table.update(mapping or {})
+    for result in reversed(hook().accel_config_sections()):
+        table.update(section_table(result))
     return table
 
 

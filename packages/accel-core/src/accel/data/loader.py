@@ -344,6 +344,8 @@ class DataLoaderShard(DataLoader):
     def _start_epoch(self) -> int:
         self.generator.manual_seed(self.seed + self.epoch)
         for target in (getattr(self.batch_sampler, "sampler", None), self.sampler, self.dataset):
+            if isinstance(target, SeedableRandomSampler):
+                target.seed = self.seed  # a restored seed (load_state_dict) reaches the sampler
             if target is not None and hasattr(target, "set_epoch"):
                 target.set_epoch(self.epoch)
         skip, self._resume_skip = self._resume_skip, 0

@@ -130,7 +130,7 @@ def notebook_launcher(
 
 def _notebook_plugin_launcher() -> Any:
     """The launcher plugin claiming notebook launches in this environment (accel-tpu on XLA), if any."""
-    from accel import registry
+    from accel.plugins import registry
 
     for cls in sorted(registry.launchers().values(), key=lambda c: -getattr(c, "priority", 0)):
         launcher = cls()

@@ -34,7 +34,7 @@ class Quantizer:
 
 def quantizer_for(config: Any) -> Quantizer:
     """The installed quantizer accepting ``config``, or an error naming the package to install."""
-    from accel import registry
+    from accel.plugins import registry
 
     kind = type(config).__name__
     for cls in registry.quantizers().values():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -10,7 +11,7 @@ import pytest
 import torch
 from accel.backends import Backend
 
-from .processes import WORKERS, accel_executable, run_processes
+from .processes import WORKERS, accel_executable, clean_environment, run_command, run_processes
 from .reference import differences, load_object, losses_match, make_model, train_reference
 
 
@@ -89,14 +90,15 @@ class BackendConformance:
                 pytest.skip("config_file needs the `accel` command: pip install accel-cli")
             config = folder / "accel_config.yaml"
             config.write_text(self.config_file, encoding="utf-8")
-        run_processes(
-            WORKERS / "backend_worker.py",
-            [str(spec_file)],
-            nproc=world_size,
-            env=env,
-            timeout=self.timeout,
-            config_file=config,
-        )
+        script = WORKERS / "backend_worker.py"
+        if world_size == 1 and config is None:  # one process needs no launcher
+            run_command(
+                [sys.executable, str(script), str(spec_file)], clean_environment(env), self.timeout
+            )
+        else:
+            run_processes(
+                script, [str(spec_file)], world_size, env, self.timeout, config_file=config
+            )
         assert out.exists(), f"rank 0 wrote no result ({out})"
         return torch.load(out, weights_only=True)
 

@@ -102,7 +102,7 @@ def train_reference(
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     return {"losses": losses, "weights": state_of(model)}
 
 

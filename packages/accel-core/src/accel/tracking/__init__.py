@@ -168,7 +168,7 @@ def available_trackers(installed_only: bool = True) -> list[str]:
     With ``installed_only`` (default), only those that can run here (``is_available()``:
     their tracking library is installed); that is what ``log_with="all"`` uses.
     """
-    from accel import registry
+    from accel.plugins import registry
 
     table = registry.trackers()
     return sorted(n for n, cls in table.items() if not installed_only or _available(cls))
@@ -202,7 +202,7 @@ def filter_trackers(log_with: Any, logging_dir: str | None = None) -> list[Any]:
     """
     import warnings
 
-    from accel import registry
+    from accel.plugins import registry
 
     if log_with is None:
         return []

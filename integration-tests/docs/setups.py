@@ -1,0 +1,42 @@
+"""Named setups a docs block can ask for with ``<!-- docs-test: setup NAME -->``.
+
+Each takes the page's namespace (a dict) and prepares it, as a reader would have done
+before running the block (installing a plugin, importing the names the prose assumes).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+
+def accelerator(ns: dict[str, Any]) -> None:
+    """``import torch`` and ``from accel import Accelerator``."""
+    import torch
+    from accel import Accelerator
+
+    ns.update(torch=torch, Accelerator=Accelerator)
+
+
+def jsonl_plugin(ns: dict[str, Any]) -> None:
+    """Register ``accel_jsonl.plugin`` (written by the page's file blocks) as if installed."""
+    from accel import plugins
+
+    accelerator(ns)
+    module = importlib.import_module("accel_jsonl.plugin")
+    plugins.get_plugin_manager().register(module, name="jsonl")
+    _clear_caches()
+
+
+def _clear_caches() -> None:
+    for name in ("accel.plugins.registry", "accel.registry"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(module, "clear_cache"):
+            module.clear_cache()
+            return
+
+
+SETUPS = {"accelerator": accelerator, "jsonl_plugin": jsonl_plugin}

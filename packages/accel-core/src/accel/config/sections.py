@@ -1,0 +1,516 @@
+"""Declarative config sections: a plugin declares its section's keys once.
+
+A plugin that owns a section of the config file (``fsdp_config``, ``mpirun_config``, ...)
+describes each key with an :class:`Option` and groups them in a :class:`Section`. From that
+one declaration come:
+
+- validation of the section in a config file (:meth:`Section.validate`; a ``Section`` is
+  itself the validator ``accel_config_sections`` returns): unknown keys with a did-you-mean,
+  wrong types, values outside the choices, then the section's cross-key ``checks``;
+- the ``accel launch`` flags (:meth:`Section.add_arguments`, called from the plugin's
+  ``accel_launch_arguments`` hook): one ``--<flag>`` per key, checked as it is parsed, whose
+  text goes into ``<section>.<key>`` only when given (a flag not given never overrides the
+  config file);
+- the simple ``accel config`` questions (:meth:`Section.ask`: select, confirm, integer,
+  number or text, by the key's type);
+- the worker-side reader (:meth:`Section.read`): the typed values of the section that
+  ``accel launch`` passed to the process in ``ACCEL_LAUNCH_CONFIG``, defaults filled in.
+
+Example::
+
+    from accel.config.sections import Option, Section
+
+    MY_SECTION = Section(
+        "my_config",
+        [
+            Option("my_mode", choices=("fast", "safe"), default="safe", help="how to run"),
+            Option("my_workers", int, default=1, minimum=1, help="worker threads"),
+        ],
+        title="My plugin",
+    )
+
+    @hookimpl
+    def accel_config_sections():
+        return {MY_SECTION.key: MY_SECTION}
+
+    @hookimpl
+    def accel_launch_arguments(parser):
+        MY_SECTION.add_arguments(parser)      # --my_mode, --my_workers
+
+    # in a worker: MY_SECTION.read() == {"my_mode": "safe", "my_workers": 1}
+
+Errors read ``<label>=<value> <problem>: <what is allowed>``, where the label is the
+section-qualified key (``my_config.my_workers``), the flag (``--my_workers``) or the name a
+plugin passes (a dataclass field). Torch-free and yaml-free.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from accel.config.keys import parse_bool
+from accel.errors import ConfigError
+
+_KINDS = {str: "str", int: "int", float: "float", bool: "bool", list: "list"}
+_MISSING: Any = object()
+
+
+def _article(title: str) -> str:
+    """``an`` before a vowel sound (``an FSDP``, ``an MPI``), ``a`` otherwise."""
+    if not title:
+        return "a"
+    first = title[0]
+    acronym = len(title) > 1 and title[:2].isupper()
+    sounds = "AEFHILMNORSX" if acronym else "AEIOUaeiou"
+    return "an" if first in sounds else "a"
+
+
+@dataclass(frozen=True)
+class Option:
+    """One key of a plugin's config section: its type, default, allowed values and help.
+
+    ``type`` is ``str``, ``int``, ``float``, ``bool``, ``list`` (a list of names, or one
+    comma-separated string) or ``"any"``; ``choices`` makes the key a choice among them
+    (strings match in any case and come back as declared; ints are compared as numbers).
+    ``reader(value, label)`` replaces the built-in conversion for keys with their own rules
+    (it returns the value or raises :class:`~accel.errors.ConfigError` naming ``label``);
+    ``type`` then still chooses the kind of question. ``None`` always means "not set".
+    """
+
+    name: str
+    """The key in the section (``fsdp_sharding_strategy``)."""
+    type: Any = str
+    """``str``, ``int``, ``float``, ``bool``, ``list`` or ``"any"``."""
+    default: Any = None
+    """The value :meth:`Section.read` gives when the key is not set."""
+    choices: tuple[Any, ...] = ()
+    """Allowed values (empty: any value of ``type``)."""
+    help: str = ""
+    """What the key does: flag help, and the question when ``question`` is empty."""
+    minimum: float | None = None
+    """Smallest allowed number (``int`` / ``float``)."""
+    aliases: tuple[str, ...] = ()
+    """Other spellings of the key accepted in a file (read as ``name``)."""
+    extra: tuple[str, ...] = ()
+    """Literal strings accepted besides ``type``, kept as written (``("auto",)``)."""
+    numbered: bool = False
+    """A choice may also be given as its 1-based position (FSDP's sharding strategies 1-5)."""
+    reader: Callable[[Any, str], Any] | None = None
+    """Custom conversion ``reader(value, label) -> value``; raises ConfigError naming ``label``."""
+    allowed: str = ""
+    """What is allowed, in words (default: derived from the type, choices and minimum)."""
+    flag: str | None = ""
+    """The ``accel launch`` flag without dashes: ``""`` derives it (the section's
+    ``flag_prefix`` + name), ``None`` gives the key no flag."""
+    flag_aliases: tuple[str, ...] = ()
+    """Further flag spellings (without dashes) for the same key."""
+    metavar: str = "VALUE"
+    """Placeholder of the flag's value in ``accel launch --help``."""
+    store_true: bool = False
+    """The flag takes no value and sets ``True``."""
+    question: str = ""
+    """The ``accel config`` question (default: ``help``)."""
+
+    def __post_init__(self) -> None:
+        kind = _KINDS.get(self.type, self.type)
+        if kind not in ("str", "int", "float", "bool", "list", "any"):
+            raise TypeError(f"Option {self.name!r}: unsupported type {self.type!r}")
+        object.__setattr__(self, "type", kind)
+        object.__setattr__(self, "choices", tuple(self.choices))
+        object.__setattr__(self, "aliases", tuple(self.aliases))
+        object.__setattr__(self, "extra", tuple(self.extra))
+        object.__setattr__(self, "flag_aliases", tuple(self.flag_aliases))
+
+    # -- describing ---------------------------------------------------------------
+    def describe(self) -> str:
+        """What the key accepts, in words (``FULL_SHARD, SHARD_GRAD_OP or NO_SHARD``)."""
+        if self.allowed:
+            return self.allowed
+        if self.choices:
+            names = [str(c) for c in self.choices]
+            text = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+            if self.numbered:
+                text += f" (or 1-{len(names)})"
+        else:
+            bound = f" >= {self._bound()}" if self.minimum is not None else ""
+            text = {
+                "int": f"a whole number{bound}",
+                "float": f"a number{bound}",
+                "bool": "true or false",
+                "str": "a string",
+                "list": "a list of names (or one comma-separated string)",
+                "any": "any value",
+            }[self.type]
+        if self.extra:
+            text += " (or " + ", ".join(self.extra) + ")"
+        return text
+
+    def _bound(self) -> Any:
+        minimum = self.minimum
+        return int(minimum) if self.type == "int" and minimum is not None else minimum
+
+    # -- converting ---------------------------------------------------------------
+    def convert(self, value: Any, label: str | None = None) -> Any:
+        """``value`` in this key's type (None stays None); ConfigError naming ``label`` otherwise.
+
+        Strings (from flags and the environment) are parsed; YAML's own types are accepted.
+        """
+        label = label or self.name
+        if value is None:
+            return None
+        if self.extra and isinstance(value, str):
+            for literal in self.extra:
+                if value.strip().lower() == literal.lower():
+                    return literal
+        if self.reader is not None:
+            return self.reader(value, label)
+        if self.choices:
+            return self._choice(value, label)
+        return getattr(self, "_" + self.type)(value, label)
+
+    def _bad(self, value: Any, label: str, problem: str = "is not allowed", hint: str = "") -> ConfigError:
+        return ConfigError(f"{label}={value!r} {problem}{hint}: use {self.describe()}")
+
+    def _choice(self, value: Any, label: str) -> Any:
+        if not isinstance(value, str) and hasattr(value, "name"):  # an enum member
+            value = value.name
+        if all(isinstance(c, int) and not isinstance(c, bool) for c in self.choices):
+            number = self._int(value, label, check_minimum=False)
+            if number not in self.choices:
+                raise self._bad(value, label)
+            return number
+        text = str(value).strip()
+        for choice in self.choices:
+            if text.lower() == str(choice).lower():
+                return choice
+        if self.numbered and text.isdigit() and 1 <= int(text) <= len(self.choices):
+            return self.choices[int(text) - 1]
+        close = difflib.get_close_matches(text, [str(c) for c in self.choices], n=1)
+        raise self._bad(value, label, hint=f" (did you mean {close[0]}?)" if close else "")
+
+    def _int(self, value: Any, label: str, check_minimum: bool = True) -> int:
+        number: Any = value
+        if isinstance(value, float) and value.is_integer():
+            number = int(value)
+        elif isinstance(value, str):
+            try:
+                number = int(value.strip())
+            except ValueError:
+                number = None
+        if isinstance(number, bool) or not isinstance(number, int):
+            raise self._bad(value, label, "is not an integer")
+        if check_minimum and self.minimum is not None and number < self.minimum:
+            raise ConfigError(f"{label}={value!r} must be a whole number >= {self._bound()}")
+        return number
+
+    def _float(self, value: Any, label: str) -> float:
+        if isinstance(value, bool):
+            raise self._bad(value, label, "is not a number")
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise self._bad(value, label, "is not a number") from None
+        if self.minimum is not None and number < self.minimum:
+            raise ConfigError(f"{label}={value!r} must be >= {self.minimum}")
+        return number
+
+    def _bool(self, value: Any, label: str) -> bool:
+        return parse_bool(label, value)
+
+    def _str(self, value: Any, label: str) -> str:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+        if not isinstance(value, str):
+            raise self._bad(value, label, "is not a string")
+        return value.strip()
+
+    def _list(self, value: Any, label: str) -> list[str]:
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        if isinstance(value, (list, tuple)):
+            return [str(item).strip() for item in value if str(item).strip()]
+        raise self._bad(value, label, "is not a list")
+
+    def _any(self, value: Any, label: str) -> Any:
+        return value
+
+
+def _no_checks() -> tuple[Callable[[dict[str, Any]], None], ...]:
+    return ()
+
+
+@dataclass(frozen=True)
+class Section:
+    """A plugin's config-file section: its key, its options and how they become flags.
+
+    ``checks`` are cross-key rules: each is called with the section's typed values
+    (defaults filled in) once every key is valid, and raises ConfigError to reject them.
+    ``distributed_type`` names the type the section belongs to (it is ignored otherwise).
+    A Section is callable: ``section(mapping)`` is :meth:`validate`, so it is the validator
+    ``accel_config_sections`` returns.
+    """
+
+    key: str
+    """The section's key in the config file (``fsdp_config``)."""
+    options: tuple[Option, ...]
+    """The section's keys, in the order of the flags and of ``accel launch --help``."""
+    title: str = ""
+    """What the section configures, in messages (``FSDP``: "is not an FSDP setting")."""
+    distributed_type: str | None = None
+    """The distributed type the section belongs to (``FSDP``), or None for any."""
+    flag_prefix: str = ""
+    """Prefix of derived flag names (``fp8_``: key ``margin`` -> ``--fp8_margin``)."""
+    checks: tuple[Callable[[dict[str, Any]], None], ...] = field(default_factory=_no_checks)
+    """Cross-key rules over the typed values; each raises ConfigError."""
+    _index: dict[str, Option] = field(init=False, repr=False, compare=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "options", tuple(self.options))
+        object.__setattr__(self, "checks", tuple(self.checks))
+        object.__setattr__(self, "title", self.title or self.key)
+        index: dict[str, Option] = {}
+        for option in self.options:
+            for name in (option.name, *option.aliases):
+                if name in index:
+                    raise ValueError(f"{self.key}: key {name!r} is declared twice")
+                index[name] = option
+        self._index.update(index)
+
+    def __str__(self) -> str:
+        return self.key
+
+    # -- the declaration ----------------------------------------------------------
+    def __iter__(self) -> Iterator[Option]:
+        return iter(self.options)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._index
+
+    def __getitem__(self, name: str) -> Option:
+        """The option of key ``name`` (or of one of its aliases); KeyError if none."""
+        return self._index[name]
+
+    def get(self, name: str) -> Option | None:
+        """The option of key ``name`` (or of an alias), or None."""
+        return self._index.get(name)
+
+    @property
+    def names(self) -> list[str]:
+        """The declared keys, without aliases."""
+        return [option.name for option in self.options]
+
+    def defaults(self) -> dict[str, Any]:
+        """Every key with its default."""
+        return {option.name: _copy(option.default) for option in self.options}
+
+    # -- validation ---------------------------------------------------------------
+    def validate(self, section: Any) -> list[str]:
+        """Errors in a mapping of this section, one line each (empty when it is valid)."""
+        if not isinstance(section, Mapping):
+            return [
+                f"{self.key} must be a mapping of {self.title} settings, not {type(section).__name__}"
+            ]
+        errors: list[str] = []
+        for name, value in section.items():
+            try:
+                self._convert(name, value)
+            except ConfigError as error:
+                errors.append(str(error))
+        if errors:
+            return errors
+        try:
+            self._check(self.read(section))
+        except ConfigError as error:
+            errors.append(f"{self.key}: {error}")
+        return errors
+
+    def __call__(self, section: Any) -> list[str]:
+        """:meth:`validate`: a Section is the validator of ``accel_config_sections``."""
+        return self.validate(section)
+
+    def _check(self, values: dict[str, Any]) -> None:
+        for check in self.checks:
+            check(values)
+
+    def _convert(self, name: Any, value: Any) -> tuple[str, Any]:
+        option = self._index.get(name) if isinstance(name, str) else None
+        if option is None:
+            close = difflib.get_close_matches(str(name), list(self._index), n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise ConfigError(
+                f"{self.key}.{name} is not {_article(self.title)} {self.title} setting "
+                f"(unknown key {name!r}); {hint}allowed keys are {', '.join(self.names)}"
+            )
+        return option.name, option.convert(value, f"{self.key}.{name}")
+
+    # -- reading ------------------------------------------------------------------
+    def read(self, section: Mapping[str, Any] | None = None, *, defaults: bool = True) -> dict[str, Any]:
+        """The typed values of ``section`` by declared name; ConfigError on the first bad entry.
+
+        Without ``section``: the section ``accel launch`` passed to this process
+        (``ACCEL_LAUNCH_CONFIG``; empty outside ``accel launch``). With ``defaults`` every
+        declared key is present (its default when not set); without, only the keys set
+        (to something other than None) - what a plugin object needs to tell "set in the
+        config" from "left to its own default".
+        """
+        if section is None:
+            from accel.config.settings import launched_config
+
+            section = launched_config().get(self.key) or {}
+        if not isinstance(section, Mapping):
+            raise ConfigError(
+                f"{self.key} must be a mapping of {self.title} settings, not {type(section).__name__}"
+            )
+        values = self.defaults() if defaults else {}
+        for name, value in section.items():
+            if value is None and name in self._index:
+                continue
+            canonical, converted = self._convert(name, value)
+            values[canonical] = converted
+        return values
+
+    # -- flags --------------------------------------------------------------------
+    def flag_of(self, option: Option | str) -> str | None:
+        """The ``accel launch`` flag of a key (``--fsdp_version``), or None when it has none."""
+        option = option if isinstance(option, Option) else self[option]
+        if option.flag is None:
+            return None
+        if option.flag:
+            return "--" + option.flag
+        prefix = self.flag_prefix
+        name = option.name if not prefix or option.name.startswith(prefix) else prefix + option.name
+        return "--" + name
+
+    def add_arguments(self, parser: Any) -> None:
+        """Add one flag per key with a flag to an argparse parser or group.
+
+        Each flag's ``dest`` is ``<section>.<key>``, its default None; a value is checked
+        as it is parsed (argparse then prints ``argument --flag: <problem>``) and kept as
+        typed, so the section holds what the user wrote, exactly as a config file does.
+        """
+        for option in self.options:
+            flag = self.flag_of(option)
+            if flag is None:
+                continue
+            names = [flag, *("--" + alias for alias in option.flag_aliases)]
+            help_text = f"{self.title}: {option.help or option.describe()}"
+            if option.store_true:
+                parser.add_argument(
+                    *names,
+                    dest=f"{self.key}.{option.name}",
+                    action="store_true",
+                    default=None,
+                    help=help_text,
+                )
+                continue
+            parser.add_argument(
+                *names,
+                dest=f"{self.key}.{option.name}",
+                type=_flag_type(option, flag),
+                default=None,
+                metavar=option.metavar,
+                help=help_text,
+            )
+
+    # -- questions ----------------------------------------------------------------
+    def ask(
+        self,
+        ask: Any,
+        name: str,
+        question: str | None = None,
+        default: Any = _MISSING,
+        choices: Sequence[Any] | None = None,
+        key: str | None = None,
+    ) -> Any:
+        """Ask for key ``name`` with an ``accel config`` :class:`~accel_cli.questions.Ask`.
+
+        A choice is a select (``choices`` may narrow or reorder the declared ones), a bool a
+        confirm, an int an integer (with the minimum), a float a number, anything else text
+        checked by the declaration. ``default`` defaults to the declared default; the answer's
+        key is ``<section>.<name>`` (what ``accel config --answers`` files use). Returns the
+        typed answer (text keys: the text as typed, stripped).
+        """
+        option = self[name]
+        text = question or option.question or option.help or name
+        key = key or f"{self.key}.{option.name}"
+        value = option.default if default is _MISSING else default
+        label = f"{self.key}.{option.name}"
+        if option.choices:
+            shown = [str(c) for c in (choices if choices is not None else option.choices)]
+            answer = ask.select(text, shown, default=None if value is None else str(value), key=key)
+            return option.convert(answer, label)
+        if option.type == "bool":
+            return bool(ask.confirm(text, default=bool(value), key=key))
+        if option.type == "int" and not option.extra:
+            minimum = None if option.minimum is None else int(option.minimum)
+            return ask.integer(text, 0 if value is None else int(value), key=key, minimum=minimum)
+        if option.type == "float" and option.reader is None and not option.extra:
+            return ask.number(text, 0.0 if value is None else float(value), key=key)
+
+        def check(answer: str) -> str | None:
+            if not answer.strip():
+                return None if option.type in ("str", "list") else f"enter {option.describe()}"
+            try:
+                option.convert(answer, label)
+            except ConfigError as error:
+                return str(error)
+            return None
+
+        answer = ask.text(text, "" if value is None else str(value), key=key, validate=check)
+        answer = answer.strip()
+        if option.type in ("str", "list") or not answer:
+            return answer
+        return option.convert(answer, label)
+
+
+def _flag_type(option: Option, flag: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        try:
+            option.convert(text, flag)
+        except ConfigError as error:
+            raise argparse.ArgumentTypeError(str(error).removeprefix(f"{flag}=")) from None
+        return text
+
+    return parse
+
+
+def _copy(value: Any) -> Any:
+    return list(value) if isinstance(value, list) else value
+
+
+def section_table(result: Any) -> dict[str, Any]:
+    """One plugin's ``accel_config_sections`` result as ``{section key: validator}``.
+
+    Accepts the mapping form (``{key: Section or validator}``) and an iterable of
+    :class:`Section` objects; None gives ``{}``.
+    """
+    if not result:
+        return {}
+    if isinstance(result, Section):
+        return {result.key: result}
+    if isinstance(result, Mapping):
+        return dict(result)
+    table: dict[str, Any] = {}
+    for item in result if isinstance(result, Iterable) else ():
+        if not isinstance(item, Section):
+            raise TypeError(f"accel_config_sections returned {item!r}; expected Section objects")
+        table[item.key] = item
+    return table
+
+
+def registered_sections() -> dict[str, Section]:
+    """Every declared :class:`Section` the loaded plugins register, by key.
+
+    Legacy ``{key: validator}`` entries have no declaration and are left out (see
+    :func:`accel.config.settings.section_validators` for every validator).
+    """
+    from accel.config.settings import section_validators
+
+    return {key: v for key, v in section_validators().items() if isinstance(v, Section)}
+
+
+__all__ = ["Option", "Section", "registered_sections", "section_table"]

@@ -1,0 +1,50 @@
+"""Process-group set-up and plugin-object lookup shared by backends.
+
+Backends such as FSDP, DeepSpeed and Megatron-LM need a ``torch.distributed`` process
+group even in a single process, and each reads (or builds) its plugin object of the
+:class:`~accel.state.AcceleratorState`. Both live here so a backend written by a third
+party does it the same way as the first-party ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+def ensure_process_group(backend: str = "gloo") -> bool:
+    """Make sure ``torch.distributed`` has a default process group.
+
+    A process started by ``accel launch`` (or torchrun) already has one once the state is
+    set up. A lone process without one gets a one-process group (rank 0, world size 1)
+    over an in-memory store with ``backend`` (``gloo`` by default, which runs on the CPU):
+    no address, port or environment variable is needed. Returns True when this call
+    created the group, False when one existed.
+    """
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return False
+    dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+    return True
+
+
+def plugin_object(owner: Any, key: str, factory: Callable[[], Any]) -> Any:
+    """The plugin object ``key`` (``"fsdp_plugin"``) of the Accelerator's state, made if absent.
+
+    ``owner`` is an :class:`~accel.Accelerator` (its ``state`` is used) or an
+    :class:`~accel.state.AcceleratorState`. When no object was passed in code
+    (``Accelerator(fsdp_plugin=...)``), ``factory()`` builds one (a plugin class reads the
+    launched config section itself) and it is recorded in the state, so ``state.<key>``
+    returns the object the backend uses from then on.
+    """
+    state = getattr(owner, "state", owner)
+    plugins = state.plugins
+    plugin = plugins.get(key)
+    if plugin is None:
+        plugin = factory()
+        plugins[key] = plugin
+    return plugin
+
+
+__all__ = ["ensure_process_group", "plugin_object"]

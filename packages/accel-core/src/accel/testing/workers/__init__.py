@@ -1,0 +1,1 @@
+"""Worker scripts of the conformance kit, started as real processes by torchrun or ``accel launch``."""
