@@ -1,0 +1,45 @@
+"""The import structure of every package: no circles, core's layers respected, no private reads."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_check_imports_finds_no_problem():
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tools/check_imports.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 problem(s)" in result.stderr
+
+
+def test_check_imports_reports_a_circle_and_a_private_read(tmp_path):
+    """The checker itself fails on what it must catch (run on a copy of the tree with two defects)."""
+    import shutil
+
+    copy = tmp_path / "repo"
+    (copy / "tools").mkdir(parents=True)
+    shutil.copy(ROOT / "tools/check_imports.py", copy / "tools/check_imports.py")
+    shutil.copytree(
+        ROOT / "packages", copy / "packages", ignore=shutil.ignore_patterns("tests", "__pycache__")
+    )
+    state = copy / "packages/accel-core/src/accel/environment.py"
+    state.write_text(state.read_text() + "\nfrom accel import accelerator  # noqa\n")
+    ddp = copy / "packages/accel-ddp/src/accel_ddp/plugin.py"
+    ddp.write_text(ddp.read_text() + "\n\ndef _peek(acc):\n    return acc._models\n")
+    result = subprocess.run(
+        [sys.executable, str(copy / "tools/check_imports.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1
+    assert "accel.environment (layer 0) imports accel.accelerator" in result.stdout
+    assert "touches core's private _models" in result.stdout
