@@ -1,10 +1,18 @@
-"""Every hook an accel plugin may implement.
+"""Every hook an accel plugin may implement, documented where it is declared.
 
 A plugin is a module registered under the ``accel`` entry-point group; it holds
-functions decorated with :data:`hookimpl` whose names match the specs below.
-Core's own backend and precisions are registered through these very hooks
-(see :mod:`accel.default_plugins`). Plugin modules must import nothing heavy at
-module level: import the third-party library inside the returned classes.
+functions decorated with :data:`hookimpl` whose names match the specs below (an
+implementation may take a subset of the arguments: pluggy passes them by name).
+Core's own backend, precisions and launchers are registered through these very hooks
+(see :mod:`accel.default_plugins`), before the entry points, so a plugin can replace them.
+Plugin modules must import nothing heavy at module level: import the third-party library
+inside the returned classes or in the hook body.
+
+Each spec says its arguments and return value, how results from several plugins are
+combined (pluggy calls implementations last-registered first; "the plugin registered last
+wins" means entry points beat core's defaults, and among entry points the name sorting
+last), whether the combined result is cached (per plugin manager: rebuilt by
+:func:`accel.plugins.reset_plugin_manager`), and who calls the hook and when.
 """
 
 from __future__ import annotations
@@ -21,17 +29,49 @@ hookimpl = pluggy.HookimplMarker("accel")
 
 @hookspec
 def accel_backends() -> list[type]:
-    """Return :class:`accel.backends.Backend` subclasses this plugin provides."""
+    """Return the :class:`accel.backends.Backend` subclasses this plugin provides.
+
+    Arguments: none. Return: a list of classes, each with a unique ``name`` and the
+    ``distributed_types`` it serves; None or [] for none.
+    Combined: every plugin's lists are merged into ``{distributed_type: class}`` and
+    ``{name: class}`` (:func:`accel.plugins.registry.backends`, ``backends_by_name``); on a
+    type or name several provide, the plugin registered last wins, so an entry point can
+    replace core's single-process backend (default plugins register first, then entry points
+    sorted by name). Cached: once per plugin manager (rebuilt after
+    :func:`accel.plugins.reset_plugin_manager`).
+    Called by the resolver (:mod:`accel.connector`) when an ``Accelerator`` is created: the
+    class named by ``ACCEL_BACKEND``, else the one serving the resolved distributed type, is
+    instantiated with the Accelerator and its :meth:`~accel.backends.Backend.setup` called.
+    """
 
 
 @hookspec
 def accel_precisions() -> list[type]:
-    """Return :class:`accel.precision.Precision` subclasses this plugin provides."""
+    """Return the :class:`accel.precision.Precision` subclasses this plugin provides.
+
+    Arguments: none. Return: a list of classes, each listing the ``mixed_precision`` values
+    it serves in ``names``; None or [] for none.
+    Combined: merged into ``{name: class}`` (:func:`accel.plugins.registry.precisions`); the
+    plugin registered last wins on a name several serve. Cached: once per plugin manager.
+    Called by the resolver (:mod:`accel.connector`) when an ``Accelerator`` is created, for
+    the resolved ``mixed_precision``; an unknown name no plugin serves raises ``ValueError``
+    listing the known ones, a known one whose package is absent
+    :class:`~accel.errors.MissingPluginError` (``fp8`` -> accel-fp8).
+    """
 
 
 @hookspec
 def accel_trackers() -> list[type]:
-    """Return :class:`accel.tracking.GeneralTracker` subclasses (each with a unique ``name``)."""
+    """Return the :class:`accel.tracking.GeneralTracker` subclasses this plugin provides.
+
+    Arguments: none. Return: a list of classes, each with a unique ``name`` (the
+    ``log_with=`` value); None or [] for none.
+    Combined: merged into ``{name: class}`` (:func:`accel.plugins.registry.trackers`); the
+    plugin registered last wins on a name. Cached: once per plugin manager.
+    Called by ``Accelerator.init_trackers`` (on the main process, or on every process for a
+    tracker with ``main_process_only = False``) for each name in ``log_with``; ``"all"``
+    means every class whose ``is_available()`` is true.
+    """
 
 
 @hookspec
@@ -55,39 +95,78 @@ def accel_launchers() -> list[type]:
 
 @hookspec
 def accel_quantizers() -> list[type]:
-    """Return :class:`accel.quantization.Quantizer` subclasses this plugin provides."""
+    """Return the :class:`accel.quantization.Quantizer` subclasses this plugin provides.
+
+    Arguments: none. Return: a list of classes, each with a unique ``name`` (``"bnb"``);
+    None or [] for none.
+    Combined: merged into ``{name: class}`` (:func:`accel.plugins.registry.quantizers`);
+    the plugin registered last wins. Cached: once per plugin manager.
+    Called by :func:`accel.utils.load_and_quantize_model`, which picks the quantizer named
+    by its ``quantization_config`` and hands it the model.
+    """
 
 
 @hookspec(firstresult=True)
 def accel_profile(accelerator: Any, profile_kwargs: Any) -> Any:
-    """Return a context manager profiling the code it wraps (first non-None wins).
+    """Return a context manager that profiles the code it wraps.
 
-    ``profile_kwargs`` is the ``ProfileKwargs`` handler passed to the Accelerator, or None.
+    Arguments: ``accelerator``, the calling :class:`accel.Accelerator`; ``profile_kwargs``,
+    the ``ProfileKwargs`` passed to ``accelerator.profile()`` or in ``kwargs_handlers``, or
+    None. Return: a context manager (yielding the profiler object), or None to decline.
+    Combined: ``firstresult``: implementations are called last-registered first and the
+    first non-None result wins; no result raises :class:`~accel.errors.MissingPluginError`
+    naming accel-profiler. Not cached: called on every ``accelerator.profile()``.
     """
 
 
 @hookspec
 def accel_exports() -> dict[str, str]:
-    """Return names this plugin re-exports from ``accel`` / ``accel.utils``.
+    """Return the public names this plugin adds to ``accel`` and ``accel.utils``.
 
-    Maps a public name (``"FullyShardedDataParallelPlugin"``) to ``"module:attribute"``.
-    The module is imported only when the name is first accessed.
+    The one mechanism for plugin-owned names, first-party and third-party alike.
+    Arguments: none. Return: ``{public name: "module:attribute"}``
+    (``{"DeepSpeedPlugin": "accel_deepspeed.config:DeepSpeedPlugin"}``); the module is
+    imported only when the name is first used. None or {} for none.
+    Combined: merged into one table (:func:`accel.plugins.registry.exports`); on a name
+    several plugins export, the plugin registered last wins. Cached: once per plugin manager.
+    Called by ``accel.__getattr__`` / ``accel.utils.__getattr__`` on the first access to a
+    name core does not define. A name no installed plugin exports but that first-party accel
+    offers (:data:`accel.catalog.EXPORTS`) raises :class:`~accel.errors.MissingPluginError`
+    naming its package.
     """
 
 
 @hookspec
 def accel_cli_commands() -> list[Any]:
-    """Return subcommands for the ``accel`` CLI (objects with ``name``, ``help``, ``add_arguments(parser)``, ``run(args)``)."""
+    """Return subcommands this plugin adds to the ``accel`` command.
+
+    Arguments: none. Return: a list of objects with ``name`` (the subcommand), ``help`` (one
+    line), ``add_arguments(parser)`` (fill an argparse parser) and ``run(args) -> int`` (the
+    exit status); None or [] for none.
+    Combined: concatenated; a name that is already a built-in command (``launch``,
+    ``config``, ...) or was returned by an earlier plugin is ignored (built-ins and the
+    first registration win). Not cached: called once per ``accel`` invocation.
+    Called by accel-cli's ``main`` while building the command line, so ``accel --help``
+    lists the subcommand; keep ``add_arguments`` free of heavy imports.
+    """
 
 
 @hookspec
 def accel_launch_arguments(parser: Any) -> None:
-    """Add this plugin's flags to the ``accel launch`` argument parser (an argparse group).
+    """Add this plugin's flags to ``accel launch``.
 
-    A given value goes into this plugin's config section when it owns exactly one
-    (``accel_config_sections``), into ``section.key`` when the ``dest`` is dotted, or under
-    its own name otherwise. ``--use_<x>`` selector flags choose the distributed type. A flag
-    that is not given never overrides the config file.
+    Arguments: ``parser``, an argparse argument group titled after the plugin (a Section's
+    :meth:`~accel.config.sections.Section.add_arguments` fills it from the declaration).
+    Return: None (the group is filled in place).
+    Combined: every implementation is called, each with its own group; a plugin that raises
+    is reported by ``accel launch`` and the others still get their flags. Not cached: called
+    once per ``accel launch`` parser, in the launching process; ``accel launch --help``
+    shows the flags of installed plugins only.
+    Routing of the values: a given value goes into this plugin's config section when it owns
+    exactly one (``accel_config_sections``), into ``section.key`` when the ``dest`` is
+    dotted, or under its own name otherwise; ``--use_<x>`` selector flags choose the
+    distributed type. A flag that is not given never overrides the config file
+    (precedence: flag > environment > config file > default).
     """
 
 
@@ -140,9 +219,27 @@ def accel_config_sections() -> dict[str, Any]:
 
 @hookspec
 def accel_config_questions(ask: Any, config: dict) -> None:
-    """Ask this plugin's ``accel config`` questions through ``ask`` and write answers into ``config``."""
+    """Ask this plugin's ``accel config`` questions and write the answers into ``config``.
+
+    Arguments: ``ask``, accel-cli's question helper (``ask.select``, ``ask.confirm``,
+    ``ask.text``, each with a ``key`` so answers can be given non-interactively); ``config``,
+    the mapping being built (core keys are already in it; write your section there).
+    Return: None. Combined: every implementation is called, last-registered first (pluggy's
+    order: entry points by name in reverse, then core's defaults), each seeing the answers
+    of those before it, so a plugin can skip its questions when another strategy was
+    already chosen. Not cached.
+    Called by ``accel config`` after core's questions, before the file is validated and
+    written.
+    """
 
 
 @hookspec
 def accel_env_info() -> dict[str, str]:
-    """Return lines for ``accel env``: ``{label: value}``."""
+    """Return this plugin's lines for ``accel env`` (versions, detected hardware).
+
+    Arguments: none. Return: ``{label: value}``; None or {} for none.
+    Combined: merged in registration order; on a label several return, the plugin
+    registered last wins. Not cached: called once per ``accel env``.
+    Called by ``accel env`` after core's lines; must not fail when the plugin's third-party
+    library is absent (say so in the value instead).
+    """
