@@ -40,6 +40,24 @@ def _process_group_backend(device: torch.device) -> str:
     return devices.process_group_backend(device.type)
 
 
+def _elastic_attempt_store(world_size: int, timeout: Any) -> Any:
+    """The elastic agent's store, under a prefix of its own for this restart attempt; or None.
+
+    Under torchrun the workers of every attempt share the agent's one TCPStore, and torch
+    adds no per-attempt prefix: after a restart the new workers can read the addresses the
+    dead attempt's workers published and fail to connect (``Gloo connectFullMesh failed``).
+    Keys under ``accel/attempt_<TORCHELASTIC_RESTART_COUNT>/`` cannot collide.
+    """
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+    host, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    if restart is None or not host or not port:
+        return None
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return None
+    client = dist.TCPStore(host, int(port), world_size, is_master=False, timeout=timeout)
+    return dist.PrefixStore(f"accel/attempt_{restart}/", client)
+
+
 def _destroy_process_group() -> None:
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
@@ -93,6 +111,10 @@ class PartialState:
                     )
                 init_kwargs.setdefault("rank", rank)
                 init_kwargs.setdefault("world_size", world)
+                if "init_method" not in init_kwargs:
+                    store = _elastic_attempt_store(world, self.timeout)
+                    if store is not None:
+                        init_kwargs["store"] = store
                 dist.init_process_group(**init_kwargs)
                 # Tear the group down before interpreter exit: gloo's threads abort the process otherwise.
                 atexit.register(_destroy_process_group)
@@ -286,6 +308,7 @@ class AcceleratorState(PartialState):
         cpu: bool = False,
         dynamo_plugin: Any = None,
         _from_accelerator: bool = False,
+        parallelism_config: Any = None,
         **kwargs: Any,
     ):
         if "mixed_precision" in self._shared_state and self._shared_state.get("_accelerator_ready"):
@@ -314,6 +337,9 @@ class AcceleratorState(PartialState):
         self.dynamo_plugin = dynamo_plugin
         self.plugins = {k: v for k, v in plugins.items() if v is not None}
         self.distributed_type = _resolve_distributed_type(self)
+        from accel.parallelism_config import setup_state
+
+        setup_state(self, parallelism_config)  # N-D layout: checked, mesh built (or None)
         self._accelerator_ready = _from_accelerator
 
     @property
@@ -344,7 +370,14 @@ class AcceleratorState(PartialState):
         if reset_partial_state:
             cls._shared_state.clear()
             return
-        for key in ("mixed_precision", "dynamo_plugin", "plugins", "_accelerator_ready"):
+        for key in (
+            "mixed_precision",
+            "dynamo_plugin",
+            "plugins",
+            "_accelerator_ready",
+            "parallelism_config",
+            "device_mesh",
+        ):
             cls._shared_state.pop(key, None)
 
 
