@@ -129,7 +129,10 @@ def check_gather_for_metrics_grid() -> None:
             continue
         acc = fresh(
             dataloader_config=DataLoaderConfiguration(
-                split_batches=split, even_batches=even, dispatch_batches=dispatch
+                split_batches=split,
+                even_batches=even,
+                dispatch_batches=dispatch,
+                empty_batches=not even,  # the opt-in that keeps every gather matched
             )
         )
         data = list(range(n)) if kind == "map" else Stream(n)
@@ -145,9 +148,10 @@ def check_gather_for_metrics_grid() -> None:
         if not ok:
             failures.append((n, bs, drop_last, split, even, kind, dispatch, seen))
     assert not failures, f"{len(failures)} gather_for_metrics failures, first: {failures[:3]}"
-    # even_batches=False: rank 1 has no sample left for the last round and gets an empty batch
-    # of the same structure, so both ranks take 2 steps and two gathers per step stay matched.
-    acc = fresh(dataloader_config=DataLoaderConfiguration(even_batches=False))
+    # even_batches=False, empty_batches=True: rank 1 has no sample left for the last round and
+    # gets an empty batch of the same structure, so both ranks take 2 steps and two gathers per
+    # step stay matched.
+    acc = fresh(dataloader_config=DataLoaderConfiguration(even_batches=False, empty_batches=True))
     records = [{"x": torch.full((3,), float(i)), "name": f"s{i}"} for i in range(5)]
     dl = acc.prepare(DataLoader(records, batch_size=2))
     assert len(dl) == 2

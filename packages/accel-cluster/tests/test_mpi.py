@@ -192,5 +192,5 @@ def test_section_validator():
     )
     problems = validate_section({"mpirun_hosts": "h", "mpirun_ccl": 0, "mpirun_flavor": "lam"})
     assert any("unknown key 'mpirun_hosts'" in p for p in problems)
-    assert any("mpirun_ccl: 0" in p for p in problems)
-    assert any("mpirun_flavor: 'lam'" in p for p in problems)
+    assert any("mpirun_ccl=0" in p for p in problems)
+    assert any("mpirun_flavor='lam'" in p for p in problems)

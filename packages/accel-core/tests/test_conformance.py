@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 from accel.precision.native import BF16Precision, FP16Precision, FullPrecision
-from accel.testing import BackendConformance, PrecisionConformance
+from accel.testing import BackendConformance, LauncherConformance, PrecisionConformance
 
 
 class TestSingleProcessBackendConformance(BackendConformance):
@@ -36,3 +36,17 @@ class TestFP16PrecisionConformance(PrecisionConformance):
     precision_name = "fp16"
     precision_class = FP16Precision
     compute_dtype = torch.float16
+
+
+class TestTorchrunLauncherConformance(LauncherConformance):
+    """Two local processes through ``torch.distributed.run`` (core's default launcher)."""
+
+    launcher_name = "torchrun"
+    settings = {"num_processes": 2, "use_cpu": True}
+
+
+class TestSimpleLauncherConformance(LauncherConformance):
+    """One local process, run directly (no torchrun)."""
+
+    launcher_name = "simple"
+    settings = {"num_processes": 1, "use_cpu": True}

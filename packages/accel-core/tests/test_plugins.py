@@ -169,11 +169,11 @@ print(json.dumps({"plugins": infos, "good_imported": "fake_accel_plugin" in sys.
 
 def test_accel_plugins_allow_list(plugin_path):
     out = _run(plugin_path, LIST, ACCEL_PLUGINS="fake")
-    assert set(out["plugins"]) == {"single_process", "native_precision", "fake"}
+    assert set(out["plugins"]) == {"single_process", "native_precision", "local_launchers", "fake"}
     assert out["good_imported"]
 
     out = _run(plugin_path, LIST, ACCEL_PLUGINS="")
-    assert set(out["plugins"]) == {"single_process", "native_precision"}
+    assert set(out["plugins"]) == {"single_process", "native_precision", "local_launchers"}
     assert not out["good_imported"]
 
 
@@ -181,17 +181,28 @@ def test_accel_disable_plugins(plugin_path):
     # disable the test's good plugin and every installed one (they would only slow this down)
     disabled = sorted(_installed_entry_points() | {"fake"})
     out = _run(plugin_path, LIST, ACCEL_DISABLE_PLUGINS=", ".join(disabled))
-    assert set(out["plugins"]) == {"single_process", "native_precision", "broken"}
+    assert set(out["plugins"]) == {
+        "single_process",
+        "native_precision",
+        "local_launchers",
+        "broken",
+    }
     assert not out["good_imported"]
     assert out["plugins"]["broken"]["error"].startswith("RuntimeError")  # not disabled: still seen
 
 
-def test_missing_provider_names_the_package():
-    from accel import registry
+def test_missing_provider_names_the_package(monkeypatch):
+    from accel import plugins, registry
     from accel.errors import MissingPluginError
 
-    # accel-tpu lives outside the workspace environment: XLA has no backend here
-    with pytest.raises(MissingPluginError, match="pip install accel-tpu"):
-        registry.get_backend("XLA")
+    # without accel-tpu's entry point loaded, XLA has no backend
+    monkeypatch.setenv("ACCEL_DISABLE_PLUGINS", "tpu")
+    plugins.reset_plugin_manager()
+    try:
+        with pytest.raises(MissingPluginError, match="pip install accel-tpu"):
+            registry.get_backend("XLA")
+    finally:
+        monkeypatch.delenv("ACCEL_DISABLE_PLUGINS")
+        plugins.reset_plugin_manager()
     with pytest.raises(ValueError, match="unknown mixed_precision 'nope'"):
         registry.get_precision("nope")

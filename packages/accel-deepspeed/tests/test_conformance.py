@@ -39,4 +39,7 @@ use_cpu: true
             "TORCH_EXTENSIONS_DIR", str(REPO / ".cache" / "torch_extensions")
         ),
     }
+    # one process is left to integration-tests/deepspeed (workers/single.py): a DeepSpeed
+    # start costs most of this check's time
+    world_sizes = (2,)
     timeout = 400

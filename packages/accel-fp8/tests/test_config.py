@@ -105,7 +105,7 @@ def test_launch_flags_fill_the_section(clean_env):
     [
         (["--fp8_backend", "apex"], "--fp8_backend: 'apex' is not an FP8 backend"),
         (["--fp8_opt_level", "02"], "--fp8_opt_level: '02': use the letter O, not zero"),
-        (["--fp8_margin", "-1"], "--fp8_margin: '-1' must be >= 0"),
+        (["--fp8_margin", "-1"], "--fp8_margin: '-1' must be a whole number >= 0"),
         (["--fp8_format", "E5M2"], "does not train in pure E5M2"),
         (["--fp8_override_linear_precision", "true"], "needs three booleans"),
     ],

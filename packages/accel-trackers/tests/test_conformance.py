@@ -42,7 +42,12 @@ def read_tensorboard(directory: Path, home: Path) -> list[dict[str, Any]]:
     from tensorboard.plugins.hparams import plugin_data_pb2
     from tensorboard.util import tensor_util
 
-    folders = sorted({Path(p).parent for p in glob.glob(str(directory / "**" / "events.out.tfevents.*"), recursive=True)})
+    folders = sorted(
+        {
+            Path(p).parent
+            for p in glob.glob(str(directory / "**" / "events.out.tfevents.*"), recursive=True)
+        }
+    )
     runs = []
     for folder in folders:
         rows, config = [], {}
@@ -62,7 +67,9 @@ def read_tensorboard(directory: Path, home: Path) -> list[dict[str, Any]]:
                     elif value.HasField("simple_value"):
                         rows.append((value.tag, event.step, value.simple_value))
                     elif plugin == "scalars":
-                        rows.append((value.tag, event.step, float(tensor_util.make_ndarray(value.tensor))))
+                        rows.append(
+                            (value.tag, event.step, float(tensor_util.make_ndarray(value.tensor)))
+                        )
         if rows:
             runs.append({"config": config, "scalars": _table(rows)})
     return runs
@@ -117,9 +124,16 @@ def read_wandb(directory: Path, home: Path) -> list[dict[str, Any]]:
                 elif kind == "config":
                     updates = record.config.update
                 elif kind == "history":
-                    items = {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in record.history.item}
-                    rows += [(k, items["_step"], v) for k, v in items.items() if not k.startswith("_")]
-                config.update({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in updates})
+                    items = {
+                        i.key or "/".join(i.nested_key): json.loads(i.value_json)
+                        for i in record.history.item
+                    }
+                    rows += [
+                        (k, items["_step"], v) for k, v in items.items() if not k.startswith("_")
+                    ]
+                config.update(
+                    {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in updates}
+                )
         runs.append({"config": config, "scalars": _table(rows)})
     return runs
 
@@ -192,7 +206,9 @@ def read_dvclive(directory: Path, home: Path) -> list[dict[str, Any]]:
         rows = []
         for tsv in Path(live).glob("plots/metrics/*.tsv"):
             lines = tsv.read_text().splitlines()
-            rows += [(tsv.stem, int(s), float(v)) for s, v in (line.split("\t") for line in lines[1:])]
+            rows += [
+                (tsv.stem, int(s), float(v)) for s, v in (line.split("\t") for line in lines[1:])
+            ]
         params = Path(live) / "params.yaml"
         config = yaml.safe_load(params.read_text()) if params.is_file() else {}
         runs.append({"config": config, "scalars": _table(rows)})

@@ -9,26 +9,6 @@ from typing import Any
 
 from .parsing import Parser, UsageError
 
-STANDARD_KEYS = {
-    "compute_environment": "LOCAL_MACHINE",
-    "debug": False,
-    "distributed_type": "NO",
-    "downcast_bf16": "no",
-    "enable_cpu_affinity": False,
-    "machine_rank": 0,
-    "main_training_function": "main",
-    "mixed_precision": "no",
-    "num_machines": 1,
-    "num_processes": 1,
-    "rdzv_backend": "static",
-    "same_network": True,
-    "tpu_env": [],
-    "tpu_use_cluster": False,
-    "tpu_use_sudo": False,
-    "use_cpu": False,
-}
-"""Keys every written config holds (with these defaults when not answered)."""
-
 
 def main(argv: list[str], prog: str = "accel config") -> int:
     """Dispatch ``accel config [default|update|show]``."""
@@ -40,7 +20,12 @@ def main(argv: list[str], prog: str = "accel config") -> int:
 
 
 def _questionnaire(argv: list[str], prog: str) -> int:
-    from accel.utils.config import check_sections, default_config_file, validate
+    from accel.config.settings import (
+        check_sections,
+        default_config_file,
+        standard_config,
+        validate,
+    )
 
     from .questions import AnswerError, PromptAsk, ScriptedAsk, ask_questions
 
@@ -86,7 +71,7 @@ def _questionnaire(argv: list[str], prog: str) -> int:
             f"--answers: no question has the key {ask.unused()[0]!r}; "
             "see the keys in the accel-cli README"
         )
-    data = dict(STANDARD_KEYS)
+    data = standard_config()  # core's default config; the answers replace its values
     data.update(config)
     path = Path(args.config_file).expanduser() if args.config_file else default_config_file()
     data = validate(data, str(path))
@@ -137,11 +122,12 @@ def _default(argv: list[str], prog: str) -> int:
 
 
 def _update(argv: list[str], prog: str) -> int:
-    from accel.utils.config import (
+    from accel.config.settings import (
         check_sections,
         default_config_file,
         read_config_file,
         save_config_file,
+        standard_config,
         validate,
     )
 
@@ -164,7 +150,7 @@ def _update(argv: list[str], prog: str) -> int:
         )
     data = validate(read_config_file(path), str(path))
     check_sections(data, str(path))
-    merged = dict(STANDARD_KEYS)
+    merged = standard_config()
     merged.update(data)
     save_config_file(merged, path)
     print(f"accel configuration updated at {path}")

@@ -41,6 +41,7 @@ _NAMES: dict[str, str] = {
     "notebook_launcher": "accel.launchers.notebook",
     "debug_launcher": "accel.launchers.notebook",
     "hookimpl": "accel.hookspecs",
+    "ParallelismConfig": "accel.parallelism_config",
 }
 
 __all__ = sorted(_NAMES) + ["__version__"]

@@ -47,7 +47,8 @@ class Accelerator:
     ``cpu``, ``dataloader_config``, ``log_with``, ``project_dir`` / ``project_config``,
     ``gradient_accumulation_plugin``, ``step_scheduler_with_optimizer``,
     ``kwargs_handlers``, ``dynamo_backend`` / ``dynamo_plugin``, and plugin objects
-    (``fsdp_plugin``, ``deepspeed_plugin``, ``megatron_lm_plugin``) from their plugin packages.
+    (``fsdp_plugin``, ``deepspeed_plugin``, ``megatron_lm_plugin``) from their plugin packages,
+    and ``parallelism_config`` (a :class:`~accel.ParallelismConfig`: N-D parallelism).
 
     Its parts are public components: :attr:`prepared` (what was prepared, a
     :class:`~accel.prepared.PreparedObjects`), :attr:`backend` and :attr:`precision` (chosen
@@ -260,6 +261,28 @@ class Accelerator:
     def scaler(self) -> Any:
         """The fp16 gradient scaler, if any."""
         return self.precision.scaler
+
+    @property
+    def parallelism_config(self) -> Any:
+        """The :class:`~accel.ParallelismConfig` (``parallelism_config=`` or ``accel launch``), or None."""
+        return self.state.parallelism_config
+
+    @property
+    def torch_device_mesh(self) -> Any:
+        """The named ``DeviceMesh`` of :attr:`parallelism_config` (``dp_shard``, ``tp``, ``dp``, ...), or None."""
+        return self.state.device_mesh
+
+    def maybe_context_parallel(
+        self,
+        buffers: list[torch.Tensor] | None = None,
+        buffer_seq_dims: list[int] | None = None,
+        no_restore_buffers: set[torch.Tensor] | None = None,
+    ) -> Any:
+        """Context in which ``buffers`` are split along their sequence dims over the ``cp`` group.
+
+        A no-op unless ``parallelism_config.cp_size > 1`` (the backend applies it).
+        """
+        return self.backend.context_parallel(buffers, buffer_seq_dims, no_restore_buffers)
 
     # -- process helpers (delegated to the state) ---------------------------
     def print(self, *args: Any, **kwargs: Any) -> None:

@@ -60,7 +60,18 @@ class InitProcessGroupKwargs(KwargsHandler):
 
 @dataclass
 class DataLoaderConfiguration:
-    """How ``prepare`` treats data loaders (sharding, seeding, resumability)."""
+    """How ``prepare`` treats data loaders (sharding, seeding, resumability).
+
+    The fields are Accelerate's, plus ``empty_batches`` (accel only). With
+    ``even_batches=False`` the last round is not completed with repeated samples:
+    a process left without samples simply stops one batch before the others, as in
+    Accelerate (so a step that runs a collective such as ``gather_for_metrics`` on
+    every process must not be the extra one). ``empty_batches=True`` (only read when
+    ``even_batches=False``) gives such a process an empty batch (zero rows, same
+    structure) instead, so every process takes the same number of steps and
+    collectives stay matched; the training loop must then skip or mask the empty
+    batch (a mean loss over zero samples is NaN).
+    """
 
     split_batches: bool = False
     dispatch_batches: bool | None = None
@@ -69,6 +80,7 @@ class DataLoaderConfiguration:
     data_seed: int | None = None
     non_blocking: bool = False
     use_stateful_dataloader: bool = False
+    empty_batches: bool = False
 
 
 @dataclass

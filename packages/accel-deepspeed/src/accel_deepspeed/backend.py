@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from accel.backends import Backend
 from accel.distributed.process import ensure_process_group, plugin_object
 from accel.errors import CheckpointError, ConfigError

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -131,7 +131,9 @@ _FIELD_OF_KEY = {
 
 def _device(key: str, value: Any) -> str:
     """An offload device (``none`` when unset); errors name ``key``."""
-    return DEEPSPEED_SECTION["offload_param_device"].convert("none" if value is None else value, key)
+    return DEEPSPEED_SECTION["offload_param_device"].convert(
+        "none" if value is None else value, key
+    )
 
 
 def _steps(key: str, value: Any) -> int | str:

@@ -10,11 +10,12 @@ Accelerate's key names are used (``backend``, ``fp8_format``, ``margin``, ``inte
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
+from accel.config.keys import parse_bool
+from accel.config.sections import Option, Section
 from accel.errors import ConfigError
-from accel.utils.config_keys import parse_bool
 
 BACKENDS = ("MSAMP", "TE", "AO")
 """FP8 backends, in the order they are tried when none is asked for."""
@@ -42,24 +43,6 @@ def backend_name(value: Any, key: str = "backend") -> str:
             "msamp (MS-AMP) or ao (torchao)"
         )
     return BACKEND_ALIASES[text]
-
-
-def to_bool(value: Any, key: str) -> bool:
-    """A boolean from a bool or from ``true``/``false``/``yes``/``no``/``1``/``0``."""
-    return parse_bool(key, value)
-
-
-def to_int(value: Any, key: str, minimum: int = 0) -> int:
-    """An integer >= ``minimum``."""
-    if isinstance(value, bool):
-        raise ConfigError(f"{key}={value!r} is not an integer")
-    try:
-        number = int(str(value).strip())
-    except (TypeError, ValueError):
-        raise ConfigError(f"{key}={value!r} is not an integer") from None
-    if number < minimum:
-        raise ConfigError(f"{key}={value!r} must be >= {minimum}")
-    return number
 
 
 def fp8_format(value: Any, key: str = "fp8_format") -> str:
@@ -98,7 +81,7 @@ def override_linear_precision(value: Any, key: str = "override_linear_precision"
             f"{key}={value!r} needs three booleans (fprop, dgrad, wgrad), "
             "e.g. (false, false, false)"
         )
-    return tuple(to_bool(p, key) for p in parts)
+    return tuple(parse_bool(key, p) for p in parts)
 
 
 def opt_level(value: Any, key: str = "opt_level") -> str:
@@ -111,74 +94,125 @@ def opt_level(value: Any, key: str = "opt_level") -> str:
     return text
 
 
-SECTION_KEYS: dict[str, tuple[Callable[[Any, str], Any], str]] = {
-    "backend": (backend_name, "te, msamp or ao (any case)"),
-    "fp8_format": (fp8_format, "HYBRID or E4M3"),
-    "margin": (lambda v, k: to_int(v, k), "an integer >= 0"),
-    "interval": (lambda v, k: to_int(v, k, 1), "an integer >= 1"),
-    "amax_history_len": (lambda v, k: to_int(v, k, 1), "an integer >= 1"),
-    "amax_compute_algo": (amax_compute_algo, "max or most_recent"),
-    "override_linear_precision": (
-        override_linear_precision,
-        "three booleans, e.g. (false, false, false)",
-    ),
-    "use_autocast_during_eval": (to_bool, "true or false"),
-    "opt_level": (opt_level, "O1 or O2"),
-    "pad_inner_dim": (to_bool, "true or false"),
-    "enable_fsdp_float8_all_gather": (to_bool, "true or false"),
-}
-"""Each ``fp8_config`` key: (function reading its value, what it accepts)."""
-
 _ALIASES = {
-    "optimization_level": "opt_level",
-    "amax_history_length": "amax_history_len",
-    "amax_compute_algorithm": "amax_compute_algo",
+    "opt_level": ("optimization_level",),
+    "amax_history_len": ("amax_history_length",),
+    "amax_compute_algo": ("amax_compute_algorithm",),
 }
 """Other spellings, among them the keys ``accelerate config`` writes."""
 
 
+def _spellings(name: str) -> tuple[str, ...]:
+    """Every other accepted spelling of key ``name``: its aliases, each also with ``fp8_``."""
+    names = [name, *_ALIASES.get(name, ())]
+    prefixed = [f"fp8_{n}" for n in names if not n.startswith("fp8_")]
+    return tuple(n for n in names[1:] + prefixed if n != name)
+
+
+def _option(name: str, type_: Any, default: Any = None, **kw: Any) -> Option:
+    return Option(name, type_, default, aliases=_spellings(name), **kw)
+
+
+FP8_SECTION = Section(
+    "fp8_config",
+    [
+        _option(
+            "backend",
+            str,
+            choices=("te", "msamp", "ao"),
+            reader=backend_name,
+            allowed="te, msamp or ao (any case)",
+            help="FP8 backend: te (TransformerEngine), msamp (MS-AMP) or ao (torchao)",
+            question="Which FP8 backend do you want to use?",
+        ),
+        _option(
+            "fp8_format",
+            str,
+            "HYBRID",
+            choices=FP8_FORMATS,
+            reader=fp8_format,
+            help="te: HYBRID (E4M3 forward, E5M2 backward) or E4M3",
+        ),
+        _option("margin", int, 0, minimum=0, help="te: margin of the scaling factor computation"),
+        _option(
+            "interval",
+            int,
+            1,
+            minimum=1,
+            help="te: how often the scaling factor is recomputed (ignored by TransformerEngine)",
+        ),
+        _option(
+            "amax_history_len", int, 1024, minimum=1, help="te: length of the amax history window"
+        ),
+        _option(
+            "amax_compute_algo",
+            str,
+            "most_recent",
+            choices=AMAX_COMPUTE_ALGOS,
+            reader=amax_compute_algo,
+            help="te: max or most_recent",
+        ),
+        _option(
+            "override_linear_precision",
+            "any",
+            (False, False, False),
+            reader=override_linear_precision,
+            allowed="three booleans, e.g. (false, false, false)",
+            help="te: fprop,dgrad,wgrad GEMMs in higher precision, e.g. false,false,true",
+        ),
+        _option(
+            "use_autocast_during_eval",
+            bool,
+            False,
+            store_true=True,
+            help="te: keep FP8 autocast on in eval() mode",
+        ),
+        _option(
+            "opt_level",
+            str,
+            "O2",
+            choices=OPT_LEVELS,
+            reader=opt_level,
+            help="msamp: O1 or O2",
+        ),
+        _option(
+            "pad_inner_dim",
+            bool,
+            True,
+            help="ao: pad inner dimensions of FP8 GEMMs to multiples of 16 (true/false)",
+        ),
+        _option(
+            "enable_fsdp_float8_all_gather",
+            bool,
+            None,  # True with FSDP2, False otherwise (decided by the recipe)
+            help="ao: all-gather FP8 weights with FSDP2 (true/false)",
+        ),
+    ],
+    title="FP8",
+    flag_prefix="fp8_",
+)
+"""The ``fp8_config`` section: each key's reader, default and ``accel launch --fp8_*`` flag.
+
+Accelerate's key names; the ``fp8_``-prefixed spelling of each (as the flags name them)
+and the names ``accelerate config`` writes are accepted too.
+"""
+
+
 def canonical_key(key: str) -> str | None:
     """The section key ``key`` stands for (``fp8_margin`` -> ``margin``), or None if unknown."""
-    name = str(key).strip()
-    if name in SECTION_KEYS:
-        return name
-    name = _ALIASES.get(name, name)
-    if name.startswith("fp8_"):
-        name = _ALIASES.get(name[4:], name[4:])
-    return name if name in SECTION_KEYS else None
+    option = FP8_SECTION.get(str(key).strip())
+    return option.name if option is not None else None
 
 
 def read_section(section: Mapping[str, Any] | None) -> dict[str, Any]:
     """The section with canonical keys and parsed values; the first bad entry raises ConfigError."""
-    result: dict[str, Any] = {}
-    for key, value in (section or {}).items():
-        name = canonical_key(key)
-        if name is None:
-            raise ConfigError(
-                f"fp8_config.{key} is not an FP8 setting: allowed keys are {', '.join(SECTION_KEYS)}"
-            )
-        if value is None:
-            continue
-        reader, _ = SECTION_KEYS[name]
-        result[name] = reader(value, f"fp8_config.{key}")
-    return result
+    return FP8_SECTION.read(section or {}, defaults=False)
 
 
-def validate_section(section: Any) -> list[str]:
-    """Errors in an ``fp8_config`` section (unknown keys, bad values), one line each."""
-    if not isinstance(section, Mapping):
-        return [f"fp8_config must be a mapping of FP8 settings, not {type(section).__name__}"]
-    errors = []
-    for key, value in section.items():
-        try:
-            read_section({key: value})
-        except ConfigError as error:
-            errors.append(str(error))
-    return errors
+validate_section = FP8_SECTION.validate
+"""Errors in an ``fp8_config`` section (unknown keys, bad values), one line each."""
 
 
 def launched_section() -> dict[str, Any]:
     """The parsed ``fp8_config`` section ``accel launch`` passed to this process (empty otherwise)."""
-    from accel.utils.config import launched_config
-
-    return read_section(launched_config().get("fp8_config") or {})
+    return FP8_SECTION.read(defaults=False)

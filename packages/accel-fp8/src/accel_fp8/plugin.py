@@ -4,7 +4,6 @@ FP8 library."""
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 from accel.hookspecs import hookimpl
@@ -23,20 +22,6 @@ _EXPORTS = {
     "has_transformer_engine_layers": "accel_fp8.te",
 }
 
-FLAGS: dict[str, str] = {
-    "backend": "FP8 backend: te (TransformerEngine), msamp (MS-AMP) or ao (torchao)",
-    "fp8_format": "te: HYBRID (E4M3 forward, E5M2 backward) or E4M3",
-    "margin": "te: margin of the scaling factor computation",
-    "interval": "te: how often the scaling factor is recomputed (ignored by TransformerEngine)",
-    "amax_history_len": "te: length of the amax history window",
-    "amax_compute_algo": "te: max or most_recent",
-    "override_linear_precision": "te: fprop,dgrad,wgrad GEMMs in higher precision, e.g. false,false,true",
-    "opt_level": "msamp: O1 or O2",
-    "pad_inner_dim": "ao: pad inner dimensions of FP8 GEMMs to multiples of 16 (true/false)",
-    "enable_fsdp_float8_all_gather": "ao: all-gather FP8 weights with FSDP2 (true/false)",
-}
-"""``accel launch --fp8_<key>`` flags (``--fp8_format`` for ``fp8_format``) and their help."""
-
 
 @hookimpl
 def accel_precisions() -> list[type]:
@@ -54,49 +39,18 @@ def accel_exports() -> dict[str, str]:
 
 @hookimpl
 def accel_config_sections() -> dict[str, Any]:
-    """The ``fp8_config`` section and its validator."""
-    from .config import validate_section
+    """The ``fp8_config`` section, declared in :data:`accel_fp8.config.FP8_SECTION`."""
+    from .config import FP8_SECTION
 
-    return {"fp8_config": validate_section}
-
-
-def _flag_type(key: str, flag: str) -> Any:
-    from accel.errors import ConfigError
-
-    from .config import SECTION_KEYS
-
-    reader, _ = SECTION_KEYS[key]
-
-    def parse(text: str) -> Any:
-        try:
-            reader(text, flag)
-        except ConfigError as error:
-            raise argparse.ArgumentTypeError(str(error).removeprefix(f"{flag}=")) from None
-        return text
-
-    return parse
+    return {FP8_SECTION.key: FP8_SECTION}
 
 
 @hookimpl
 def accel_launch_arguments(parser: Any) -> None:
     """``--fp8_backend``, ``--fp8_opt_level``, ... (into the ``fp8_config`` section)."""
-    for key, help_text in FLAGS.items():
-        flag = key if key.startswith("fp8_") else f"fp8_{key}"
-        parser.add_argument(
-            f"--{flag}",
-            dest=f"fp8_config.{key}",
-            type=_flag_type(key, f"--{flag}"),
-            default=None,
-            metavar="VALUE",
-            help=help_text,
-        )
-    parser.add_argument(
-        "--fp8_use_autocast_during_eval",
-        dest="fp8_config.use_autocast_during_eval",
-        action="store_true",
-        default=None,
-        help="te: keep FP8 autocast on in eval() mode",
-    )
+    from .config import FP8_SECTION
+
+    FP8_SECTION.add_arguments(parser)
 
 
 @hookimpl

@@ -1,18 +1,14 @@
-"""The ``accel config`` questions of the ``fp8_config`` section. Torch-free."""
+"""The ``accel config`` questions of the ``fp8_config`` section. Torch-free.
+
+Each question comes from the key's declaration (:data:`accel_fp8.config.FP8_SECTION`);
+only which keys are asked, by backend, is decided here.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from .config import override_linear_precision
-
-
-def _valid_override(answer: str) -> str | None:
-    try:
-        override_linear_precision(answer)
-    except ValueError as error:
-        return str(error)
-    return None
+from .config import FP8_SECTION as S
 
 
 def ask_fp8(ask: Any, config: dict[str, Any]) -> dict[str, Any]:
@@ -20,59 +16,54 @@ def ask_fp8(ask: Any, config: dict[str, Any]) -> dict[str, Any]:
 
     ``config`` holds the answers so far (FSDP2's FP8 all-gather is asked about only with FSDP).
     """
-    key = "fp8_config."
-    backend = ask.select(
-        "Which FP8 backend do you want to use?",
-        ["te", "msamp", "ao"],
-        default="ao",
-        key=key + "backend",
-    ).upper()
+    backend = S.ask(ask, "backend", default="ao")
     section: dict[str, Any] = {"backend": backend}
     if backend == "TE":
-        section["fp8_format"] = ask.select(
-            "Which FP8 format should be used?", ["HYBRID", "E4M3"], "HYBRID", key + "fp8_format"
-        )
-        section["use_autocast_during_eval"] = ask.confirm(
+        section["fp8_format"] = S.ask(ask, "fp8_format", "Which FP8 format should be used?")
+        section["use_autocast_during_eval"] = S.ask(
+            ask,
+            "use_autocast_during_eval",
             "Should FP8 autocast be used during eval mode (better metrics are usually found "
             "without)?",
-            False,
-            key + "use_autocast_during_eval",
         )
-        section["margin"] = ask.integer(
-            "What margin should be used for the scaling factor?", 0, key + "margin", minimum=0
+        section["margin"] = S.ask(
+            ask, "margin", "What margin should be used for the scaling factor?"
         )
-        section["interval"] = ask.integer(
-            "How often should the scaling factor be recomputed?", 1, key + "interval", minimum=1
+        section["interval"] = S.ask(
+            ask, "interval", "How often should the scaling factor be recomputed?"
         )
-        section["amax_history_len"] = ask.integer(
-            "What length of amax history should be used?", 1024, key + "amax_history_len", 1
+        section["amax_history_len"] = S.ask(
+            ask, "amax_history_len", "What length of amax history should be used?"
         )
-        section["amax_compute_algo"] = ask.select(
+        section["amax_compute_algo"] = S.ask(
+            ask,
+            "amax_compute_algo",
             "Which algorithm should compute amax?",
-            ["max", "most_recent"],
-            "max",
-            key + "amax_compute_algo",
+            default="max",
+            choices=["max", "most_recent"],
         )
-        answer = ask.text(
-            "Which of the fprop, dgrad and wgrad GEMMs should run in higher precision "
-            "(three booleans)?",
-            "false,false,false",
-            key + "override_linear_precision",
-            validate=_valid_override,
+        section["override_linear_precision"] = list(
+            S.ask(
+                ask,
+                "override_linear_precision",
+                "Which of the fprop, dgrad and wgrad GEMMs should run in higher precision "
+                "(three booleans)?",
+                default="false,false,false",
+            )
         )
-        section["override_linear_precision"] = list(override_linear_precision(answer))
     elif backend == "MSAMP":
-        section["opt_level"] = ask.select(
-            "Which MS-AMP optimization level should be used?", ["O1", "O2"], "O2", key + "opt_level"
+        section["opt_level"] = S.ask(
+            ask, "opt_level", "Which MS-AMP optimization level should be used?"
         )
     else:
-        section["pad_inner_dim"] = ask.confirm(
-            "Pad the inner dimensions of FP8 GEMMs to multiples of 16?", True, key + "pad_inner_dim"
+        section["pad_inner_dim"] = S.ask(
+            ask, "pad_inner_dim", "Pad the inner dimensions of FP8 GEMMs to multiples of 16?"
         )
         if config.get("distributed_type") == "FSDP":
-            section["enable_fsdp_float8_all_gather"] = ask.confirm(
+            section["enable_fsdp_float8_all_gather"] = S.ask(
+                ask,
+                "enable_fsdp_float8_all_gather",
                 "All-gather FP8 weights when training with FSDP2?",
-                True,
-                key + "enable_fsdp_float8_all_gather",
+                default=True,
             )
     return section

@@ -35,8 +35,7 @@ def _fill(handler: Any, names: list[str], defaults: dict[str, Any]) -> None:
         if value is None:
             value = section.get(name, defaults.get(name))
         if value is not None:
-            reader, _ = C.SECTION_KEYS[name]
-            value = reader(value, name)
+            value = C.FP8_SECTION[name].convert(value, name)
         setattr(handler, name, value)
 
 

@@ -15,6 +15,7 @@ from accel.backends import Backend
 from accel.distributed.process import ensure_process_group, plugin_object
 
 from .config import FullyShardedDataParallelPlugin
+from .nd import NDLayout, NDParallelMixin
 from .wrap import fsdp1_policy, units_to_shard
 
 _WRAPPER_PREFIXES = re.compile(r"(_fsdp_wrapped_module\.|_checkpoint_wrapped_module\.|_orig_mod\.)")
@@ -25,7 +26,7 @@ def _clean(name: str) -> str:
     return _WRAPPER_PREFIXES.sub("", name)
 
 
-class FSDPBackend(Backend):
+class FSDPBackend(NDParallelMixin, Backend):
     """Fully Sharded Data Parallel: parameters, gradients and optimizer state sharded across processes."""
 
     name = "fsdp"
@@ -38,6 +39,9 @@ class FSDPBackend(Backend):
             state, "fsdp_plugin", FullyShardedDataParallelPlugin
         )
         ensure_process_group()  # one process: FSDP still needs a (trivial) group
+        self.nd = NDLayout.of(self.accelerator)  # N-D parallelism (accel_fsdp.nd), or None
+        if self.nd is not None and self.version != 2:
+            raise ValueError("a ParallelismConfig needs FSDP2: set fsdp_version=2")
         precision = self.accelerator.precision
         if precision.scaler is not None:
             from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
@@ -70,6 +74,8 @@ class FSDPBackend(Backend):
     def _mesh(self) -> Any:
         from torch.distributed.device_mesh import init_device_mesh
 
+        if self.nd is not None:
+            return self.nd.fsdp_mesh
         world = dist.get_world_size()
         device = self.accelerator.device.type
         strategy = self.plugin.sharding_strategy
@@ -96,6 +102,10 @@ class FSDPBackend(Backend):
             fully_shard,
         )
 
+        if self.nd is not None:  # tensor parallelism first, then FSDP over the data-parallel mesh
+            model = self.nd.parallelize(model)
+            if self.nd.fsdp_mesh is None:
+                return model
         plugin = self.plugin
         mp = plugin.mixed_precision_policy
         if mp is None:

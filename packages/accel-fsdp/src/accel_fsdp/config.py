@@ -8,8 +8,9 @@ in :data:`FSDP_SECTION`, which validates config files, makes the ``accel launch
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable
+from typing import Any
 
 from accel.config.keys import parse_bool
 from accel.config.sections import Option, Section
@@ -154,13 +155,17 @@ class FullyShardedDataParallelPlugin:
                 self.sharding_strategy = value
             else:
                 self.sharding_strategy = "FULL_SHARD" if value else "SHARD_GRAD_OP"
-        self.sharding_strategy = _convert("sharding_strategy", self.sharding_strategy or "FULL_SHARD")
+        self.sharding_strategy = _convert(
+            "sharding_strategy", self.sharding_strategy or "FULL_SHARD"
+        )
         self.reshard_after_forward = self.sharding_strategy in ("FULL_SHARD", "HYBRID_SHARD")
         if self.backward_prefetch is not None and not callable(self.backward_prefetch):
             self.backward_prefetch = _convert("backward_prefetch", self.backward_prefetch)
         if self.auto_wrap_policy is not None and not callable(self.auto_wrap_policy):
             self.auto_wrap_policy = _convert("auto_wrap_policy", self.auto_wrap_policy)
-        self.state_dict_type = _convert("state_dict_type", self.state_dict_type or "FULL_STATE_DICT")
+        self.state_dict_type = _convert(
+            "state_dict_type", self.state_dict_type or "FULL_STATE_DICT"
+        )
         if self.state_dict_type == "LOCAL_STATE_DICT" and self.fsdp_version == 2:
             raise ConfigError(
                 "state_dict_type=LOCAL_STATE_DICT exists only for fsdp_version 1: use SHARDED_STATE_DICT with FSDP2"
@@ -190,5 +195,3 @@ class FullyShardedDataParallelPlugin:
         """Whether parameters live on the CPU between uses."""
         value = self.cpu_offload
         return bool(getattr(value, "offload_params", value))
-
-

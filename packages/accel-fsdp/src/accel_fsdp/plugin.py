@@ -19,8 +19,9 @@ def accel_backends() -> list[type]:
 def accel_config_sections() -> dict[str, Any]:
     """The ``fsdp_config`` section, declared once in :data:`accel_fsdp.config.FSDP_SECTION`."""
     from .config import FSDP_SECTION
+    from .nd_config import PARALLELISM_SECTION
 
-    return {FSDP_SECTION.key: FSDP_SECTION}
+    return {FSDP_SECTION.key: FSDP_SECTION, PARALLELISM_SECTION.key: PARALLELISM_SECTION}
 
 
 @hookimpl
@@ -34,6 +35,23 @@ def accel_launch_arguments(parser: Any) -> None:
         help="train with Fully Sharded Data Parallel (accel-fsdp)",
     )
     FSDP_SECTION.add_arguments(parser)
+    from .nd_config import PARALLELISM_SECTION
+
+    parser.add_argument(
+        "--use_parallelism_config",
+        action="store_true",
+        default=None,
+        help="N-D parallelism from the --parallelism_config_* flags / parallelism_config section",
+    )
+    PARALLELISM_SECTION.add_arguments(parser)
+
+
+@hookimpl
+def accel_launch_environment(config: dict) -> dict[str, str]:
+    """``ACCEL_USE_PARALLELISM_CONFIG`` and ``PARALLELISM_CONFIG_*``; checks the sizes first."""
+    from .nd_config import launch_environment
+
+    return launch_environment(config)
 
 
 @hookimpl

@@ -6,12 +6,12 @@ objects are built by the backend.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from accel.config.sections import Option, Section
 from accel.errors import ConfigError
-from accel.utils.config_keys import parse_bool as _bool
 
 LR_DECAY_STYLES = ("constant", "linear", "cosine", "inverse-square-root", "WSD")
 """Learning-rate decay styles of megatron-core's ``OptimizerParamScheduler``."""
@@ -19,32 +19,66 @@ WD_INCR_STYLES = ("constant", "linear", "cosine")
 """Weight-decay increment styles of megatron-core's ``OptimizerParamScheduler``."""
 
 
-def _positive_int(key: str, value: Any) -> int:
-    try:
-        number = int(str(value).strip()) if not isinstance(value, int) else value
-    except (TypeError, ValueError):
-        raise ConfigError(f"{key}={value!r} is not an integer: use a whole number >= 1") from None
-    if isinstance(number, bool) or number < 1:
-        raise ConfigError(f"{key}={value!r} must be a whole number >= 1")
-    return number
+def _check_section(values: dict[str, Any]) -> None:
+    """The section's settings must fit together (as :class:`MegatronLMPlugin` checks them)."""
+    MegatronLMPlugin(**{name.removeprefix("megatron_lm_"): v for name, v in values.items()})
 
 
-def _float(key: str, value: Any, minimum: float = 0.0) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{key}={value!r} is not a number") from None
-    if number < minimum:
-        raise ConfigError(f"{key}={value!r} must be >= {minimum}")
-    return number
+MEGATRON_SECTION = Section(
+    "megatron_lm_config",
+    [
+        Option("megatron_lm_tp_degree", int, 1, minimum=1, help="tensor-parallel degree"),
+        Option("megatron_lm_pp_degree", int, 1, minimum=1, help="pipeline-parallel degree"),
+        Option("megatron_lm_num_micro_batches", int, 1, minimum=1, help="micro-batches per step"),
+        Option("megatron_lm_gradient_clipping", float, 1.0, minimum=0, help="max gradient norm"),
+        Option("megatron_lm_sequence_parallelism", bool, False, help="sequence parallelism"),
+        Option("megatron_lm_recompute_activations", bool, False, help="selective recomputation"),
+        Option(
+            "megatron_lm_use_distributed_optimizer",
+            bool,
+            False,
+            help="shard optimizer states over the data-parallel group",
+        ),
+        Option(
+            "megatron_lm_num_layers_per_virtual_pipeline_stage",
+            int,
+            minimum=1,
+            help="layers per virtual pipeline stage",
+        ),
+        Option(
+            "megatron_lm_lr_decay_style",
+            default="linear",
+            choices=LR_DECAY_STYLES,
+            help="learning-rate decay",
+        ),
+        Option("megatron_lm_min_lr", float, 0.0, minimum=0, help="final learning rate"),
+        Option("megatron_lm_start_weight_decay", float, minimum=0, help="initial weight decay"),
+        Option("megatron_lm_end_weight_decay", float, minimum=0, help="final weight decay"),
+        Option(
+            "megatron_lm_weight_decay_incr_style",
+            default="constant",
+            choices=WD_INCR_STYLES,
+            help="weight-decay increment",
+        ),
+        Option("megatron_lm_seed", int, 1234, help="model-parallel RNG seed"),
+    ],
+    title="Megatron-LM",
+    distributed_type="MEGATRON_LM",
+    checks=[_check_section],
+)
+"""The ``megatron_lm_config`` section: its keys, types, defaults and ``--megatron_lm_*`` flags."""
+
+MEGATRON_CONFIG_KEYS: dict[str, str] = {
+    option.name: f"{option.help}, {option.describe()}" for option in MEGATRON_SECTION
+}
+"""The keys of the ``megatron_lm_config`` section and what each accepts."""
+
+validate_section = MEGATRON_SECTION.validate
+"""Errors in a ``megatron_lm_config`` section (unknown keys, bad values, bad combinations)."""
 
 
-def _choice(key: str, value: Any, allowed: tuple[str, ...]) -> str:
-    text = str(value).strip()
-    for option in allowed:
-        if text.lower() == option.lower():
-            return option
-    raise ConfigError(f"{key}={value!r} is not allowed: use one of {', '.join(allowed)}")
+def _option(name: str) -> Option:
+    return MEGATRON_SECTION[f"megatron_lm_{name}"]
 
 
 @dataclass
@@ -96,36 +130,16 @@ class MegatronLMPlugin:
     """Samples per micro-batch on one data-parallel rank; set when a training loader is prepared."""
 
     def __post_init__(self):
-        section = _launched_section()
+        section = MEGATRON_SECTION.read(defaults=False)  # the keys the launched config sets
         for f in fields(self):
-            if f.init and getattr(self, f.name) is None and f"megatron_lm_{f.name}" in section:
-                setattr(self, f.name, section[f"megatron_lm_{f.name}"])
-        self.tp_degree = _positive_int("tp_degree", 1 if self.tp_degree is None else self.tp_degree)
-        self.pp_degree = _positive_int("pp_degree", 1 if self.pp_degree is None else self.pp_degree)
-        self.num_micro_batches = _positive_int(
-            "num_micro_batches", 1 if self.num_micro_batches is None else self.num_micro_batches
-        )
-        self.gradient_clipping = _float(
-            "gradient_clipping", 1.0 if self.gradient_clipping is None else self.gradient_clipping
-        )
-        for name in ("sequence_parallelism", "recompute_activations", "use_distributed_optimizer"):
-            value = getattr(self, name)
-            setattr(self, name, False if value is None else _bool(name, value))
-        if self.num_layers_per_virtual_pipeline_stage is not None:
-            self.num_layers_per_virtual_pipeline_stage = _positive_int(
-                "num_layers_per_virtual_pipeline_stage", self.num_layers_per_virtual_pipeline_stage
-            )
-        self.lr_decay_style = _choice(
-            "lr_decay_style", self.lr_decay_style or "linear", LR_DECAY_STYLES
-        )
-        self.weight_decay_incr_style = _choice(
-            "weight_decay_incr_style", self.weight_decay_incr_style or "constant", WD_INCR_STYLES
-        )
-        self.min_lr = _float("min_lr", 0.0 if self.min_lr is None else self.min_lr)
-        for name in ("start_weight_decay", "end_weight_decay"):
-            if getattr(self, name) is not None:
-                setattr(self, name, _float(name, getattr(self, name)))
-        self.seed = 1234 if self.seed is None else int(self.seed)
+            key = f"megatron_lm_{f.name}"
+            if f.init and getattr(self, f.name) is None and key in section:
+                setattr(self, f.name, section[key])
+        for f in fields(self):
+            if f"megatron_lm_{f.name}" in MEGATRON_SECTION:
+                option = _option(f.name)
+                value = option.convert(getattr(self, f.name), f.name)
+                setattr(self, f.name, option.default if value is None else value)
         self._check_combinations()
 
     def _check_combinations(self) -> None:
@@ -207,71 +221,3 @@ class MegatronLMPlugin:
         values.update(self.extra)
         values.update(kwargs)
         return TransformerConfig(**values)
-
-
-def _launched_section() -> Mapping[str, Any]:
-    from accel.utils.config import launched_config
-
-    return launched_config().get("megatron_lm_config") or {}
-
-
-MEGATRON_CONFIG_KEYS: dict[str, str] = {
-    "megatron_lm_tp_degree": "tensor-parallel degree, an integer >= 1",
-    "megatron_lm_pp_degree": "pipeline-parallel degree, an integer >= 1",
-    "megatron_lm_num_micro_batches": "micro-batches per step, an integer >= 1",
-    "megatron_lm_gradient_clipping": "max gradient norm, a number >= 0",
-    "megatron_lm_sequence_parallelism": "true/false",
-    "megatron_lm_recompute_activations": "true/false",
-    "megatron_lm_use_distributed_optimizer": "true/false",
-    "megatron_lm_num_layers_per_virtual_pipeline_stage": "an integer >= 1",
-    "megatron_lm_lr_decay_style": ", ".join(LR_DECAY_STYLES),
-    "megatron_lm_min_lr": "a number >= 0",
-    "megatron_lm_start_weight_decay": "a number >= 0",
-    "megatron_lm_end_weight_decay": "a number >= 0",
-    "megatron_lm_weight_decay_incr_style": ", ".join(WD_INCR_STYLES),
-    "megatron_lm_seed": "an integer",
-}
-"""The keys of the ``megatron_lm_config`` section and what each accepts."""
-
-_CHECKS: dict[str, Callable[[str, Any], Any]] = {
-    "tp_degree": _positive_int,
-    "pp_degree": _positive_int,
-    "num_micro_batches": _positive_int,
-    "num_layers_per_virtual_pipeline_stage": _positive_int,
-    "gradient_clipping": _float,
-    "min_lr": _float,
-    "start_weight_decay": _float,
-    "end_weight_decay": _float,
-    "sequence_parallelism": _bool,
-    "recompute_activations": _bool,
-    "use_distributed_optimizer": _bool,
-    "lr_decay_style": lambda k, v: _choice(k, v, LR_DECAY_STYLES),
-    "weight_decay_incr_style": lambda k, v: _choice(k, v, WD_INCR_STYLES),
-    "seed": lambda k, v: _float(k, v, minimum=float("-inf")),
-}
-
-
-def validate_section(section: Mapping[str, Any]) -> list[str]:
-    """Errors in a ``megatron_lm_config`` section (unknown keys, bad values, bad combinations), one line each."""
-    if not isinstance(section, Mapping):
-        return [
-            f"megatron_lm_config must be a mapping of megatron_lm_* keys, not {type(section).__name__}"
-        ]
-    errors: list[str] = []
-    for key, value in section.items():
-        if key not in MEGATRON_CONFIG_KEYS:
-            errors.append(
-                f"megatron_lm_config.{key} is not a Megatron-LM setting: allowed keys are "
-                f"{', '.join(MEGATRON_CONFIG_KEYS)}"
-            )
-            continue
-        try:
-            _CHECKS[key.removeprefix("megatron_lm_")](key, value)
-        except ConfigError as error:
-            errors.append(f"megatron_lm_config.{key}: {error}")
-    if not errors and section:
-        try:
-            MegatronLMPlugin(**{k.removeprefix("megatron_lm_"): v for k, v in section.items()})
-        except ConfigError as error:
-            errors.append(f"megatron_lm_config: {error}")
-    return errors

@@ -28,26 +28,23 @@ def accel_exports() -> dict[str, str]:
 
 @hookimpl
 def accel_config_sections() -> dict[str, Any]:
-    """The ``megatron_lm_config`` section and its validator."""
-    from .config import validate_section
+    """The ``megatron_lm_config`` section, declared in :data:`accel_megatron.config.MEGATRON_SECTION`."""
+    from .config import MEGATRON_SECTION
 
-    return {"megatron_lm_config": validate_section}
+    return {MEGATRON_SECTION.key: MEGATRON_SECTION}
 
 
 @hookimpl
 def accel_launch_arguments(parser: Any) -> None:
     """``--use_megatron_lm`` and one ``--megatron_lm_*`` flag per ``megatron_lm_config`` key."""
-    from .config import MEGATRON_CONFIG_KEYS
+    from .config import MEGATRON_SECTION
 
     parser.add_argument(
         "--use_megatron_lm",
         action="store_true",
         help="train with Megatron-LM tensor/pipeline/sequence parallelism (accel-megatron)",
     )
-    for key, allowed in MEGATRON_CONFIG_KEYS.items():
-        parser.add_argument(
-            f"--{key}", default=None, metavar="VALUE", help=f"Megatron-LM: {allowed}"
-        )
+    MEGATRON_SECTION.add_arguments(parser)
 
 
 @hookimpl
@@ -62,43 +59,47 @@ def accel_config_questions(ask: Any, config: dict) -> None:
         return
     if not ask.confirm("Do you want to use Megatron-LM?", default=False, key="use_megatron_lm"):
         return
+    from .config import MEGATRON_SECTION as S
+
     config["distributed_type"] = "MEGATRON_LM"
-    key = "megatron_lm_config.megatron_lm_"
     section: dict[str, Any] = {}
-    section["megatron_lm_tp_degree"] = ask.integer(
-        "What is the Tensor Parallelism degree/size?", 1, key=key + "tp_degree", minimum=1
+    section["megatron_lm_tp_degree"] = S.ask(
+        ask, "megatron_lm_tp_degree", "What is the Tensor Parallelism degree/size?"
     )
     if section["megatron_lm_tp_degree"] > 1:
-        section["megatron_lm_sequence_parallelism"] = ask.confirm(
+        section["megatron_lm_sequence_parallelism"] = S.ask(
+            ask,
+            "megatron_lm_sequence_parallelism",
             "Do you want to enable Sequence Parallelism?",
             default=True,
-            key=key + "sequence_parallelism",
         )
-    section["megatron_lm_pp_degree"] = ask.integer(
-        "What is the Pipeline Parallelism degree/size?", 1, key=key + "pp_degree", minimum=1
+    section["megatron_lm_pp_degree"] = S.ask(
+        ask, "megatron_lm_pp_degree", "What is the Pipeline Parallelism degree/size?"
     )
-    if section["megatron_lm_pp_degree"] > 1:
+    if section["megatron_lm_pp_degree"] > 1:  # at least one micro-batch per stage
         section["megatron_lm_num_micro_batches"] = ask.integer(
             "What is the number of micro-batches?",
             section["megatron_lm_pp_degree"],
-            key=key + "num_micro_batches",
+            key="megatron_lm_config.megatron_lm_num_micro_batches",
             minimum=section["megatron_lm_pp_degree"],
         )
-    section["megatron_lm_recompute_activations"] = ask.confirm(
+    section["megatron_lm_recompute_activations"] = S.ask(
+        ask,
+        "megatron_lm_recompute_activations",
         "Do you want to enable selective activation recomputation?",
         default=True,
-        key=key + "recompute_activations",
     )
-    section["megatron_lm_use_distributed_optimizer"] = ask.confirm(
+    section["megatron_lm_use_distributed_optimizer"] = S.ask(
+        ask,
+        "megatron_lm_use_distributed_optimizer",
         "Do you want to use the distributed optimizer which shards optimizer state and gradients "
         "across data-parallel ranks?",
         default=True,
-        key=key + "use_distributed_optimizer",
     )
-    section["megatron_lm_gradient_clipping"] = ask.number(
+    section["megatron_lm_gradient_clipping"] = S.ask(
+        ask,
+        "megatron_lm_gradient_clipping",
         "What is the gradient clipping value based on global L2 Norm (0 to disable)?",
-        1.0,
-        key=key + "gradient_clipping",
     )
     config["megatron_lm_config"] = section
 

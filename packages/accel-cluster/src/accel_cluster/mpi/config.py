@@ -1,39 +1,52 @@
-"""The ``mpirun_config`` section (Accelerate's keys plus two of accel's) and its validator."""
+"""The ``mpirun_config`` section (Accelerate's keys plus two of accel's), declared once.
+
+:data:`MPIRUN_SECTION` validates the section of a config file, makes the ``accel launch
+--mpirun_*`` flags and reads the section back (:meth:`~accel.config.sections.Section.read`).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from accel.config.sections import Option, Section
 
-MPIRUN_CONFIG_KEYS: dict[str, str] = {
-    "mpirun_hostfile": "path of the MPI host file (one `host slots=N` or `host:N` per line)",
-    "mpirun_ccl": "number of oneCCL worker threads (CCL_WORKER_COUNT)",
-    "mpirun_flavor": "argument style: auto (from `mpirun --version`), openmpi or mpich",
-    "mpirun_args": "extra mpirun arguments, e.g. --oversubscribe",
-}
+FLAVORS = ("auto", "openmpi", "mpich")
+"""Values of ``mpirun_config.mpirun_flavor`` (``mpich`` also covers Intel MPI and MVAPICH)."""
+
+MPIRUN_SECTION = Section(
+    "mpirun_config",
+    [
+        Option(
+            "mpirun_hostfile",
+            help="run a MULTI_CPU job under mpirun on the hosts of this MPI host file "
+            "(one `host slots=N` or `host:N` per line)",
+            metavar="PATH",
+        ),
+        Option(
+            "mpirun_ccl",
+            int,
+            minimum=1,
+            help="oneCCL worker threads per rank (CCL_WORKER_COUNT)",
+            metavar="N",
+        ),
+        Option(
+            "mpirun_flavor",
+            choices=FLAVORS,
+            help="mpirun argument style: auto (from `mpirun --version`), openmpi or mpich",
+            metavar="{auto,openmpi,mpich}",
+        ),
+        Option(
+            "mpirun_args",
+            help="extra mpirun arguments, e.g. --mpirun_args=--oversubscribe",
+            metavar="ARGS",
+        ),
+    ],
+    title="mpirun",
+)
+"""The ``mpirun_config`` section: its keys, types and ``accel launch`` flags."""
+
+MPIRUN_CONFIG_KEYS: dict[str, str] = {option.name: option.help for option in MPIRUN_SECTION}
 """Keys of ``mpirun_config`` and what each holds."""
 
+validate_section = MPIRUN_SECTION.validate
+"""Problems of an ``mpirun_config`` mapping (empty when it is valid)."""
 
-def validate_section(section: dict[str, Any]) -> list[str]:
-    """Problems of an ``mpirun_config`` mapping (empty when it is valid)."""
-    from .launcher import FLAVORS
-
-    problems = []
-    for key, value in section.items():
-        if key not in MPIRUN_CONFIG_KEYS:
-            problems.append(f"unknown key {key!r}; allowed: {', '.join(MPIRUN_CONFIG_KEYS)}")
-        elif value is None:
-            continue
-        elif key == "mpirun_ccl" and (
-            isinstance(value, bool) or not str(value).strip().isdigit() or int(value) < 1
-        ):
-            problems.append(f"mpirun_ccl: {value!r} is not a positive whole number")
-        elif key == "mpirun_flavor" and str(value).lower() not in FLAVORS:
-            problems.append(
-                f"mpirun_flavor: {value!r} is not allowed; use one of {', '.join(FLAVORS)}"
-            )
-        elif key in ("mpirun_hostfile", "mpirun_args") and not isinstance(value, str):
-            problems.append(f"{key}: {value!r} is not a string")
-    return problems
-
-
-__all__ = ["MPIRUN_CONFIG_KEYS", "validate_section"]
+__all__ = ["FLAVORS", "MPIRUN_CONFIG_KEYS", "MPIRUN_SECTION", "validate_section"]

@@ -17,33 +17,18 @@ def accel_launchers() -> list[type]:
 
 @hookimpl
 def accel_config_sections() -> dict[str, Any]:
-    """The ``mpirun_config`` section and its validator."""
-    from .config import validate_section
+    """The ``mpirun_config`` section, declared in :data:`accel_cluster.mpi.config.MPIRUN_SECTION`."""
+    from .config import MPIRUN_SECTION
 
-    return {"mpirun_config": validate_section}
+    return {MPIRUN_SECTION.key: MPIRUN_SECTION}
 
 
 @hookimpl
 def accel_launch_arguments(parser: Any) -> None:
     """``--mpirun_hostfile``, ``--mpirun_ccl``, ``--mpirun_flavor`` and ``--mpirun_args``."""
-    parser.add_argument(
-        "--mpirun_hostfile",
-        metavar="PATH",
-        help="run a MULTI_CPU job under mpirun on the hosts of this MPI host file",
-    )
-    parser.add_argument(
-        "--mpirun_ccl", metavar="N", help="oneCCL worker threads per rank (CCL_WORKER_COUNT)"
-    )
-    parser.add_argument(
-        "--mpirun_flavor",
-        metavar="{auto,openmpi,mpich}",
-        help="mpirun argument style (default: from `mpirun --version`)",
-    )
-    parser.add_argument(
-        "--mpirun_args",
-        metavar="ARGS",
-        help="extra mpirun arguments, e.g. --mpirun_args=--oversubscribe",
-    )
+    from .config import MPIRUN_SECTION
+
+    MPIRUN_SECTION.add_arguments(parser)
 
 
 @hookimpl
@@ -59,15 +44,15 @@ def accel_config_questions(ask: Any, config: dict) -> None:
         key="use_mpirun",
     ):
         return
-    hostfile = ask.text(
+    from .config import MPIRUN_SECTION as S
+
+    hostfile = ask.text(  # not S.ask: an empty path is refused here
         "Path of the MPI host file (one `host slots=N` or `host:N` per line)?",
         "hostfile",
         key="mpirun_config.mpirun_hostfile",
         validate=lambda answer: None if answer.strip() else "enter a path",
     ).strip()
-    ccl = ask.integer(
-        "How many oneCCL worker threads per rank?", 1, key="mpirun_config.mpirun_ccl", minimum=1
-    )
+    ccl = S.ask(ask, "mpirun_ccl", "How many oneCCL worker threads per rank?", default=1)
     config["mpirun_config"] = {"mpirun_hostfile": hostfile, "mpirun_ccl": ccl}
 
 

@@ -7,19 +7,6 @@ from typing import Any
 from accel.hookspecs import hookimpl
 
 
-def validate_section(section: dict[str, Any]) -> list[str]:
-    """Problems of a ``slurm_config`` mapping (empty when it is valid)."""
-    from .launcher import MODES
-
-    problems = []
-    for key, value in section.items():
-        if key != "slurm_mode":
-            problems.append(f"unknown key {key!r}; allowed: slurm_mode")
-        elif value is not None and str(value).lower() not in MODES:
-            problems.append(f"slurm_mode: {value!r} is not allowed; use one of {', '.join(MODES)}")
-    return problems
-
-
 @hookimpl
 def accel_launchers() -> list[type]:
     """The SLURM launcher."""
@@ -30,19 +17,18 @@ def accel_launchers() -> list[type]:
 
 @hookimpl
 def accel_config_sections() -> dict[str, Any]:
-    """The ``slurm_config`` section and its validator."""
-    return {"slurm_config": validate_section}
+    """The ``slurm_config`` section, declared in :data:`accel_cluster.slurm.config.SLURM_SECTION`."""
+    from .config import SLURM_SECTION
+
+    return {SLURM_SECTION.key: SLURM_SECTION}
 
 
 @hookimpl
 def accel_launch_arguments(parser: Any) -> None:
     """``--slurm_mode``."""
-    parser.add_argument(
-        "--slurm_mode",
-        metavar="{auto,node,task,off}",
-        help="inside srun: one task per node running torchrun (node), one task per process "
-        "(task), by the task count (auto, the default) or never (off)",
-    )
+    from .config import SLURM_SECTION
+
+    SLURM_SECTION.add_arguments(parser)
 
 
 @hookimpl
@@ -58,11 +44,10 @@ def accel_config_questions(ask: Any, config: dict) -> None:
         key="use_slurm",
     ):
         return
-    mode = ask.select(
-        "How are the SLURM tasks laid out?",
-        ["auto", "node", "task"],
-        default="auto",
-        key="slurm_config.slurm_mode",
+    from .config import SLURM_SECTION
+
+    mode = SLURM_SECTION.ask(
+        ask, "slurm_mode", "How are the SLURM tasks laid out?", choices=["auto", "node", "task"]
     )
     config["slurm_config"] = {"slurm_mode": mode}
 

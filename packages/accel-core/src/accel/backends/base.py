@@ -113,17 +113,22 @@ class Backend:
             optimizer, precision=self.accelerator.precision, device_placement=device_placement
         )
 
+    def data_parallel_shard(self) -> tuple[int, int]:
+        """``(number of shards, this process's shard)`` data loaders split over; default: every process."""
+        return self.accelerator.num_processes, self.accelerator.process_index
+
     def prepare_data_loader(self, dataloader: Any, device_placement: bool = True) -> Any:
         """Shard the data loader for this process and place its batches."""
         from accel.data.loader import prepare_data_loader
 
         acc = self.accelerator
         config = acc.dataloader_config
+        num_processes, process_index = self.data_parallel_shard()
         return prepare_data_loader(
             dataloader,
             device=acc.device,
-            num_processes=acc.num_processes,
-            process_index=acc.process_index,
+            num_processes=num_processes,
+            process_index=process_index,
             split_batches=config.split_batches,
             put_on_device=device_placement,
             even_batches=config.even_batches,
@@ -131,6 +136,7 @@ class Backend:
             non_blocking=config.non_blocking,
             dispatch_batches=bool(config.dispatch_batches),
             use_stateful_dataloader=config.use_stateful_dataloader,
+            empty_batches=config.empty_batches,
         )
 
     def prepare_scheduler(self, scheduler: Any, optimizers: list[Any]) -> Any:
@@ -143,7 +149,7 @@ class Backend:
             optimizers,
             step_with_optimizer=acc.step_scheduler_with_optimizer,
             split_batches=acc.dataloader_config.split_batches,
-            num_processes=acc.num_processes,
+            num_processes=self.data_parallel_shard()[0],
         )
 
     # -- training step ----------------------------------------------------
@@ -163,6 +169,15 @@ class Backend:
     ) -> torch.Tensor:
         """Clip gradients to ``max_norm`` and return the total norm."""
         return torch.nn.utils.clip_grad_norm_(parameters, max_norm, norm_type=norm_type)
+
+    def context_parallel(
+        self,
+        buffers: list[torch.Tensor] | None = None,
+        buffer_seq_dims: list[int] | None = None,
+        no_restore_buffers: set[torch.Tensor] | None = None,
+    ) -> contextlib.AbstractContextManager:
+        """Context splitting ``buffers`` over a context-parallel group; default: does nothing."""
+        return contextlib.nullcontext()
 
     def clip_grad_value_(self, parameters: Iterable[torch.Tensor], clip_value: float) -> None:
         """Clip each gradient element to ``[-clip_value, clip_value]``."""

@@ -151,7 +151,9 @@ class Option:
 
     def _bound(self) -> Any:
         minimum = self.minimum
-        return int(minimum) if self.type == "int" and minimum is not None else minimum
+        if minimum is not None and float(minimum).is_integer():
+            return int(minimum)
+        return minimum
 
     # -- converting ---------------------------------------------------------------
     def convert(self, value: Any, label: str | None = None) -> Any:
@@ -172,7 +174,9 @@ class Option:
             return self._choice(value, label)
         return getattr(self, "_" + self.type)(value, label)
 
-    def _bad(self, value: Any, label: str, problem: str = "is not allowed", hint: str = "") -> ConfigError:
+    def _bad(
+        self, value: Any, label: str, problem: str = "is not allowed", hint: str = ""
+    ) -> ConfigError:
         return ConfigError(f"{label}={value!r} {problem}{hint}: use {self.describe()}")
 
     def _choice(self, value: Any, label: str) -> Any:
@@ -215,7 +219,7 @@ class Option:
         except (TypeError, ValueError):
             raise self._bad(value, label, "is not a number") from None
         if self.minimum is not None and number < self.minimum:
-            raise ConfigError(f"{label}={value!r} must be >= {self.minimum}")
+            raise ConfigError(f"{label}={value!r} must be >= {self._bound()}")
         return number
 
     def _bool(self, value: Any, label: str) -> bool:
@@ -348,7 +352,9 @@ class Section:
         return option.name, option.convert(value, f"{self.key}.{name}")
 
     # -- reading ------------------------------------------------------------------
-    def read(self, section: Mapping[str, Any] | None = None, *, defaults: bool = True) -> dict[str, Any]:
+    def read(
+        self, section: Mapping[str, Any] | None = None, *, defaults: bool = True
+    ) -> dict[str, Any]:
         """The typed values of ``section`` by declared name; ConfigError on the first bad entry.
 
         Without ``section``: the section ``accel launch`` passed to this process

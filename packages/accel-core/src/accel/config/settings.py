@@ -665,27 +665,43 @@ def save_config_file(data: Mapping[str, Any], path: str | os.PathLike) -> Path:
     return path
 
 
+STANDARD_KEYS: tuple[str, ...] = (
+    "compute_environment",
+    "debug",
+    "distributed_type",
+    "downcast_bf16",
+    "enable_cpu_affinity",
+    "machine_rank",
+    "main_training_function",
+    "mixed_precision",
+    "num_machines",
+    "num_processes",
+    "rdzv_backend",
+    "same_network",
+    "tpu_env",
+    "tpu_use_cluster",
+    "tpu_use_sudo",
+    "use_cpu",
+)
+"""Keys every config file accel writes holds (as Accelerate's do)."""
+
+
+def standard_config() -> dict[str, Any]:
+    """The default config: every :data:`STANDARD_KEYS` key with its default, one process.
+
+    ``accel config`` starts from it (answers replace its values), ``accel config update``
+    adds what a file lacks from it, and :func:`basic_config` fills in this machine's devices.
+    """
+    config = {name: _copy(KEYS[name].default) for name in STANDARD_KEYS}
+    config["distributed_type"] = "NO"  # written explicitly: the key's default (None) means "derive"
+    return config
+
+
 def basic_config(mixed_precision: str = "no") -> dict[str, Any]:
     """The config :func:`write_basic_config` writes for this machine's devices."""
     precision = coerce(KEYS["mixed_precision"], mixed_precision, "write_basic_config")
-    config: dict[str, Any] = {
-        "compute_environment": "LOCAL_MACHINE",
-        "debug": False,
-        "distributed_type": "NO",
-        "downcast_bf16": "no",
-        "enable_cpu_affinity": False,
-        "machine_rank": 0,
-        "main_training_function": "main",
-        "mixed_precision": precision,
-        "num_machines": 1,
-        "num_processes": 1,
-        "rdzv_backend": "static",
-        "same_network": True,
-        "tpu_env": [],
-        "tpu_use_cluster": False,
-        "tpu_use_sudo": False,
-        "use_cpu": False,
-    }
+    config = standard_config()
+    config["mixed_precision"] = precision
     kind, count = _count_devices()
     if count > 0:
         config["gpu_ids"] = "all"
@@ -748,6 +764,7 @@ def launched_config() -> dict[str, Any]:
 __all__ = [
     "CONFIG_FILE_NAME",
     "KEYS",
+    "STANDARD_KEYS",
     "Key",
     "ResolvedConfig",
     "Source",
@@ -764,6 +781,7 @@ __all__ = [
     "resolve",
     "save_config_file",
     "section_validators",
+    "standard_config",
     "validate",
     "write_basic_config",
 ]

@@ -40,40 +40,68 @@ _LOADER_KWARGS = (
 )
 
 
-class SeedableRandomSampler(Sampler[int]):
-    """A random permutation that depends only on ``seed + epoch``."""
+class SeedableRandomSampler(RandomSampler):
+    """A ``RandomSampler`` whose order depends only on ``initial_seed + epoch``.
 
-    def __init__(self, num_samples: int, seed: int, epoch: int = 0):
-        self.num_samples = num_samples
-        self.seed = seed
-        self.epoch = epoch
+    ``data_seed`` sets the seed; without it the seed is ``torch.initial_seed()`` at
+    construction. A ``generator`` passed in is re-seeded before each iteration
+    (otherwise the sampler makes its own), so every process drawing with the same
+    seed and epoch gets the same permutation. Each full iteration moves to the next
+    epoch; :meth:`set_epoch` chooses one explicitly.
+    """
+
+    def __init__(
+        self,
+        data_source: Any,
+        replacement: bool = False,
+        num_samples: int | None = None,
+        generator: torch.Generator | None = None,
+        data_seed: int | None = None,
+    ):
+        super().__init__(data_source, replacement, num_samples, generator)
+        self.initial_seed = int(data_seed) if data_seed is not None else torch.initial_seed()
+        self.epoch = 0
+
+    @property
+    def seed(self) -> int:
+        """The seed the permutation of epoch 0 is drawn with (``initial_seed``)."""
+        return self.initial_seed
+
+    @seed.setter
+    def seed(self, value: int) -> None:
+        self.initial_seed = int(value)
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the permutation of ``epoch``."""
         self.epoch = epoch
 
     def __iter__(self) -> Iterator[int]:
-        generator = torch.Generator()
-        generator.manual_seed(self.seed + self.epoch)
-        yield from torch.randperm(self.num_samples, generator=generator).tolist()
-
-    def __len__(self) -> int:
-        return self.num_samples
+        if self.generator is None:
+            self.generator = torch.Generator()
+        self.generator.manual_seed(self.initial_seed + self.epoch)
+        yield from super().__iter__()
+        self.set_epoch(self.epoch + 1)
 
 
 class BatchSamplerShard(BatchSampler):
     """This process's batches of a batch sampler, and a number of leading batches to skip.
 
     Without ``split_batches`` process ``i`` takes batches ``i, i + n, i + 2n, ...``;
-    with it, a slice of every batch. With ``even_batches`` the last round is
-    completed with samples from the start so every process gets as many full
-    batches as the others; the padding always comes after the real samples, so
-    the real ones form a prefix of a gathered round (see :attr:`last_round_valid`).
-    Without ``even_batches`` nothing is repeated: a process left with no sample
-    in the last round gets an empty batch (``[]``), so every process still takes
-    the same number of steps and collectives such as ``gather_for_metrics`` stay
-    matched. ``join_uneven_inputs`` turns that off (:attr:`empty_batches`), since
-    torch's ``Join`` lets processes stop early instead.
+    with it, a slice of ``batch_size // n`` samples of every batch. With
+    ``even_batches`` the last round is completed with samples from the start
+    (whole batches when the batch sampler has no ``batch_size``) so every process
+    gets as many full batches as the others; the padding always comes after the
+    real samples, so the real ones form a prefix of a gathered round (see
+    :attr:`last_round_valid`).
+
+    Without ``even_batches`` nothing is repeated and nothing is dropped (unless the
+    batch sampler has ``drop_last``): a process left without samples in the last
+    round simply stops one batch earlier, as in Accelerate. Batch samplers that
+    yield batches of varying sizes are sharded batch by batch. With
+    :attr:`empty_batches` (``DataLoaderConfiguration(even_batches=False,
+    empty_batches=True)``) such a process gets an empty batch (``[]``) instead, so
+    every process takes the same number of steps and collectives such as
+    ``gather_for_metrics`` stay matched.
     """
 
     def __init__(
@@ -85,7 +113,7 @@ class BatchSamplerShard(BatchSampler):
         even_batches: bool = True,
     ):
         batch_size = getattr(batch_sampler, "batch_size", None)
-        if split_batches and batch_size is not None and batch_size % num_processes != 0:
+        if split_batches and (batch_size is None or batch_size % num_processes != 0):
             raise ValueError(
                 f"split_batches=True needs a batch size ({batch_size}) that is a multiple of the number of processes ({num_processes})"
             )
@@ -99,7 +127,7 @@ class BatchSamplerShard(BatchSampler):
         self.even_batches = even_batches
         self.skip = 0
         self.last_round_valid = 0
-        self.empty_batches = True
+        self.empty_batches = False
 
     @property
     def total_batch_size(self) -> int | None:
@@ -108,17 +136,27 @@ class BatchSamplerShard(BatchSampler):
             return None
         return self.batch_size if self.split_batches else self.batch_size * self.num_processes
 
+    @property
+    def total_length(self) -> int:
+        """Batches of the wrapped batch sampler (all processes together)."""
+        return len(self.batch_sampler)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Forward the epoch to the wrapped batch sampler and its sampler, when they take one."""
+        for target in (self.batch_sampler, self.sampler):
+            if target is not None and hasattr(target, "set_epoch"):
+                target.set_epoch(epoch)
+
     def __len__(self) -> int:
         base = len(self.batch_sampler)
-        if self.split_batches or self.num_processes == 1:
+        n = self.num_processes
+        if self.split_batches or n == 1:
             return base
-        if self.drop_last:
-            return base // self.num_processes
+        if base % n == 0 or self.drop_last:
+            return base // n
         if self.even_batches or self.empty_batches:
-            return math.ceil(base / self.num_processes)
-        return base // self.num_processes + (
-            1 if self.process_index < base % self.num_processes else 0
-        )
+            return base // n + 1
+        return base // n + (1 if self.process_index < base % n else 0)
 
     def __iter__(self) -> Iterator[list[int]]:
         skip, self.skip = self.skip, 0
@@ -135,33 +173,51 @@ class BatchSamplerShard(BatchSampler):
             return
         if self.split_batches:
             yield from self._split_rounds(n, rank)
-            return
-        head: list[int] = []  # the first samples, to complete the last round
-        pending: list[list[int]] = []
-        full = self.batch_size
+        else:
+            yield from self._whole_rounds(n, rank)
+
+    def _complete(self, batch: list[int]) -> bool:
+        return self.batch_size is None or len(batch) == self.batch_size
+
+    def _whole_rounds(self, n: int, rank: int) -> Iterator[list[int]]:
+        head: list[list[int]] = []  # the first batches, to complete the last round
+        current: list[list[int]] = []
+        ready: list[list[int]] | None = None  # a full round, yielded once another batch shows up
         for batch in self.batch_sampler:
             batch = list(batch)
-            if full is None:
-                full = len(batch)
-            if len(head) < full * n:
-                head.extend(batch[: full * n - len(head)])
-            pending.append(batch)
-            if len(pending) == n and all(len(b) == full for b in pending):
-                self.last_round_valid = full * n
-                yield pending[rank]
-                pending = []
-        if not pending or self.drop_last:
+            if ready is not None:
+                self.last_round_valid = sum(len(b) for b in ready)
+                yield ready[rank]
+                ready = None
+            if len(head) < n:
+                head.append(batch)
+            current.append(batch)
+            if len(current) == n:
+                ready, current = current, []
+        last = ready if ready is not None else current
+        if not last:
             return
-        real = sum(len(b) for b in pending)
-        self.last_round_valid = real
+        self.last_round_valid = sum(len(b) for b in last)
+        if len(last) == n and all(self._complete(b) for b in last):
+            yield last[rank]
+            return
+        if self.drop_last:
+            return
         if not self.even_batches:
-            if rank < len(pending):
-                yield pending[rank]
+            if rank < len(last):
+                yield last[rank]
             elif self.empty_batches:
                 yield []
             return
-        flat = [i for b in pending for i in b]
-        cycle = head or flat
+        if self.batch_size is None:  # batches of no fixed size: complete with whole first batches
+            if rank < len(last):
+                yield last[rank]
+            else:
+                yield list(head[(rank - len(last)) % len(head)])
+            return
+        full = self.batch_size
+        flat = [i for b in last for i in b]
+        cycle = [i for b in head for i in b]
         while len(flat) < full * n:
             flat.extend(cycle[: full * n - len(flat)])
         yield flat[rank * full : (rank + 1) * full]
@@ -169,27 +225,22 @@ class BatchSamplerShard(BatchSampler):
     def _split_rounds(self, n: int, rank: int) -> Iterator[list[int]]:
         head: list[int] = []
         full = self.batch_size
+        per = full // n
         for batch in self.batch_sampler:
             batch = list(batch)
-            if full is None:
-                full = len(batch)
             if not head:
                 head = list(batch)
-            real = len(batch)
-            self.last_round_valid = real
-            if real < full:
+            self.last_round_valid = len(batch)
+            if len(batch) < full:
                 if self.drop_last:
-                    return
+                    continue
                 if self.even_batches:
                     while len(batch) < full:
                         batch.extend(head[: full - len(batch)])
-                else:
-                    per = math.ceil(real / n)
-                    mine = batch[rank * per : (rank + 1) * per]
-                    if mine or self.empty_batches:
-                        yield mine
+                elif len(batch) <= per * rank:
+                    if self.empty_batches:
+                        yield []
                     continue
-            per = full // n
             yield batch[rank * per : (rank + 1) * per]
 
 
@@ -249,7 +300,16 @@ class DataLoaderShard(DataLoader):
 
     ``state_dict()`` holds ``seed``, ``epoch`` and ``batches_yielded``; after
     ``load_state_dict`` the next iteration continues where the saved one stopped.
+    ``use_stateful_dataloader=True`` builds the loader on torchdata's
+    ``StatefulDataLoader`` (see :mod:`accel.data.stateful`).
     """
+
+    _stateful = False
+
+    def __new__(cls, *args: Any, use_stateful_dataloader: bool = False, **kwargs: Any):
+        if use_stateful_dataloader and not cls._stateful:
+            cls = _loader_class(cls, True)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -257,6 +317,7 @@ class DataLoaderShard(DataLoader):
         device: torch.device | None = None,
         seed: int = 0,
         non_blocking: bool = False,
+        use_stateful_dataloader: bool = False,
         **kwargs: Any,
     ):
         generator = torch.Generator()
@@ -280,6 +341,7 @@ class DataLoaderShard(DataLoader):
             self.batches_yielded = 0
             self._resume_skip = 0
         self.epoch = epoch
+        self._propagate_epoch()
 
     def state_dict(self) -> dict[str, int]:
         """The position: ``{"seed", "epoch", "batches_yielded"}``."""
@@ -303,12 +365,19 @@ class DataLoaderShard(DataLoader):
         self._resume_skip = num_batches
         self.batches_yielded = num_batches
 
+    def _shard(self) -> BatchSamplerShard | None:
+        """The :class:`BatchSamplerShard` this loader draws from (as batch sampler or as sampler)."""
+        for candidate in (self.batch_sampler, self.sampler):
+            if isinstance(candidate, BatchSamplerShard):
+                return candidate
+        return None
+
     # -- sizes ------------------------------------------------------------
     @property
     def total_batch_size(self) -> int | None:
         """Samples per step across all processes."""
-        sampler = self.batch_sampler
-        if isinstance(sampler, BatchSamplerShard):
+        sampler = self._shard()
+        if sampler is not None:
             return sampler.total_batch_size
         if isinstance(self.dataset, IterableDatasetShard):
             ds = self.dataset
@@ -328,11 +397,8 @@ class DataLoaderShard(DataLoader):
 
     def _final_remainder(self) -> int:
         """Real samples in the last round when it holds padding duplicates, else -1."""
-        source = (
-            self.batch_sampler
-            if isinstance(self.batch_sampler, BatchSamplerShard)
-            else self.dataset
-        )
+        shard = self._shard()
+        source = shard if shard is not None else self.dataset
         valid = getattr(source, "last_round_valid", -1)
         total = self.total_batch_size
         return valid if valid >= 0 and total is not None and valid < total else -1
@@ -343,17 +409,30 @@ class DataLoaderShard(DataLoader):
 
     def _start_epoch(self) -> int:
         self.generator.manual_seed(self.seed + self.epoch)
-        for target in (getattr(self.batch_sampler, "sampler", None), self.sampler, self.dataset):
-            if isinstance(target, SeedableRandomSampler):
-                target.seed = self.seed  # a restored seed (load_state_dict) reaches the sampler
-            if target is not None and hasattr(target, "set_epoch"):
-                target.set_epoch(self.epoch)
+        self._propagate_epoch()
+        shard = self._shard()
         skip, self._resume_skip = self._resume_skip, 0
         self.batches_yielded = skip
-        if isinstance(self.batch_sampler, BatchSamplerShard):
-            self.batch_sampler.skip = skip  # skipped at the sampler: no data read
+        if shard is not None:
+            shard.skip = skip  # skipped at the sampler: no data read
             return 0
         return skip  # iterable datasets: skipped by reading
+
+    def _propagate_epoch(self) -> None:
+        """Give the epoch (and the seed) to every sampler, batch sampler and dataset that takes one."""
+        shard = self._shard()
+        targets = [self.batch_sampler, getattr(self.batch_sampler, "sampler", None), self.sampler]
+        if shard is not None:  # a custom batch sampler (and its sampler) inside the shard
+            targets += [shard.batch_sampler, shard.sampler]
+        seen: set[int] = set()
+        for target in (*targets, self.dataset):
+            if target is None or id(target) in seen:
+                continue
+            seen.add(id(target))
+            if isinstance(target, SeedableRandomSampler):
+                target.seed = self.seed  # a restored seed (load_state_dict) reaches the sampler
+            if hasattr(target, "set_epoch") and not isinstance(target, BatchSamplerShard):
+                target.set_epoch(self.epoch)
 
     def _batches(self, skip_by_reading: int) -> Iterator[Any]:
         """This process's batches of the epoch, before device placement."""
@@ -437,14 +516,22 @@ class DataLoaderDispatcher(DataLoaderShard):
     For data sources that only one process should read. The global batch is
     ``batch_size * num_processes`` (``batch_size`` with ``split_batches``); with
     ``even_batches`` the last one is completed with samples from the first.
+    ``slice_fn(batch, slice)`` cuts a process's part (default: every tensor along
+    the first dimension).
     """
 
     def __init__(
-        self, dataset: Any, split_batches: bool = False, even_batches: bool = True, **kwargs: Any
+        self,
+        dataset: Any,
+        split_batches: bool = False,
+        even_batches: bool = True,
+        slice_fn: Any = None,
+        **kwargs: Any,
     ):
         super().__init__(dataset, **kwargs)
         self.split_batches = split_batches
         self.even_batches = even_batches
+        self.slice_fn = slice_fn
         self._last_valid = -1
         self._first: Any = None  # the epoch's first global batch: what pads its last one
 
@@ -493,7 +580,8 @@ class DataLoaderDispatcher(DataLoaderShard):
                 real_per = full // n
             else:
                 real_per = math.ceil(real / n) if real < full else full // n
-            yield slice_tensors(batch, slice(rank * real_per, (rank + 1) * real_per))
+            cut = self.slice_fn or slice_tensors
+            yield cut(batch, slice(rank * real_per, (rank + 1) * real_per))
 
 
 def _draw_seed(sampler: Any) -> int:
@@ -502,23 +590,35 @@ def _draw_seed(sampler: Any) -> int:
 
 
 def _seeded_batch_sampler(batch_sampler: Any, seed: int, batch_size: int | None = None) -> Any:
-    """``batch_sampler`` with a RandomSampler replaced by a SeedableRandomSampler (and a new batch size)."""
-    sampler = getattr(batch_sampler, "sampler", None)
-    size = batch_size or getattr(batch_sampler, "batch_size", None)
-    drop_last = getattr(batch_sampler, "drop_last", False)
+    """``batch_sampler`` with a RandomSampler replaced by a SeedableRandomSampler (and a new batch size).
+
+    Only torch's own ``BatchSampler`` is rebuilt; a custom batch sampler is kept as it is.
+    """
+    if type(batch_sampler) is not BatchSampler:
+        return batch_sampler
+    sampler = batch_sampler.sampler
+    size = batch_size or batch_sampler.batch_size
+    drop_last = batch_sampler.drop_last
     if (
         isinstance(sampler, RandomSampler)
         and not sampler.replacement
         and sampler._num_samples is None
     ):
         return BatchSampler(
-            SeedableRandomSampler(len(sampler.data_source), seed),
+            SeedableRandomSampler(sampler.data_source, data_seed=seed),
             batch_size=size,
             drop_last=drop_last,
         )
     if batch_size is not None:
         return BatchSampler(sampler, batch_size=batch_size, drop_last=drop_last)
     return batch_sampler
+
+
+def get_sampler(dataloader: DataLoader) -> Sampler | None:
+    """The sampler of ``dataloader``'s batch sampler (also when a BatchSampler is given as ``sampler=``)."""
+    if isinstance(dataloader.sampler, BatchSampler):
+        return getattr(dataloader.sampler, "sampler", None)
+    return getattr(dataloader.batch_sampler, "sampler", None)
 
 
 def prepare_data_loader(
@@ -528,13 +628,37 @@ def prepare_data_loader(
     process_index: int | None = None,
     split_batches: bool = False,
     put_on_device: bool = False,
+    rng_types: list[Any] | None = None,
+    dispatch_batches: bool | None = None,
     even_batches: bool = True,
+    slice_fn_for_dispatch: Any = None,
+    use_seedable_sampler: bool = False,
     data_seed: int | None = None,
     non_blocking: bool = False,
-    dispatch_batches: bool = False,
     use_stateful_dataloader: bool = False,
+    torch_device_mesh: Any = None,
+    *,
+    empty_batches: bool = False,
 ) -> DataLoaderShard:
-    """Rebuild ``dataloader`` as a :class:`DataLoaderShard` (or :class:`DataLoaderDispatcher`) for this process."""
+    """Rebuild ``dataloader`` as a :class:`DataLoaderShard` (or :class:`DataLoaderDispatcher`) for this process.
+
+    Accelerate's signature. Differences, on purpose: the sample order is always a pure
+    function of ``(seed, epoch)`` (a ``RandomSampler`` becomes a
+    :class:`SeedableRandomSampler` whatever ``use_seedable_sampler`` says, and
+    ``rng_types`` is accepted but not needed, since no RNG is synchronised per epoch);
+    ``torch_device_mesh`` is not supported yet. ``empty_batches`` (accel only, with
+    ``even_batches=False``): processes without samples in the last round get an empty
+    batch, so every process takes the same number of steps.
+    ``slice_fn_for_dispatch(batch, slice)`` replaces the slicing of dispatched batches.
+    A DataLoader built with a ``BatchSampler`` as ``sampler=`` and ``batch_size=None``
+    is sharded through that batch sampler.
+    """
+    del rng_types, use_seedable_sampler  # see the docstring
+    if torch_device_mesh is not None:
+        raise NotImplementedError(
+            "prepare_data_loader(torch_device_mesh=...) is not supported by accel yet: "
+            "shard the loader over the data-parallel processes only"
+        )
     state = PartialState()
     n = state.num_processes if num_processes is None else num_processes
     rank = state.process_index if process_index is None else process_index
@@ -544,7 +668,9 @@ def prepare_data_loader(
         kwargs.pop("persistent_workers", None)
     dataset = dataloader.dataset
     iterable = isinstance(dataset, IterableDataset)
-    sampler = None if iterable else getattr(dataloader.batch_sampler, "sampler", None)
+    sampler_is_batch_sampler = not iterable and isinstance(dataloader.sampler, BatchSampler)
+    original = dataloader.sampler if sampler_is_batch_sampler else dataloader.batch_sampler
+    sampler = None if iterable else get_sampler(dataloader)
     seed = data_seed if data_seed is not None else _draw_seed(sampler)
     if n > 1:
         seed = _agree_on_seed(seed)
@@ -552,22 +678,34 @@ def prepare_data_loader(
         "device": device if put_on_device else None,
         "seed": seed,
         "non_blocking": non_blocking,
+        "use_stateful_dataloader": use_stateful_dataloader,
     }
-    batch_size = dataloader.batch_size
+    batch_size = getattr(original, "batch_size", None) if sampler_is_batch_sampler else dataloader.batch_size
     if split_batches and batch_size is not None and batch_size % n != 0:
         raise ValueError(
             f"split_batches=True needs a batch size ({batch_size}) that is a multiple of the number of processes ({n})"
         )
+
+    def place(shard: BatchSamplerShard) -> None:
+        shard.empty_batches = empty_batches
+        if sampler_is_batch_sampler:
+            kwargs.update(sampler=shard, batch_size=None)
+        else:
+            kwargs["batch_sampler"] = shard
+
     if dispatch_batches and n > 1:
         global_size = batch_size if split_batches or batch_size is None else batch_size * n
         if iterable:
             kwargs.update(batch_size=global_size, drop_last=dataloader.drop_last)
         else:
-            kwargs["batch_sampler"] = BatchSamplerShard(
-                _seeded_batch_sampler(dataloader.batch_sampler, seed, global_size)
-            )
-        return _loader_class(DataLoaderDispatcher, use_stateful_dataloader)(
-            dataset, split_batches=split_batches, even_batches=even_batches, **common, **kwargs
+            place(BatchSamplerShard(_seeded_batch_sampler(original, seed, global_size)))
+        return DataLoaderDispatcher(
+            dataset,
+            split_batches=split_batches,
+            even_batches=even_batches,
+            slice_fn=slice_fn_for_dispatch,
+            **common,
+            **kwargs,
         )
     if iterable:
         if n > 1:
@@ -577,13 +715,14 @@ def prepare_data_loader(
         per = batch_size // n if split_batches and batch_size else batch_size
         kwargs.update(batch_size=per, drop_last=dataloader.drop_last)
     else:
-        batch_sampler = _seeded_batch_sampler(dataloader.batch_sampler, seed)
-        kwargs["batch_sampler"] = BatchSamplerShard(
-            batch_sampler, n, rank, split_batches, even_batches
+        place(
+            BatchSamplerShard(
+                _seeded_batch_sampler(original, seed), n, rank, split_batches, even_batches
+            )
         )
-        if n > 1 and not even_batches:
+        if n > 1 and not even_batches and empty_batches and not sampler_is_batch_sampler:
             kwargs["collate_fn"] = _EmptySafeCollate(kwargs.get("collate_fn") or default_collate)
-    return _loader_class(DataLoaderShard, use_stateful_dataloader)(dataset, **common, **kwargs)
+    return DataLoaderShard(dataset, **common, **kwargs)
 
 
 def _loader_class(base: type, stateful: bool) -> type:
@@ -601,34 +740,112 @@ def _agree_on_seed(seed: int) -> int:
 
 
 def skip_first_batches(dataloader: DataLoader, num_batches: int = 0) -> DataLoader:
-    """Make the next iteration of ``dataloader`` start after its first ``num_batches`` batches.
+    """A loader whose iteration starts after the first ``num_batches`` batches of ``dataloader``.
 
-    For a prepared loader the batches are skipped at the sampler (no data is read)
-    and the same loader is returned; a plain DataLoader is wrapped.
+    For a prepared loader the batches are skipped at the sampler (no data is read,
+    once: the next iteration only) and the same loader is returned. A plain
+    map-style DataLoader is rebuilt on a :class:`SkipBatchSampler` (no data read
+    either); a plain iterable one becomes a :class:`SkipDataLoader`.
     """
     if isinstance(dataloader, DataLoaderShard):
         dataloader.skip_batches(num_batches)
         return dataloader
-    return _SkippingLoader(dataloader, num_batches)
+    kwargs = {k: getattr(dataloader, k) for k in _LOADER_KWARGS if hasattr(dataloader, k)}
+    if kwargs.get("num_workers", 0) == 0:
+        kwargs.pop("prefetch_factor", None)
+        kwargs.pop("persistent_workers", None)
+    dataset = dataloader.dataset
+    if isinstance(dataset, IterableDataset):
+        return SkipDataLoader(
+            dataset,
+            skip_batches=num_batches,
+            batch_size=dataloader.batch_size,
+            drop_last=dataloader.drop_last,
+            **kwargs,
+        )
+    if isinstance(dataloader.sampler, BatchSampler):
+        sampler = SkipBatchSampler(dataloader.sampler, num_batches)
+        return DataLoader(dataset, sampler=sampler, batch_size=None, **kwargs)
+    sampler = SkipBatchSampler(dataloader.batch_sampler, num_batches)
+    return DataLoader(dataset, batch_sampler=sampler, **kwargs)
 
 
-class _SkippingLoader:
-    """A plain DataLoader whose first iteration skips ``num_batches`` batches."""
+class SkipBatchSampler(BatchSampler):
+    """The batches of ``batch_sampler`` after its first ``skip_batches`` ones, at every iteration."""
 
-    def __init__(self, dataloader: DataLoader, num_batches: int):
-        self.dataloader = dataloader
-        self.num_batches = num_batches
+    def __init__(self, batch_sampler: Any, skip_batches: int = 0):
+        self.batch_sampler = batch_sampler
+        self.sampler = getattr(batch_sampler, "sampler", None)
+        self.batch_size = getattr(batch_sampler, "batch_size", None)
+        self.drop_last = getattr(batch_sampler, "drop_last", False)
+        self.skip_batches = skip_batches
+
+    def set_epoch(self, epoch: int) -> None:
+        """Forward the epoch to the wrapped batch sampler (and its sampler)."""
+        for target in (self.batch_sampler, self.sampler):
+            if target is not None and hasattr(target, "set_epoch"):
+                target.set_epoch(epoch)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for index, batch in enumerate(self.batch_sampler):
+            if index >= self.skip_batches:
+                yield batch
+
+    @property
+    def total_length(self) -> int:
+        """Batches of the wrapped batch sampler, skipped ones included."""
+        return len(self.batch_sampler)
+
+    def __len__(self) -> int:
+        return max(len(self.batch_sampler) - self.skip_batches, 0)
+
+
+class SkipDataLoader(DataLoader):
+    """A DataLoader whose every iteration skips its first ``skip_batches`` batches (by reading them).
+
+    Prefer :func:`skip_first_batches` (or a prepared loader's position), which skips
+    without reading when the dataset is map-style. ``use_stateful_dataloader=True``
+    builds it on torchdata's ``StatefulDataLoader``.
+    """
+
+    def __new__(cls, *args: Any, use_stateful_dataloader: bool = False, **kwargs: Any):
+        if use_stateful_dataloader and cls is SkipDataLoader:
+            from accel.data.stateful import stateful_base
+
+            cls = _stateful_skip_class(stateful_base())
+        return super().__new__(cls)
+
+    def __init__(
+        self,
+        dataset: Any,
+        skip_batches: int = 0,
+        use_stateful_dataloader: bool = False,
+        **kwargs: Any,
+    ):
+        super().__init__(dataset, **kwargs)
+        self.skip_batches = skip_batches
+        self.gradient_state = GradientState()
 
     def __iter__(self) -> Iterator[Any]:
-        for index, batch in enumerate(self.dataloader):
-            if index >= self.num_batches:
+        for index, batch in enumerate(super().__iter__()):
+            if index >= self.skip_batches:
                 yield batch
 
     def __len__(self) -> int:
-        return max(len(self.dataloader) - self.num_batches, 0)
+        return max(super().__len__() - self.skip_batches, 0)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.dataloader, name)
+
+_STATEFUL_SKIP: dict[type, type] = {}
+
+
+def _stateful_skip_class(stateful: type) -> type:
+    if stateful not in _STATEFUL_SKIP:
+        _STATEFUL_SKIP[stateful] = type(
+            "StatefulSkipDataLoader",
+            (SkipDataLoader, stateful),
+            {"__doc__": "SkipDataLoader on torchdata's StatefulDataLoader."},
+        )
+    return _STATEFUL_SKIP[stateful]
 
 
 __all__ = [
@@ -637,6 +854,9 @@ __all__ = [
     "DataLoaderDispatcher",
     "IterableDatasetShard",
     "SeedableRandomSampler",
+    "SkipBatchSampler",
+    "SkipDataLoader",
+    "get_sampler",
     "prepare_data_loader",
     "skip_first_batches",
 ]

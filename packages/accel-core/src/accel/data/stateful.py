@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from typing import Any
 
 
-def stateful_loader_class(base: type) -> type:
-    """``base`` (:class:`~accel.data_loader.DataLoaderShard` or a subclass) on ``StatefulDataLoader``."""
+def stateful_base() -> type:
+    """torchdata's ``StatefulDataLoader``; ImportError saying what to install when torchdata is absent."""
     try:
         from torchdata.stateful_dataloader import StatefulDataLoader
     except ImportError as exc:
@@ -23,13 +23,19 @@ def stateful_loader_class(base: type) -> type:
             "DataLoaderConfiguration(use_stateful_dataloader=True) needs torchdata: "
             "pip install torchdata"
         ) from exc
-    return _build(base, StatefulDataLoader)
+    return StatefulDataLoader
+
+
+def stateful_loader_class(base: type) -> type:
+    """``base`` (:class:`~accel.data_loader.DataLoaderShard` or a subclass) on ``StatefulDataLoader``."""
+    return _build(base, stateful_base())
 
 
 @functools.cache
 def _build(base: type, stateful: type) -> type:
     class StatefulLoader(base, stateful):
         __doc__ = f"{base.__name__} whose position is torchdata's ``StatefulDataLoader`` state."
+        _stateful = True
 
         def __init__(self, *args: Any, **kwargs: Any):
             super().__init__(*args, **kwargs)

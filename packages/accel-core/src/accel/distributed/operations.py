@@ -155,7 +155,11 @@ def verify_operation(function: Callable) -> Callable:
 def _gather_one(tensor: torch.Tensor) -> torch.Tensor:
     if tensor.ndim == 0:
         tensor = tensor.clone()[None]
-    tensor = tensor.contiguous()
+    tensor = tensor.detach().contiguous()  # the gathered copy carries no autograd history
+    if dist.get_backend() == "gloo":  # gloo has no all_gather_into_tensor
+        parts = [torch.empty_like(tensor) for _ in range(_world())]
+        dist.all_gather(parts, tensor)
+        return torch.cat(parts, dim=0)
     out = torch.empty(
         (_world() * tensor.shape[0], *tensor.shape[1:]), dtype=tensor.dtype, device=tensor.device
     )
@@ -216,14 +220,20 @@ def gather_object(obj: Any) -> list[Any]:
 
 @verify_operation
 def reduce(tensor: Any, reduction: str = "mean", scale: float = 1.0) -> Any:
-    """All-reduce ``tensor`` (nested) with ``sum`` or ``mean``, times ``scale``."""
-    if reduction not in ("sum", "mean", "none"):
-        raise ValueError(f"reduce(reduction={reduction!r}): use 'sum', 'mean' or 'none'")
+    """All-reduce ``tensor`` (nested) across processes, times ``scale``.
+
+    ``reduction`` is ``"mean"``, ``"sum"``, ``"max"`` or ``"none"``. As in Accelerate,
+    ``"none"`` sums across processes without dividing (on one process every
+    reduction returns a copy). ``"mean"`` of an integer tensor floor-divides.
+    """
+    if reduction not in ("sum", "mean", "max", "none"):
+        raise ValueError(f"reduce(reduction={reduction!r}): use 'mean', 'sum', 'max' or 'none'")
 
     def _reduce(t: torch.Tensor) -> torch.Tensor:
         out = t.clone()
-        if _world() > 1 and reduction != "none":
-            dist.all_reduce(out, op=dist.ReduceOp.SUM)
+        if _world() > 1:
+            op = dist.ReduceOp.MAX if reduction == "max" else dist.ReduceOp.SUM
+            dist.all_reduce(out, op=op)
         if reduction == "mean":
             out = out / _world() if out.is_floating_point() else out // _world()
         return out * scale if scale != 1.0 else out

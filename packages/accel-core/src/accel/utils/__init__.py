@@ -69,6 +69,13 @@ _add(
     "retie_parameters",
 )
 _add("accel.quantization", "load_and_quantize_model")
+_add(
+    "accel.parallelism_config",
+    "DeepSpeedSequenceParallelConfig",
+    "ParallelismConfig",
+    "TorchContextParallelConfig",
+    "TorchTensorParallelConfig",
+)
 _add("accel.config.settings", "write_basic_config")
 _add(
     "accel.big_model.device_map",
