@@ -493,7 +493,9 @@ def check_fp8_transformer_engine(ctx: Context) -> str:
         importlib.import_module("transformer_engine.pytorch")
     except Exception as exc:  # an ImportError, or a broken CUDA build
         if ctx.dry_run:
-            raise DryRunDone from None
+            raise DryRunDone(
+                f"transformer_engine absent ({type(exc).__name__}): skipped on GPU"
+            ) from None
         raise Skip(f"transformer_engine does not import: {type(exc).__name__}: {exc}") from None
     ctx.ready()
     if torch.cuda.get_device_capability() < (8, 9):
@@ -607,7 +609,11 @@ def check_regional_compile(ctx: Context) -> str:
     accelerator = Accelerator(dynamo_plugin=plugin)
     model, optimizer = accelerator.prepare(model, optimizer)
     blocks = accelerator.unwrap_model(model, keep_torch_compile=True).blocks
-    compiled = [b for b in blocks if hasattr(b, "_orig_mod")]
+    compiled = [  # torch.compile(block) wraps it; block.compile() compiles it in place
+        b
+        for b in blocks
+        if hasattr(b, "_orig_mod") or getattr(b, "_compiled_call_impl", None) is not None
+    ]
     assert len(compiled) == len(blocks), f"{len(compiled)} of {len(blocks)} blocks compiled"
     batch = batch.to(accelerator.device)
     eager = eager.to(accelerator.device)
@@ -681,8 +687,8 @@ CHECKS: list[Check] = [
 
 
 # --------------------------------------------------------------------------- step time
-def step_time(dry_run: bool, rounds: int = 7, steps: int = 20) -> list[str]:
-    """Median step time of a small GPT in bf16: plain PyTorch, accel, Accelerate; report lines."""
+def check_step_time(ctx: Context, rounds: int = 7, steps: int = 20) -> str:
+    """Median step time of a small GPT in bf16: plain PyTorch, accel, Accelerate, as ratios."""
     import torch
 
     width, blocks, batch_size, length = 768, 6, 8, 256
@@ -694,8 +700,9 @@ def step_time(dry_run: bool, rounds: int = 7, steps: int = 20) -> list[str]:
         models["accelerate"] = copy.deepcopy(models["plain"])
     from accel import Accelerator
 
-    if dry_run:
-        return [f"step-time comparison built ({', '.join(models)}); not timed in a dry run"]
+    if ctx.dry_run:
+        raise DryRunDone(f"variants {', '.join(models)}")
+    ctx.ready()
     device = torch.device("cuda")
     batch = batch.to(device)
     runs: dict[str, Callable[[], None]] = {}
@@ -757,7 +764,11 @@ def step_time(dry_run: bool, rounds: int = 7, steps: int = 20) -> list[str]:
         )
     if not have_accelerate:
         lines.append("  (Accelerate not installed: uv run --group bench python tools/gpu_check.py)")
-    return lines
+    return "\n".join(lines)
+
+
+STEP_TIME = Check("step_time", check_step_time, timeout=150)
+"""The step-time comparison, run after the checks (``--no-step-time`` leaves it out)."""
 
 
 # --------------------------------------------------------------------------- driver
@@ -775,8 +786,8 @@ def run_in_process(check: Check, ctx: Context, timeout: float) -> tuple[str, str
     try:
         note = check.function(ctx)
         return "PASS", note or ""
-    except DryRunDone:
-        return "PASS", "dry run: built"
+    except DryRunDone as exc:
+        return "PASS", "dry run: built" + (f"; {exc}" if str(exc) else "")
     except Skip as exc:
         return "SKIP", str(exc)
     except BaseException as exc:  # a failure, a timeout, a SystemExit from a library
@@ -823,7 +834,7 @@ def main() -> int:
     args = parser.parse_args()
 
     if args.list:
-        for check in CHECKS:
+        for check in [*CHECKS, STEP_TIME]:
             doc = (check.function.__doc__ or "").strip().splitlines()[0]
             print(f"{check.name:<24} {check.timeout:>5.0f} s  {doc}")
         return 0
@@ -831,7 +842,7 @@ def main() -> int:
         WORKERS[args.worker](Context(dry_run=False, tmp=Path(args.tmp)))
         return 0
     if args.child:  # one isolated check
-        check = next(c for c in CHECKS if c.name == args.child)
+        check = next(c for c in [*CHECKS, STEP_TIME] if c.name == args.child)
         status, reason = run_in_process(check, Context(args.dry_run, Path(args.tmp)), check.timeout)
         print("CHILD " + json.dumps({"status": status, "reason": reason}), flush=True)
         return 0
@@ -839,16 +850,18 @@ def main() -> int:
     selected = CHECKS
     if args.only:
         wanted = set(args.only.split(","))
-        unknown = wanted - {c.name for c in CHECKS}
+        unknown = wanted - {c.name for c in [*CHECKS, STEP_TIME]}
         if unknown:
             parser.error(f"unknown check(s) {sorted(unknown)}; see --list")
-        selected = [c for c in CHECKS if c.name in wanted]
+        selected = [c for c in [*CHECKS, STEP_TIME] if c.name in wanted]
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
     started = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="accel-gpu-check-"))
     print(_environment(args.dry_run), flush=True)
     failures = 0
     try:
+        if not args.no_step_time and not args.only:
+            selected = [*selected, STEP_TIME]
         for check in selected:
             left = args.budget - (time.perf_counter() - started)
             if left < 20 and not args.dry_run:
@@ -863,20 +876,13 @@ def main() -> int:
             else:
                 status, reason = run_isolated(check, folder, timeout, args.dry_run)
             failures += status == "FAIL"
-            reason = " ".join(reason.split())
-            print(f"{status} {check.name} {time.perf_counter() - begin:.1f} {reason}", flush=True)
-        if not args.no_step_time:
-            begin = time.perf_counter()
-            try:
-                lines = step_time(args.dry_run)
-                status = "PASS"
-            except Exception as exc:
-                lines = [f"{type(exc).__name__}: {exc}"]
-                status = "FAIL"
-            failures += status == "FAIL"
-            print(f"{status} step_time {time.perf_counter() - begin:.1f} {lines[0]}")
-            for line in lines[1:]:
+            first, *more = reason.splitlines() or [""]
+            print(
+                f"{status} {check.name} {time.perf_counter() - begin:.1f} {' '.join(first.split())}"
+            )
+            for line in more:  # the step-time table
                 print(line)
+            sys.stdout.flush()
     finally:
         if args.keep:
             print(f"scratch folder kept: {tmp}")

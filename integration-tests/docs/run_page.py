@@ -37,10 +37,12 @@ def main(page: Path, scratch: Path) -> int:
         if block.kind != "run":
             continue
         try:
-            for name in block.setups:
-                SETUPS[name](namespace)
+            undo = [SETUPS[name](namespace) for name in block.setups]
             before = set(namespace)
             exec(compile(runnable_source(block), block.where, "exec"), namespace)
+            for cleanup in undo:
+                if cleanup is not None:
+                    cleanup()
             for name in sorted(set(namespace) - before):
                 if name.startswith("test_") and callable(namespace[name]):
                     namespace[name]()

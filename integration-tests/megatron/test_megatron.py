@@ -179,7 +179,7 @@ def test_seed_flags_give_plugin_settings(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--megatron_lm_tp_degree=abc"], "megatron_lm_tp_degree='abc' is not an integer"),
+        (["--megatron_lm_tp_degree=abc"], "--megatron_lm_tp_degree: 'abc' is not an integer"),
         (["--megatron_lm_pp_degree=2"], "needs num_micro_batches > 1"),
         (["--megatron_lm_sequence_parallelism=true"], "needs tp_degree > 1"),
         (["--megatron_lm_recompute_activations=maybe"], "is not a boolean"),

@@ -528,7 +528,10 @@ def run_worker(
             for line in lines
             if re.match(r"^(\[rank\d+\]:)?\s*[\w.]+(Error|Exception)\b", line)
         ]
-        return f"exit {done.returncode}: " + ((errors or lines or ["no output"])[-1])[-400:]
+        ranked = [line for line in errors if line.startswith("[rank")]  # a worker's own error
+        return (
+            f"exit {done.returncode}: " + ((ranked or errors or lines or ["no output"])[-1])[-400:]
+        )
     results = [
         json.loads(line[len("RESULT ") :])
         for line in done.stdout.splitlines()

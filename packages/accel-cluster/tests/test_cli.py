@@ -147,7 +147,7 @@ def test_boolean_pitfall_is_warned_at_launch(accel):
         ("mpirun_config:\n  mpirun_hosts: h\n", "mpirun_config: unknown key 'mpirun_hosts'"),
         (
             "slurm_config:\n  slurm_mode: nodes\n",
-            "slurm_config: slurm_mode: 'nodes' is not allowed",
+            "slurm_config: slurm_config.slurm_mode='nodes' is not allowed",
         ),
     ],
 )

@@ -218,6 +218,17 @@ def add_core_arguments(parser: argparse.ArgumentParser, script: bool = True) -> 
     )
     dist.add_argument("--log_dir", metavar="DIR", help="directory for the workers' logs")
     dist.add_argument("--tee", metavar="{0,1,2,3}", help="also write worker streams to log_dir")
+    _bool_flag(
+        dist,
+        "--preemption",
+        help="on SIGTERM every rank finishes its step, saves a checkpoint and exits 75 "
+        "(docs/fault-tolerance.md)",
+    )
+    dist.add_argument(
+        "--preemption_grace_period",
+        metavar="SECONDS",
+        help="with --preemption (implied): seconds after SIGTERM before exiting at once (default 25)",
+    )
     dist.add_argument(
         "--launcher",
         metavar="NAME",
@@ -254,6 +265,8 @@ LAUNCH_ONLY_DESTS = {
     "multi_gpu",
     "json",
     "resolved",
+    "preemption",
+    "preemption_grace_period",
 }
 """Parsed names that are not settings of :mod:`accel.utils.config`."""
 
@@ -518,6 +531,31 @@ def plan(argv: list[str], prog: str = "accel launch") -> dict[str, Any]:
     }
 
 
+def preemption_environment(ns: argparse.Namespace) -> dict[str, str]:
+    """``ACCEL_PREEMPTION*`` for ``--preemption`` / ``--preemption_grace_period`` (and torchrun's shutdown wait)."""
+    from accel import environment
+
+    grace = getattr(ns, "preemption_grace_period", None)
+    if not getattr(ns, "preemption", None) and grace is None:
+        return {}
+    env = {environment.PREEMPTION: "true"}
+    if grace is not None:
+        try:
+            seconds = float(grace)
+        except ValueError:
+            raise UsageError(
+                f"--preemption_grace_period {grace!r}: give a number of seconds"
+            ) from None
+        if seconds <= 0:
+            raise UsageError("--preemption_grace_period must be more than 0 seconds")
+        env[environment.PREEMPTION_GRACE_PERIOD] = f"{seconds:g}"
+    else:
+        seconds = 25.0
+    # the torchrun agent waits this long for its workers after SIGTERM before SIGKILL
+    env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] = str(int(seconds) + 5)
+    return env
+
+
 def _topology(config: dict[str, Any], launch_plan: Any) -> str:
     machines = launch_plan.num_machines
     nproc = launch_plan.nproc_per_node
@@ -551,6 +589,7 @@ def main(argv: list[str], prog: str = "accel launch") -> int:
         if not ns.quiet:
             sys.stderr.write(f"{prog}: note: {note}\n")
     command, env = p["command"], p["env"]
+    env.update(preemption_environment(ns))
     if ns.dry_run:
         sys.stdout.write(f"launcher: {p['launcher'].name}\n")
         sys.stdout.write(f"command: {shlex.join(command)}\n")

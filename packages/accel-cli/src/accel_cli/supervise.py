@@ -3,7 +3,9 @@
 The torchelastic agent owns the workers (each in its own session) and stops them
 when it receives SIGINT/SIGTERM. This module forwards those signals to the agent,
 kills it if it does not stop in time, and afterwards prints which rank failed and
-its traceback (written by :mod:`accel.launchers.worker`).
+its traceback (written by :mod:`accel.launchers.worker`), or, when the ranks' last
+collectives do not line up, one hang report (:mod:`accel.faults.report`), or that the job
+was preempted (every worker saved a checkpoint and exited 75).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ GRACE_SECONDS = 30.0
 """How long the agent may take to stop its workers after a forwarded signal."""
 
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+PREEMPTED = 75
+"""Exit code of ``accel launch`` when every worker saved a preemption checkpoint (accel.faults.preemption)."""
 
 
 def supervise(command: list[str], env: dict[str, str], prog: str = "accel launch") -> int:
@@ -34,6 +38,10 @@ def supervise(command: list[str], env: dict[str, str], prog: str = "accel launch
     error_dir = tempfile.mkdtemp(prefix="accel-launch-")
     env = dict(env)
     env[environment.LAUNCH_ERROR_DIR] = error_dir
+    flight_dir = env.get(environment.FLIGHT_DIR) or os.path.join(error_dir, "flight")
+    os.makedirs(flight_dir, exist_ok=True)
+    env[environment.FLIGHT_DIR] = flight_dir  # each worker's last collectives (hang reports)
+    grace = _grace_seconds(env)
     received: list[int] = []
     try:
         proc = subprocess.Popen(
@@ -61,15 +69,26 @@ def supervise(command: list[str], env: dict[str, str], prog: str = "accel launch
         except (ValueError, OSError):  # not the main thread, or not settable
             continue
     try:
-        code = _wait(proc, received)
+        code = _wait(proc, received, grace)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     try:
         if code != 0:
-            _report(Path(error_dir), code, received, prog)
+            records = _records(Path(error_dir))
+            if _preempted(records):
+                sys.stderr.write(
+                    f"{prog}: preempted: every worker saved a checkpoint and exited with "
+                    f"{PREEMPTED}; run the same command again to resume\n"
+                )
+                return PREEMPTED
+            from accel.faults.report import hang_report
+
+            hang = hang_report(flight_dir, records, prog)
+            _report(records, code, received, prog, hang)
     finally:
-        shutil.rmtree(error_dir, ignore_errors=True)
+        if not any(Path(flight_dir).glob("nccl_trace_rank_*")):  # keep NCCL dumps it names
+            shutil.rmtree(error_dir, ignore_errors=True)
     if received and code != 0:
         return 128 + received[0] if received[0] in (signal.SIGINT, signal.SIGTERM) else code
     return code
@@ -93,7 +112,25 @@ def _parent_death_signal():
     return set_pdeathsig
 
 
-def _wait(proc: subprocess.Popen, received: list[int]) -> int:
+def _grace_seconds(env: dict[str, str]) -> float:
+    """How long the agent may take to stop after a forwarded signal: longer with preemption."""
+    from accel import environment
+
+    if (env.get(environment.PREEMPTION) or "").strip().lower() not in ("1", "true", "yes", "on"):
+        return GRACE_SECONDS
+    period = float(env.get(environment.PREEMPTION_GRACE_PERIOD) or 25)
+    return max(GRACE_SECONDS, period + 10)
+
+
+def _preempted(records: list[dict]) -> bool:
+    """Whether every worker of the last attempt that left a record exited with the preemption code."""
+    if not records:
+        return False
+    last = max(r.get("restart", 0) for r in records)
+    return all(r.get("exit_code") == PREEMPTED for r in records if r.get("restart", 0) == last)
+
+
+def _wait(proc: subprocess.Popen, received: list[int], grace: float = GRACE_SECONDS) -> int:
     deadline: float | None = None
     while True:
         try:
@@ -101,7 +138,7 @@ def _wait(proc: subprocess.Popen, received: list[int]) -> int:
         except subprocess.TimeoutExpired:
             pass
         if received and deadline is None:
-            deadline = time.monotonic() + GRACE_SECONDS
+            deadline = time.monotonic() + grace
         if deadline is not None and time.monotonic() > deadline:
             _kill_group(proc)
             return proc.wait()
@@ -114,16 +151,27 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def _report(error_dir: Path, code: int, received: list[int], prog: str) -> None:
+def _records(error_dir: Path) -> list[dict]:
     records = []
     for path in error_dir.glob("*.json"):
         try:
             records.append(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError):
             continue
+    return records
+
+
+def _report(
+    records: list[dict], code: int, received: list[int], prog: str, hang: str | None = None
+) -> None:
     if received:
         name = signal.Signals(received[0]).name
         sys.stderr.write(f"{prog}: stopped by {name}; every worker was asked to stop\n")
+        if hang:
+            sys.stderr.write(hang + "\n")
+        return
+    if hang:  # one block: the collective, who entered it, who never did and why
+        sys.stderr.write(hang + "\n")
         return
     if not records:
         sys.stderr.write(

@@ -25,6 +25,7 @@ _NAMES: dict[str, str] = {
     "InitProcessGroupKwargs": "accel.kwargs",
     "DataLoaderConfiguration": "accel.kwargs",
     "ProjectConfiguration": "accel.kwargs",
+    "PreemptionKwargs": "accel.faults.preemption",
     "GradientAccumulationPlugin": "accel.kwargs",
     "TorchDynamoPlugin": "accel.kwargs",
     "find_executable_batch_size": "accel.memory",
@@ -41,6 +42,9 @@ _NAMES: dict[str, str] = {
     "notebook_launcher": "accel.launchers.notebook",
     "debug_launcher": "accel.launchers.notebook",
     "hookimpl": "accel.hookspecs",
+    "synchronize_rng_states": "accel.rng",
+    "ParallelismConfig": "accel.parallelism_config",
+    "is_rich_available": "accel.imports",
     "ParallelismConfig": "accel.parallelism_config",
 }
 

@@ -137,6 +137,10 @@ class Accelerator:
         """Saving and resuming: ``save_state`` / ``load_state`` / ``save_model`` and their hooks."""
         self.tracking = TrackerManager(log_with, self.state, self.project_configuration)
         """The experiment trackers of ``log_with``."""
+        from accel.faults import preemption
+
+        self.preemption = preemption.install(self, self.handlers.get("PreemptionKwargs"))
+        """The SIGTERM handler when preemption handling is on (docs/fault-tolerance.md), else None."""
 
     # -- construction helpers ---------------------------------------------
     @staticmethod
@@ -312,9 +316,15 @@ class Accelerator:
         return self.state.on_process(function, process_index=process_index)
 
     def on_local_process(
-        self, function: Callable | None = None, local_process_index: int | None = None
+        self,
+        function: Callable | None = None,
+        local_process_index: int | None = None,
+        *,
+        local_process_idx: int | None = None,
     ) -> Callable:
-        """Decorator: run only on local rank ``local_process_index``."""
+        """Decorator: run only on local rank ``local_process_index`` (``local_process_idx``, the seed's spelling)."""
+        if local_process_index is None:
+            local_process_index = local_process_idx
         return self.state.on_local_process(function, local_process_index=local_process_index)
 
     @contextlib.contextmanager

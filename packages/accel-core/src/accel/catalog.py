@@ -135,8 +135,8 @@ def _exports(package: str, *names: str) -> tuple[Provided, ...]:
 
 
 EXPORTS: dict[str, Provided] = _table(
-    *_exports("accel-ddp", "DDPCommunicationHookType", "DistributedDataParallelKwargs"),
-    *_exports("accel-fsdp", "FullyShardedDataParallelPlugin"),
+    *_exports("accel-ddp", "DDPCommunicationHookType", "DistributedDataParallelKwargs", "LocalSGD"),
+    *_exports("accel-fsdp", "FullyShardedDataParallelPlugin", "merge_fsdp_weights"),
     *_exports(
         "accel-deepspeed",
         "DeepSpeedPlugin",

@@ -15,12 +15,14 @@ from accel.logging import get_logger
 
 logger = get_logger(__name__)
 
-# Allocators that raise a plain RuntimeError instead of torch.OutOfMemoryError.
+# What out-of-memory errors say when they are raised as a plain RuntimeError (the
+# allocators of CUDA/HIP/XPU/MPS, cuDNN, the CPU allocator, Gaudi's device memory).
 _OOM_MESSAGES = (
+    " out of memory.",
     "MPS backend out of memory",
-    "DefaultCPUAllocator: can't allocate memory",
     "CUDNN_STATUS_NOT_SUPPORTED.",
-    "XPU out of memory",
+    "DefaultCPUAllocator: can't allocate memory",
+    "FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed",
 )
 
 
@@ -46,14 +48,38 @@ def release_memory(*objects: Any) -> list[None]:
 
 
 def should_reduce_batch_size(exception: BaseException) -> bool:
-    """Whether ``exception`` means "out of memory" (by type; by message only for allocators without one)."""
+    """Whether ``exception`` means "out of memory".
+
+    ``torch.OutOfMemoryError``, or a ``RuntimeError`` whose message is one of the
+    out-of-memory messages Accelerate recognises (``"CUDA out of memory."`` and the
+    other `` out of memory.`` allocators, cuDNN's ``CUDNN_STATUS_NOT_SUPPORTED.``, the
+    CPU allocator's ``can't allocate memory``, Gaudi's ``PT_DEVMEM Allocation failed``).
+    """
     if isinstance(exception, torch.OutOfMemoryError):
         return True
     return (
         isinstance(exception, RuntimeError)
         and len(exception.args) == 1
-        and any(m in str(exception.args[0]) for m in _OOM_MESSAGES)
+        and isinstance(exception.args[0], str)
+        and any(m in exception.args[0] for m in _OOM_MESSAGES)
     )
+
+
+def _reducer(reduce_batch_size_fn: Callable | None) -> Callable[[int], int]:
+    """``size -> new size`` from a user's function taking no argument (Accelerate) or the size."""
+    if reduce_batch_size_fn is None:
+        return lambda size: size // 2
+    try:
+        wanted = [
+            p
+            for p in inspect.signature(reduce_batch_size_fn).parameters.values()
+            if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError):  # no signature (some builtins): Accelerate's form
+        wanted = []
+    if wanted:
+        return lambda size: int(reduce_batch_size_fn(size))
+    return lambda size: int(reduce_batch_size_fn())
 
 
 def find_executable_batch_size(
@@ -61,9 +87,15 @@ def find_executable_batch_size(
     starting_batch_size: int = 128,
     reduce_batch_size_fn: Callable[[int], int] | None = None,
 ) -> Callable:
-    """Decorator: call ``function(batch_size, ...)``, halving ``batch_size`` after each out-of-memory error.
+    """Decorator: call ``function(batch_size, ...)``, reducing ``batch_size`` after each out-of-memory error.
 
-    Each retry is logged with the batch size it moves to; at zero it raises.
+    By default the batch size is halved (``size // 2``; Accelerate 1.15 multiplies by
+    0.9 instead: see docs/design.md). ``reduce_batch_size_fn`` chooses the next size:
+    as in Accelerate, a callable taking no argument that returns the new batch size
+    (it keeps its own count); a callable taking one argument receives the size that
+    failed. Out-of-memory errors are those :func:`should_reduce_batch_size` accepts;
+    any other error propagates. Each retry is logged with the batch size it moves to;
+    at zero it raises.
     """
     if function is None:
         return functools.partial(
@@ -71,7 +103,7 @@ def find_executable_batch_size(
             starting_batch_size=starting_batch_size,
             reduce_batch_size_fn=reduce_batch_size_fn,
         )
-    reduce = reduce_batch_size_fn or (lambda size: size // 2)
+    reduce = _reducer(reduce_batch_size_fn)
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -126,3 +158,28 @@ def parse_size(size: int | str) -> int:
         "TIB": 2**40,
     }[unit]
     return int(number * factor)
+
+
+def convert_file_size_to_int(size: int | str) -> int:
+    """``"5GB"`` / ``"5GiB"`` / int -> bytes (Accelerate's name for :func:`parse_size`)."""
+    return parse_size(size)
+
+
+def convert_bytes(size: float) -> str:
+    """A number of bytes as text with a binary unit, e.g. ``"1.5 GB"`` for ``1.5 * 2**30``."""
+    for unit in ("bytes", "KB", "MB", "GB", "TB"):
+        if size < 1024.0:
+            return f"{round(size, 2)} {unit}"
+        size /= 1024.0
+    return f"{round(size, 2)} PB"
+
+
+def dtype_byte_size(dtype: torch.dtype) -> float:
+    """Bytes one element of ``dtype`` takes (``0.125`` for ``torch.bool``, ``0.5`` for 4-bit types)."""
+    if dtype == torch.bool:
+        return 1 / 8
+    if dtype in (getattr(torch, "quint4x2", None), getattr(torch, "int4", None), getattr(torch, "uint4", None)):
+        return 0.5
+    if dtype.is_floating_point or dtype.is_complex:
+        return torch.finfo(dtype).bits / 8 if not dtype.is_complex else dtype.itemsize
+    return dtype.itemsize

@@ -23,7 +23,9 @@ def extract_model_from_parallel(
 ) -> torch.nn.Module:
     """The user's model inside DDP-like wrappers and ``torch.compile``.
 
-    With ``keep_fp32_wrapper=False`` the mixed-precision forward wrapper is removed too.
+    With ``keep_torch_compile`` a compiled model is returned compiled, with the parallel
+    wrapper removed inside it (``torch.compile(DDP(model))`` gives
+    ``torch.compile(model)``, as in Accelerate). With ``keep_fp32_wrapper=False`` the mixed-precision forward wrapper is removed too.
     """
     compiled = None
     if hasattr(model, "_orig_mod"):
@@ -48,6 +50,8 @@ def extract_model_from_parallel(
             ):
                 del model.__dict__["forward"]
     if keep_torch_compile and compiled is not None:
+        if compiled._orig_mod is not model:  # torch.compile(DDP(model)): unwrap inside the compiled module
+            compiled._orig_mod = model
         return compiled
     return model
 
@@ -72,3 +76,15 @@ def compile_regions(model: torch.nn.Module, **compile_kwargs: Any) -> torch.nn.M
     if not compiled_any:
         model.compile(**compile_kwargs)
     return model
+
+
+def is_compiled_module(module: Any) -> bool:
+    """Whether ``module`` is the result of ``torch.compile`` (an ``OptimizedModule``)."""
+    return hasattr(torch, "_dynamo") and isinstance(module, torch._dynamo.eval_frame.OptimizedModule)
+
+
+def has_compiled_regions(module: Any) -> bool:
+    """Whether some submodule of ``module`` was compiled in place (``Module.compile``, regional compilation)."""
+    if not isinstance(module, torch.nn.Module):
+        return False
+    return any(getattr(m, "_compiled_call_impl", None) is not None for m in module.modules())

@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from accel.faults import preemption
 from accel.state import GradientState
 
 
@@ -75,6 +76,7 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
         if not self.gradient_state.sync_gradients:
             return None
         self._accelerate_step_called = True
+        preemption.step_done()  # the next batch is a point where ranks may agree to stop
         if self.precision is not None:
             stepped = self.precision.optimizer_step(self.optimizer, closure)
             self._is_overflow = not stepped

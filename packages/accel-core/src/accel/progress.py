@@ -35,3 +35,14 @@ def progress_bar(
 
     bar: Any = tqdm(items, desc=desc, unit=unit, total=size)
     return bar
+
+
+def tqdm(*args: Any, main_process_only: bool = True, **kwargs: Any) -> Any:
+    """``tqdm.auto.tqdm(*args, **kwargs)``, disabled on processes other than the local main one."""
+    from tqdm.auto import tqdm as _tqdm
+
+    if main_process_only:
+        from accel.state import PartialState
+
+        kwargs["disable"] = kwargs.get("disable", False) or not PartialState().is_local_main_process
+    return _tqdm(*args, **kwargs)

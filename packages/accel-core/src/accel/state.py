@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 
 from accel import devices, environment
+from accel.faults import flight
 from accel.kwargs import InitProcessGroupKwargs
 from accel.types import DistributedType, PrecisionType
 
@@ -115,6 +116,7 @@ class PartialState:
                     store = _elastic_attempt_store(world, self.timeout)
                     if store is not None:
                         init_kwargs["store"] = store
+                flight.start(rank, world, self.timeout, self.backend)  # ACCEL_FLIGHT_DIR only
                 dist.init_process_group(**init_kwargs)
                 # Tear the group down before interpreter exit: gloo's threads abort the process otherwise.
                 atexit.register(_destroy_process_group)
@@ -183,6 +185,7 @@ class PartialState:
     def wait_for_everyone(self) -> None:
         """Barrier: every process waits here until all have arrived."""
         if self.use_distributed and dist.is_initialized():
+            flight.record("wait_for_everyone")
             dist.barrier()
 
     @contextlib.contextmanager

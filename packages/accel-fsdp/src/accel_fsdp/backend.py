@@ -232,6 +232,10 @@ class FSDPBackend(NDParallelMixin, Backend):
     ) -> torch.Tensor:
         """Clip by the norm over every shard."""
         parameters = list(parameters)
+        if self.nd is not None:  # TP / FSDP DTensors and plain tensors together
+            from .nd import clip_grad_norm_
+
+            return clip_grad_norm_(parameters, max_norm, norm_type)
         if self.version == 1:
             ids = {id(p) for p in parameters}
             for model in self.accelerator.prepared.models:

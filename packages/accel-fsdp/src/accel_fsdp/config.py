@@ -100,7 +100,7 @@ _FIELD_KEYS = {
 
 
 def _key(name: str) -> str:
-    return _FIELD_KEYS.get(name, f"fsdp_{name}")
+    return _FIELD_KEYS.get(name, name if name.startswith("fsdp_") else f"fsdp_{name}")
 
 
 def _convert(name: str, value: Any) -> Any:

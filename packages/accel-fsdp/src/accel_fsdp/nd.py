@@ -247,6 +247,38 @@ def load_balanced_indices(length: int, rank: int, size: int) -> torch.Tensor:
     return torch.cat([first, second])
 
 
+def clip_grad_norm_(
+    parameters: Any, max_norm: float, norm_type: float = 2.0
+) -> torch.Tensor:
+    """Clip gradients that mix DTensors (TP / FSDP shards, any meshes) and plain tensors.
+
+    Gradients are grouped by kind (plain, or DTensor mesh and placements); each group's
+    norm is computed with torch's ``get_total_norm`` and made global (``full_tensor``), the
+    groups' norms are combined, and every gradient is scaled by the same factor. Returns
+    the total norm (a plain tensor, equal on every process).
+    """
+    from torch.distributed.tensor import DTensor
+
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if not grads:
+        return torch.tensor(0.0)
+    groups: dict[Any, list[torch.Tensor]] = {}
+    for grad in grads:
+        key = (id(grad.device_mesh), grad.placements) if isinstance(grad, DTensor) else None
+        groups.setdefault(key, []).append(grad)
+    norms = []
+    for group in groups.values():
+        norm = torch.nn.utils.get_total_norm(group, norm_type)
+        norms.append((norm.full_tensor() if isinstance(norm, DTensor) else norm).float().cpu())
+    total = torch.linalg.vector_norm(torch.stack(norms), norm_type)
+    coefficient = float(max_norm) / (float(total) + 1e-6)
+    if coefficient < 1.0:
+        with torch.no_grad():
+            for grad in grads:
+                grad.mul_(coefficient)
+    return total
+
+
 def _gather_over(group: Any, tensor: torch.Tensor) -> torch.Tensor:
     if tensor.ndim == 0:
         tensor = tensor[None]
@@ -311,6 +343,7 @@ class NDParallelMixin:
 __all__ = [
     "NDLayout",
     "NDParallelMixin",
+    "clip_grad_norm_",
     "load_balanced_indices",
     "model_tp_plan",
     "resolve_tp_plan",

@@ -118,4 +118,7 @@ def accel_env_info() -> dict[str, str]:
 @hookimpl
 def accel_exports() -> dict[str, str]:
     """``FullyShardedDataParallelPlugin`` under ``accel`` / ``accel.utils``."""
-    return {"FullyShardedDataParallelPlugin": "accel_fsdp:FullyShardedDataParallelPlugin"}
+    return {
+        "FullyShardedDataParallelPlugin": "accel_fsdp:FullyShardedDataParallelPlugin",
+        "merge_fsdp_weights": "accel_fsdp.merge:merge_fsdp_weights",
+    }

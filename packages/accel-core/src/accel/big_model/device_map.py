@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
+import warnings
 from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -425,15 +426,17 @@ def device_for(name: str, device_map: Mapping[str, Any]) -> Any:
 
 
 def check_device_map(model: torch.nn.Module, device_map: Mapping[str, Any]) -> None:
-    """Raise ValueError unless every parameter and buffer of ``model`` is covered by ``device_map``
-    and every entry names a module or tensor of the model."""
+    """Raise ValueError unless every parameter and buffer of ``model`` is covered by ``device_map``;
+    warn about entries that name no module or tensor of the model (they are ignored)."""
     names = {n for n, _ in model.named_parameters(remove_duplicate=False)}
     names |= {n for n, _ in model.named_buffers(remove_duplicate=False)}
     modules = {n for n, _ in model.named_modules(remove_duplicate=False)}
     unknown = [k for k in device_map if k not in names and k not in modules]
-    if unknown:
-        raise ValueError(
-            f"device_map names {', '.join(map(repr, unknown[:5]))} which the model does not have"
+    if unknown:  # as in Accelerate: a warning, the entries are ignored
+        warnings.warn(
+            f"device_map names {', '.join(map(repr, unknown[:5]))} which the model does not have: "
+            "those entries are ignored",
+            stacklevel=2,
         )
     missing = []
     for name in names:

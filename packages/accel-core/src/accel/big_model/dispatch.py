@@ -38,6 +38,7 @@ from accel.big_model.hooks import (
     add_hook_to_module,
     attach_align_device_hook,
     attach_align_device_hook_on_blocks,
+    attach_layerwise_casting_hooks,
 )
 from accel.big_model.modeling import (
     find_tied_parameters,
@@ -651,6 +652,7 @@ def load_checkpoint_and_dispatch(
 
 
 __all__ = [
+    "attach_layerwise_casting_hooks",
     "cpu_offload",
     "cpu_offload_with_hook",
     "disk_offload",

@@ -11,15 +11,21 @@ them after it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import torch
 
 from accel import devices
 from accel.big_model.device_map import device_for
-from accel.big_model.modeling import retie_parameters, set_module_tensor_to_device
+from accel.big_model.modeling import (
+    named_module_tensors,
+    retie_parameters,
+    set_module_tensor_to_device,
+)
 from accel.big_model.offload import PrefixedDataset
 from accel.distributed.operations import send_to_device
 
@@ -159,6 +165,13 @@ def remove_hook_from_module(module: torch.nn.Module, recurse: bool = False) -> t
     return module
 
 
+def remove_hook_from_submodules(module: torch.nn.Module) -> None:
+    """Detach the hooks of ``module`` and of every submodule (as ``remove_hook_from_module(recurse=True)``)."""
+    remove_hook_from_module(module)
+    for child in module.children():
+        remove_hook_from_submodules(child)
+
+
 def find_device(data: Any) -> torch.device | None:
     """The device of the first tensor found in ``data`` (nested lists, tuples, dicts)."""
     if isinstance(data, torch.Tensor):
@@ -190,6 +203,7 @@ class AlignDevicesHook(ModelHook):
         execution_device: where the forward runs; inputs are sent there (None: leave them).
         offload: the weights are not kept in the module: ``init_hook`` puts them on the meta
             device, each forward loads them from ``weights_map`` and drops them afterwards.
+            Without a ``weights_map`` the module's own weights are copied to CPU RAM first.
         io_same_device: send the output back to the device the input came from.
         weights_map: mapping from tensor name (relative to the module) to its value, e.g. a
             state dict in CPU RAM or an :class:`~accel.utils.offload.OffloadedWeightsLoader`.
@@ -234,8 +248,13 @@ class AlignDevicesHook(ModelHook):
             module.named_buffers(recurse=self.place_submodules, remove_duplicate=False)
         )
         if self.offload:
-            if self.weights_map is None:
-                raise ValueError("AlignDevicesHook(offload=True) needs a weights_map to load from")
+            if self.weights_map is None:  # as in Accelerate: offload the module's own weights to RAM
+                self.weights_map = {
+                    name: tensor.detach().to("cpu")
+                    for name, tensor in named_module_tensors(
+                        module, include_buffers=self.offload_buffers, recurse=self.place_submodules
+                    )
+                }
             moved = dict(params)
             if self.offload_buffers:
                 moved.update(buffers)
@@ -581,6 +600,131 @@ def _attach_blocks(
         )
 
 
+
+
+def _hooks_of(module: torch.nn.Module) -> list[ModelHook]:
+    hook = module.__dict__.get(HOOK_ATTR)
+    if hook is None:
+        return []
+    return list(hook.hooks) if isinstance(hook, SequentialHook) else [hook]
+
+
+def _offload_hook(module: torch.nn.Module) -> AlignDevicesHook | None:
+    for hook in _hooks_of(module):
+        if isinstance(hook, AlignDevicesHook) and hook.offload:
+            return hook
+    return None
+
+
+def has_offloaded_params(module: torch.nn.Module) -> bool:
+    """Whether ``module`` has an :class:`AlignDevicesHook` that offloads its weights."""
+    return _offload_hook(module) is not None
+
+
+@contextlib.contextmanager
+def align_module_device(
+    module: torch.nn.Module, execution_device: int | str | torch.device | None = None
+) -> Iterator[None]:
+    """Inside the block, ``module``'s own weights are real tensors on its execution device.
+
+    An offloaded module (:func:`has_offloaded_params`) loads its weights as for a forward
+    (on ``execution_device`` when given) and drops them again afterwards; any other
+    module has its parameters moved to ``execution_device`` and back (no-op without it).
+    """
+    hook = _offload_hook(module)
+    if hook is not None:
+        original = hook.execution_device
+        if execution_device is not None:
+            hook.execution_device = _as_torch_device(execution_device)
+        try:
+            hook.pre_forward(module)
+            yield
+        finally:
+            hook.post_forward(module, None)
+            hook.execution_device = original
+        return
+    if execution_device is None:
+        yield
+        return
+    previous = {name: p.device for name, p in module.named_parameters(recurse=False)}
+    try:
+        for name in previous:
+            set_module_tensor_to_device(module, name, execution_device)
+        yield
+    finally:
+        for name, device in previous.items():
+            set_module_tensor_to_device(module, name, device)
+
+
+class LayerwiseCastingHook(ModelHook):
+    """Store a module's weights in ``storage_dtype`` and run its forward in ``compute_dtype``."""
+
+    def __init__(self, storage_dtype: torch.dtype, compute_dtype: torch.dtype, non_blocking: bool):
+        self.storage_dtype = storage_dtype
+        self.compute_dtype = compute_dtype
+        self.non_blocking = non_blocking
+
+    def init_hook(self, module: torch.nn.Module) -> torch.nn.Module:
+        """Cast the weights to the storage dtype."""
+        return module.to(dtype=self.storage_dtype, non_blocking=self.non_blocking)
+
+    def pre_forward(
+        self, module: torch.nn.Module, *args: Any, **kwargs: Any
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """Cast the weights up to the compute dtype for the forward."""
+        module.to(dtype=self.compute_dtype, non_blocking=self.non_blocking)
+        return args, kwargs
+
+    def post_forward(self, module: torch.nn.Module, output: Any) -> Any:
+        """Cast the weights back down to the storage dtype."""
+        module.to(dtype=self.storage_dtype, non_blocking=self.non_blocking)
+        return output
+
+
+CASTING_LAYERS: tuple[type[torch.nn.Module], ...] = (
+    torch.nn.Linear,
+    torch.nn.Conv1d,
+    torch.nn.Conv2d,
+    torch.nn.Conv3d,
+    torch.nn.ConvTranspose1d,
+    torch.nn.ConvTranspose2d,
+    torch.nn.ConvTranspose3d,
+)
+"""Layers :func:`attach_layerwise_casting_hooks` casts (others are searched for such layers)."""
+
+
+def attach_layerwise_casting_hooks(
+    module: torch.nn.Module,
+    storage_dtype: torch.dtype,
+    compute_dtype: torch.dtype,
+    skip_modules_pattern: str | tuple[str, ...] | None = None,
+    skip_modules_classes: tuple[type[torch.nn.Module], ...] | None = None,
+    non_blocking: bool = False,
+) -> None:
+    """Give every linear/convolution layer of ``module`` a :class:`LayerwiseCastingHook`.
+
+    Weights are stored in ``storage_dtype`` (e.g. ``torch.float8_e4m3fn``) and cast to
+    ``compute_dtype`` for each forward. Modules whose dotted name matches a regular
+    expression of ``skip_modules_pattern``, or whose class is in ``skip_modules_classes``,
+    are left as they are (with everything under them).
+    """
+    patterns = (skip_modules_pattern,) if isinstance(skip_modules_pattern, str) else skip_modules_pattern
+
+    def visit(current: torch.nn.Module, name: str) -> None:
+        if skip_modules_classes is not None and isinstance(current, skip_modules_classes):
+            return
+        if patterns is not None and any(re.search(p, name) for p in patterns):
+            return
+        if isinstance(current, CASTING_LAYERS):
+            hook = LayerwiseCastingHook(storage_dtype, compute_dtype, non_blocking)
+            add_hook_to_module(current, hook, append=True)
+            return
+        for child_name, child in current.named_children():
+            visit(child, f"{name}.{child_name}" if name else child_name)
+
+    visit(module, "")
+
+
 __all__ = [
     "AlignDevicesHook",
     "CpuOffload",
@@ -593,4 +737,9 @@ __all__ = [
     "attach_execution_device_hook",
     "find_device",
     "remove_hook_from_module",
+    "remove_hook_from_submodules",
+    "LayerwiseCastingHook",
+    "attach_layerwise_casting_hooks",
+    "align_module_device",
+    "has_offloaded_params",
 ]

@@ -10,12 +10,43 @@ from accel import devices
 
 
 def named_module_tensors(
-    module: torch.nn.Module, include_buffers: bool = True, recurse: bool = False
+    module: torch.nn.Module,
+    include_buffers: bool = True,
+    recurse: bool = False,
+    remove_non_persistent: bool = False,
 ) -> Iterable[tuple[str, torch.Tensor]]:
-    """Parameters (and buffers) of ``module`` with their names."""
+    """Parameters (and buffers) of ``module`` with their names.
+
+    ``remove_non_persistent`` leaves out buffers registered with ``persistent=False``
+    (those a state dict does not hold).
+    """
     yield from module.named_parameters(recurse=recurse)
-    if include_buffers:
-        yield from module.named_buffers(recurse=recurse)
+    if not include_buffers:
+        return
+    skipped: set[str] = set()
+    if remove_non_persistent:
+        for name, sub in module.named_modules() if recurse else [("", module)]:
+            prefix = f"{name}." if name else ""
+            skipped |= {prefix + b for b in sub._non_persistent_buffers_set}
+    for name, buffer in module.named_buffers(recurse=recurse):
+        if name not in skipped:
+            yield name, buffer
+
+
+def extract_submodules_state_dict(
+    state_dict: dict[str, torch.Tensor], submodule_names: list[str]
+) -> dict[str, torch.Tensor]:
+    """The entries of ``state_dict`` that belong to one of ``submodule_names`` (the name or under it)."""
+    result = {}
+    for module_name in submodule_names:
+        result.update(
+            {
+                key: value
+                for key, value in state_dict.items()
+                if key == module_name or key.startswith(module_name + ".")
+            }
+        )
+    return result
 
 
 # -- helpers for big-model inference (accel.big_modeling, accel.hooks) --------------------
@@ -111,3 +142,43 @@ def retie_parameters(model: torch.nn.Module, tied_params: list[list[str]]) -> No
             prefix, _, attr = name.rpartition(".")
             owner = model.get_submodule(prefix) if prefix else model
             owner._parameters[attr] = first
+
+
+def check_tied_parameters_on_same_device(tied_params: list[list[str]], device_map: dict[str, Any]) -> None:
+    """Warn for every group of tied parameters that ``device_map`` puts on several devices."""
+    import warnings
+
+    from accel.big_model.device_map import device_for
+
+    for group in tied_params:
+        placed = {name: device_for(name, device_map) for name in group}
+        if len(set(map(str, placed.values()))) > 1:
+            warnings.warn(
+                f"tied parameters are on different devices: {placed}; put them on one device",
+                stacklevel=2,
+            )
+
+
+def check_tied_parameters_in_config(model: torch.nn.Module) -> bool:
+    """Whether ``model``'s (transformers) config asks for tied word embeddings or encoder/decoder weights."""
+    config = getattr(model, "config", None)
+    if config is None:
+        return False
+    tied = bool(getattr(config, "tie_word_embeddings", False)) or bool(
+        getattr(config, "is_encoder_decoder", False) and getattr(config, "tie_encoder_decoder", False)
+    )
+    has_inputs = callable(getattr(model, "get_input_embeddings", None))
+    return tied and has_inputs
+
+
+def get_module_children_bottom_up(model: torch.nn.Module, return_fqns: bool = False) -> list[Any]:
+    """Every module of ``model``, children before their parents (the model last); names with ``return_fqns``."""
+    pending: list[tuple[str, torch.nn.Module]] = [("", model)]
+    visited: list[tuple[str, torch.nn.Module]] = []
+    while pending:  # depth first, last child first; reversed below: Accelerate's order
+        name, module = pending.pop()
+        visited.append((name, module))
+        for child_name, child in module.named_children():
+            pending.append((f"{name}.{child_name}" if name else child_name, child))
+    visited.reverse()
+    return [name for name, _ in visited] if return_fqns else [module for _, module in visited]

@@ -53,10 +53,17 @@ def checkpoint_files(checkpoint: str | os.PathLike) -> tuple[list[str], dict[str
     if path.endswith(".json"):
         with open(path, encoding="utf-8") as f:
             index = json.load(f)
-        if "weight_map" not in index:
-            raise CheckpointError(f"{path} is not a checkpoint index: it has no 'weight_map'")
+        # {"weight_map": {name: file}, "metadata": ...}, or (as Accelerate accepts) a flat {name: file}
+        weight_map = index.get("weight_map", index)
+        if not isinstance(weight_map, dict) or not all(
+            isinstance(f, str) for f in weight_map.values()
+        ):
+            raise CheckpointError(
+                f"{path} is not a checkpoint index: expected a 'weight_map' or a flat "
+                "{tensor name: file name} mapping"
+            )
         folder = os.path.dirname(path)
-        files = list(dict.fromkeys(index["weight_map"].values()))
+        files = list(dict.fromkeys(weight_map.values()))
         aliases = dict(index.get("metadata", {}).get(ALIASES_KEY, {}))
         return [os.path.join(folder, f) for f in files], aliases
     return [path], {}

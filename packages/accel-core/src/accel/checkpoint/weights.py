@@ -152,3 +152,57 @@ def load_weights(
                 result[alias] = result[target]
         return result
     return torch.load(path, map_location=device, weights_only=True)
+
+
+def clean_state_dict_for_safetensors(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``state_dict`` ready for safetensors: tensors sharing storage kept once, all contiguous."""
+    seen: dict[Any, str] = {}
+    cleaned: dict[str, torch.Tensor] = {}
+    for name, tensor in state_dict.items():
+        if isinstance(tensor, torch.Tensor) and tensor.device.type != "meta":
+            key = id_tensor_storage(tensor)
+            if key in seen:
+                continue
+            seen[key] = name
+            tensor = tensor.contiguous()
+        cleaned[name] = tensor
+    return cleaned
+
+
+def save(obj: Any, f: str | os.PathLike, save_on_each_node: bool = False, safe_serialization: bool = False) -> None:
+    """Save ``obj`` to ``f`` once per machine (``save_on_each_node``) or once in all, on the (local) main process.
+
+    ``safe_serialization`` writes safetensors (``obj`` must then be a dict of tensors).
+    """
+    from accel.state import PartialState
+
+    state = PartialState()
+    if not (state.is_local_main_process if save_on_each_node else state.is_main_process):
+        return
+    if safe_serialization:
+        from safetensors.torch import save_file
+
+        save_file(clean_state_dict_for_safetensors(obj), os.fspath(f), metadata={"format": "pt"})
+    else:
+        torch.save(obj, f)
+
+
+def load(f: str | os.PathLike, map_location: Any = None, **kwargs: Any) -> Any:
+    """``torch.load(f)``, with ``weights_only=True`` unless asked otherwise (no code is unpickled).
+
+    Accelerate passes ``weights_only`` through as well; accel keeps the safe default of
+    torch >= 2.6 on every torch version. A ``.safetensors`` file is read with safetensors.
+    """
+    path = os.fspath(f) if isinstance(f, (str, os.PathLike)) else None
+    if path is not None and path.endswith(".safetensors"):
+        from safetensors.torch import load_file
+
+        return load_file(path, device=str(map_location or "cpu"))
+    kwargs.setdefault("weights_only", True)
+    return torch.load(f, map_location=map_location, **kwargs)
+
+
+def load_state_dict(checkpoint_file: str | os.PathLike, device_map: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
+    """The tensors of one checkpoint file (safetensors or a weights-only torch file), on the CPU."""
+    del device_map  # every tensor is read to the CPU; dispatch places it
+    return load(checkpoint_file, map_location="cpu")

@@ -346,8 +346,8 @@ class Section:
             close = difflib.get_close_matches(str(name), list(self._index), n=1)
             hint = f"did you mean {close[0]}? " if close else ""
             raise ConfigError(
-                f"{self.key}.{name} is not {_article(self.title)} {self.title} setting "
-                f"(unknown key {name!r}); {hint}allowed keys are {', '.join(self.names)}"
+                f"unknown key {name!r}: {self.key}.{name} is not {_article(self.title)} "
+                f"{self.title} setting; {hint}allowed keys are {', '.join(self.names)}"
             )
         return option.name, option.convert(value, f"{self.key}.{name}")
 

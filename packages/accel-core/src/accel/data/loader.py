@@ -24,6 +24,7 @@ from torch.utils.data import (
 )
 
 from accel.distributed.operations import send_to_device
+from accel.faults import preemption
 from accel.state import GradientState, PartialState
 
 _LOADER_KWARGS = (
@@ -469,6 +470,7 @@ class DataLoaderShard(DataLoader):
                 self.batches_yielded += 1
                 self._consumed()
                 yield current
+                preemption.preemption_point()  # the ranks agree to stop after a step (opt-in)
                 current = upcoming
             self.epoch += 1
             self.batches_yielded = 0

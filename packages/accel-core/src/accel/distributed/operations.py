@@ -15,6 +15,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from accel.faults import flight
+
 
 class DistributedOperationException(Exception):
     """A collective was called with inputs that do not match across processes."""
@@ -145,6 +147,8 @@ def verify_operation(function: Callable) -> Callable:
 
     @functools.wraps(function)
     def wrapper(data: Any, *args: Any, **kwargs: Any) -> Any:
+        if _world() > 1:
+            flight.record(function.__name__)  # ACCEL_FLIGHT_DIR only: one line per collective
         if _world() > 1 and _debug_enabled():
             _verify(function.__name__, data)
         return function(data, *args, **kwargs)
@@ -204,6 +208,7 @@ def gather_uneven(tensor: Any) -> Any:
     """Like :func:`gather`, for tensors whose first dimension differs across processes."""
     if _world() == 1:
         return tensor
+    flight.record("gather_uneven")
     return recursively_apply(_gather_uneven_one, tensor, error_on_other_type=True)
 
 
@@ -212,6 +217,7 @@ def gather_object(obj: Any) -> list[Any]:
     if _world() == 1:
         return obj if isinstance(obj, list) else [obj]
     everyone: list[Any] = [None] * _world()
+    flight.record("gather_object")
     dist.all_gather_object(everyone, obj)
     if all(isinstance(o, list) for o in everyone):
         return [x for o in everyone for x in o]
@@ -257,6 +263,7 @@ def broadcast(tensor: Any, from_process: int = 0) -> Any:
 def broadcast_object_list(object_list: list[Any], from_process: int = 0) -> list[Any]:
     """Broadcast picklable objects in ``object_list`` (in place) from ``from_process``."""
     if _world() > 1:
+        flight.record("broadcast_object_list")
         dist.broadcast_object_list(object_list, src=from_process)
     return object_list
 
@@ -265,6 +272,8 @@ def pad_across_processes(
     tensor: Any, dim: int = 0, pad_index: int = 0, pad_first: bool = False
 ) -> Any:
     """Pad each tensor along ``dim`` to the largest size across processes, so it can be gathered."""
+    if _world() > 1:
+        flight.record("pad_across_processes")
 
     def _pad(t: torch.Tensor) -> torch.Tensor:
         if _world() == 1 or dim >= t.ndim or t.ndim == 0:
@@ -326,3 +335,157 @@ def convert_to_fp32(data: Any) -> Any:
             isinstance(t, torch.Tensor) and t.dtype in (torch.float16, torch.bfloat16)
         ),
     )
+
+
+# -- more of Accelerate's structure helpers ---------------------------------------------------
+
+
+class CannotPadNestedTensorWarning(UserWarning):
+    """:func:`pad_input_tensors` met a nested tensor, which it cannot pad (it is returned unchanged)."""
+
+
+def is_torch_tensor(tensor: Any) -> bool:
+    """Whether ``tensor`` is a ``torch.Tensor``."""
+    return isinstance(tensor, torch.Tensor)
+
+
+def is_namedtuple(data: Any) -> bool:
+    """Whether ``data`` is a ``collections.namedtuple`` instance."""
+    return isinstance(data, tuple) and hasattr(data, "_asdict") and hasattr(data, "_fields")
+
+
+def honor_type(obj: Any, generator: Any) -> Any:
+    """A sequence of ``obj``'s type (namedtuples included) built from ``generator``."""
+    if is_namedtuple(obj):
+        return type(obj)(*list(generator))
+    return type(obj)(generator)
+
+
+class TensorInformation:
+    """The shape and dtype of a tensor, without its data (see :func:`get_data_structure`)."""
+
+    def __init__(self, shape: torch.Size, dtype: torch.dtype):
+        self.shape = shape
+        self.dtype = dtype
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, TensorInformation)
+            and self.shape == other.shape
+            and self.dtype == other.dtype
+        )
+
+    def __repr__(self) -> str:
+        return f"TensorInformation(shape={self.shape}, dtype={self.dtype})"
+
+
+def is_tensor_information(tensor_info: Any) -> bool:
+    """Whether ``tensor_info`` is a :class:`TensorInformation`."""
+    return isinstance(tensor_info, TensorInformation)
+
+
+def get_data_structure(data: Any) -> Any:
+    """``data`` with every tensor replaced by its :class:`TensorInformation`."""
+    return recursively_apply(lambda t: TensorInformation(shape=t.shape, dtype=t.dtype), data)
+
+
+def initialize_tensors(data_structure: Any) -> Any:
+    """Empty tensors shaped as the :class:`TensorInformation` leaves of ``data_structure``."""
+    return recursively_apply(
+        lambda info: torch.empty(info.shape, dtype=info.dtype),
+        data_structure,
+        test_type=is_tensor_information,
+    )
+
+
+def listify(data: Any) -> Any:
+    """``data`` with every tensor turned into (nested) Python lists / numbers."""
+    return recursively_apply(lambda t: t.tolist(), data)
+
+
+def ignorant_find_batch_size(data: Any) -> int | None:
+    """:func:`find_batch_size`, or None when ``data`` holds no tensor."""
+    try:
+        return find_batch_size(data)
+    except (ValueError, TypeError):
+        return None
+
+
+def copy_tensor_to_devices(tensor: torch.Tensor | None = None) -> torch.Tensor:
+    """The main process's ``tensor`` on every process (others pass a tensor of the same shape, or None on one process)."""
+    from accel.state import PartialState
+
+    state = PartialState()
+    if tensor is None:
+        raise ValueError("copy_tensor_to_devices needs a tensor of the shape to receive")
+    tensor = tensor.to(state.device)
+    if _world() > 1:
+        if not state.is_main_process:
+            tensor = torch.zeros_like(tensor)
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor
+
+
+def gather_across_data_parallel_groups(tensor: Any) -> Any:
+    """Gather ``tensor`` over the data-parallel processes (all processes when there is no model parallelism)."""
+    return gather(tensor)
+
+
+def pad_input_tensors(tensor: Any, batch_size: int, num_processes: int, dim: int = 0) -> Any:
+    """Pad each tensor along ``dim`` (repeating its last slice) so ``batch_size`` divides by ``num_processes``."""
+
+    def _pad(t: torch.Tensor) -> torch.Tensor:
+        if getattr(t, "is_nested", False):
+            import warnings
+
+            warnings.warn(
+                "pad_input_tensors cannot pad a nested tensor: it is returned as it is",
+                CannotPadNestedTensorWarning,
+                stacklevel=3,
+            )
+            return t
+        if dim >= t.ndim or batch_size % num_processes == 0:
+            return t
+        remainder = num_processes - batch_size % num_processes
+        last = t.narrow(dim, t.shape[dim] - 1, 1)
+        return torch.cat([t, *[last] * remainder], dim=dim)
+
+    return recursively_apply(_pad, tensor, error_on_other_type=True)
+
+
+class _ConvertOutputsToFp32:
+    """A forward whose outputs are cast to fp32 (picklable)."""
+
+    def __init__(self, model_forward: Callable):
+        self.model_forward = model_forward
+        functools.update_wrapper(self, model_forward)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return convert_to_fp32(self.model_forward(*args, **kwargs))
+
+
+def convert_outputs_to_fp32(model_forward: Callable) -> Callable:
+    """Wrap ``model_forward`` so that its fp16/bf16 outputs come back as fp32."""
+    return _ConvertOutputsToFp32(model_forward)
+
+
+def get_pretty_name(obj: Any) -> str:
+    """The qualified name of a function or class (of ``obj``'s class otherwise)."""
+    if not hasattr(obj, "__qualname__") and not hasattr(obj, "__name__"):
+        obj = getattr(obj, "__class__", obj)
+    return getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or str(obj)
+
+
+def merge_dicts(source: dict, destination: dict) -> dict:
+    """Merge ``source`` into ``destination`` recursively (nested dicts merged, other values replaced)."""
+    for key, value in source.items():
+        if isinstance(value, dict):
+            merge_dicts(value, destination.setdefault(key, {}))
+        else:
+            destination[key] = value
+    return destination
+
+
+def recursive_getattr(obj: Any, attr: str) -> Any:
+    """``obj.a.b.c`` for ``attr="a.b.c"``."""
+    return functools.reduce(getattr, attr.split("."), obj)

@@ -48,3 +48,17 @@ def plugin_object(owner: Any, key: str, factory: Callable[[], Any]) -> Any:
 
 
 __all__ = ["ensure_process_group", "plugin_object"]
+
+
+def wait_for_everyone() -> None:
+    """Barrier: every process waits here until all of them reach it (no-op on one process)."""
+    from accel.state import PartialState
+
+    PartialState().wait_for_everyone()
+
+
+def is_initialized() -> bool:
+    """Whether the process state (:class:`~accel.state.PartialState`) has been set up."""
+    from accel.state import PartialState
+
+    return bool(PartialState._shared_state)

@@ -20,6 +20,7 @@ import time
 import traceback
 
 from .. import environment
+from ..faults import flight
 
 
 def _die_with_parent() -> None:
@@ -100,14 +101,17 @@ def main(argv: list[str] | None = None) -> None:
             runpy.run_path(path, run_name="__main__")
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        flight.finish(code)
         if code:
             _report(None, code)
         raise
     except BaseException as exc:
+        flight.finish(1, f"{type(exc).__name__}: {exc}")
         _report(exc, 1)
         sys.stderr.write(_format(exc))
         sys.stderr.flush()
         raise SystemExit(1) from None
+    flight.finish(0)
 
 
 if __name__ == "__main__":

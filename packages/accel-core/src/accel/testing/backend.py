@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 import pytest
 import torch
+
 from accel.backends import Backend
 
 from .processes import WORKERS, accel_executable, clean_environment, run_command, run_processes

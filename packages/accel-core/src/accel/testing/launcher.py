@@ -49,7 +49,9 @@ class LauncherConformance:
         """Skip the calling check when a program of :attr:`required_programs` is not on PATH."""
         missing = [p for p in self.required_programs if shutil.which(p) is None]
         if missing:
-            pytest.skip(f"{', '.join(missing)} not found on PATH (needed to plan and run this launch)")
+            pytest.skip(
+                f"{', '.join(missing)} not found on PATH (needed to plan and run this launch)"
+            )
 
     # -- checks -----------------------------------------------------------------
     def test_launcher_is_registered(self):

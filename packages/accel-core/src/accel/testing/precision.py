@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 import pytest
 import torch
+
 from accel.precision import Precision
 
 

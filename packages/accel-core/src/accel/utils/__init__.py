@@ -99,6 +99,122 @@ _add(
 )
 _add("accel.big_model.dispatch", "load_checkpoint_in_model")
 _add("accel.launchers.notebook", "patch_environment")
+_add(
+    "accel.distributed.operations",
+    "CannotPadNestedTensorWarning",
+    "TensorInformation",
+    "convert_outputs_to_fp32",
+    "copy_tensor_to_devices",
+    "gather_across_data_parallel_groups",
+    "get_data_structure",
+    "get_pretty_name",
+    "honor_type",
+    "ignorant_find_batch_size",
+    "initialize_tensors",
+    "is_namedtuple",
+    "is_tensor_information",
+    "is_torch_tensor",
+    "listify",
+    "merge_dicts",
+    "pad_input_tensors",
+    "recursive_getattr",
+)
+_add("accel.distributed.process", "is_initialized", "wait_for_everyone")
+_add(
+    "accel.process_env",
+    "check_os_kernel",
+    "clear_environment",
+    "convert_dict_to_env_variables",
+    "get_int_from_env",
+    "is_port_in_use",
+    "parse_choice_from_env",
+    "parse_flag_from_env",
+    "purge_accelerate_environment",
+    "str_to_bool",
+)
+_add("accel.memory", "convert_bytes", "convert_file_size_to_int", "dtype_byte_size")
+_add("accel.models", "has_compiled_regions", "is_compiled_module")
+_add("accel.mixed_precision", "get_grad_scaler", "get_mixed_precision_context_manager")
+_add(
+    "accel.checkpoint.weights",
+    "clean_state_dict_for_safetensors",
+    "load",
+    "load_state_dict",
+    "save",
+)
+_add(
+    "accel.checkpoint.layout",
+    "MODEL_NAME",
+    "OPTIMIZER_NAME",
+    "RNG_STATE_NAME",
+    "SAFE_MODEL_NAME",
+    "SCALER_NAME",
+    "SCHEDULER_NAME",
+)
+_add(
+    "accel.checkpoint.weights",
+    "SAFE_WEIGHTS_INDEX_NAME",
+    "SAFE_WEIGHTS_NAME",
+    "WEIGHTS_INDEX_NAME",
+    "WEIGHTS_NAME",
+)
+_add(
+    "accel.big_model.modeling",
+    "check_tied_parameters_in_config",
+    "check_tied_parameters_on_same_device",
+    "extract_submodules_state_dict",
+    "get_module_children_bottom_up",
+    "named_module_tensors",
+)
+_add(
+    "accel.big_model.hooks",
+    "align_module_device",
+    "find_device",
+    "has_offloaded_params",
+)
+_add("accel.parallelism_config", "ParallelismConfig")
+_add("accel.progress", "tqdm")
+
+
+def _add_probes() -> None:
+    from accel.imports import _LIBRARIES
+
+    names = [f"is_{pretty}_available" for pretty in _LIBRARIES]
+    names += [
+        "compare_versions",
+        "is_torch_version",
+        "is_cuda_available",
+        "is_mps_available",
+        "is_xpu_available",
+        "is_npu_available",
+        "is_mlu_available",
+        "is_musa_available",
+        "is_sdaa_available",
+        "is_hpu_available",
+        "is_habana_gaudi1",
+        "is_neuron_available",
+        "is_torch_xla_available",
+        "is_bf16_available",
+        "is_fp16_available",
+        "is_fp8_available",
+        "is_transformer_engine_available",
+        "is_transformer_engine_mxfp8_available",
+        "is_rocm_available",
+        "is_xccl_available",
+        "is_weights_only_available",
+        "is_torchdata_stateful_dataloader_available",
+        "is_bnb_available",
+        "is_8bit_bnb_available",
+        "is_4bit_bnb_available",
+        "is_bitsandbytes_multi_backend_available",
+        "is_pynvml_available",
+        "is_amdsmi_available",
+        "is_sagemaker_available",
+    ]
+    _add("accel.imports", *names)
+
+
+_add_probes()
 
 
 def __getattr__(name: str) -> Any:

@@ -17,6 +17,7 @@ import json
 import sys
 
 import torch
+
 from accel import Accelerator
 from accel.testing.reference import (
     default_train_step,

@@ -14,6 +14,7 @@ import os
 import sys
 
 import torch
+
 from accel import Accelerator
 from accel.tracking import NoOpTracker
 

@@ -1,0 +1,34 @@
+"""Accelerate's stand-alone mixed-precision helpers: a grad scaler and an autocast context."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+
+
+def get_grad_scaler(distributed_type: Any = None, **kwargs: Any) -> torch.amp.GradScaler:
+    """A ``torch.amp.GradScaler`` for the device this process uses (``kwargs`` go to it)."""
+    del distributed_type  # FSDP's sharded scaler comes with accel-fsdp's backend
+    from accel.state import PartialState
+
+    device = PartialState().device
+    return torch.amp.GradScaler(device.type, **kwargs)
+
+
+def get_mixed_precision_context_manager(
+    native_amp: bool = False, autocast_kwargs: Any = None
+) -> contextlib.AbstractContextManager:
+    """``torch.autocast`` for this process's device and ``mixed_precision`` when ``native_amp``, else a no-op."""
+    if not native_amp:
+        return contextlib.nullcontext()
+    from accel.state import AcceleratorState, PartialState
+
+    state = PartialState()
+    precision = getattr(AcceleratorState(), "mixed_precision", "no") if AcceleratorState._shared_state else "no"
+    kwargs = autocast_kwargs.to_kwargs() if hasattr(autocast_kwargs, "to_kwargs") else dict(autocast_kwargs or {})
+    if precision in ("fp16", "bf16"):
+        kwargs.setdefault("dtype", torch.float16 if precision == "fp16" else torch.bfloat16)
+        return torch.autocast(device_type=state.device.type, **kwargs)
+    return contextlib.nullcontext()

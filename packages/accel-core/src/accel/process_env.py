@@ -1,0 +1,130 @@
+"""Helpers over ``os.environ``: reading flags, clearing and restoring the environment.
+
+Accelerate's names (``accelerate.utils``). accel's own variables are ``ACCEL_*``
+(:mod:`accel.environment`); :func:`purge_accelerate_environment` removes those.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from accel.launchers.notebook import patch_environment
+
+__all__ = [
+    "clear_environment",
+    "convert_dict_to_env_variables",
+    "get_int_from_env",
+    "parse_choice_from_env",
+    "parse_flag_from_env",
+    "patch_environment",
+    "purge_accelerate_environment",
+    "str_to_bool",
+    "is_port_in_use",
+    "check_os_kernel",
+]
+
+
+def str_to_bool(value: str, to_bool: bool = False) -> int | bool:
+    """``"yes"/"true"/"1"/...`` -> 1, ``"no"/"false"/"0"/...`` -> 0 (bools with ``to_bool``); ValueError otherwise."""
+    value = value.lower()
+    if value in ("y", "yes", "t", "true", "on", "1"):
+        return True if to_bool else 1
+    if value in ("n", "no", "f", "false", "off", "0"):
+        return False if to_bool else 0
+    raise ValueError(f"invalid truth value {value!r}")
+
+
+def get_int_from_env(env_keys: list[str], default: int) -> int:
+    """The first of ``env_keys`` set to a non-negative integer, else ``default``."""
+    for key in env_keys:
+        value = int(os.environ.get(key, -1))
+        if value >= 0:
+            return value
+    return default
+
+
+def parse_flag_from_env(key: str, default: bool = False) -> bool:
+    """Whether the variable ``key`` is set to a true value (``default`` when unset)."""
+    return bool(str_to_bool(os.environ.get(key, str(default)), to_bool=True))
+
+
+def parse_choice_from_env(key: str, default: str = "no") -> str:
+    """The value of the variable ``key``, or ``default``."""
+    return os.environ.get(key, str(default))
+
+
+def convert_dict_to_env_variables(current_env: dict[str, Any]) -> list[str]:
+    """``KEY=VALUE\\n`` lines for the valid entries of ``current_env`` (keys without ``=`` or spaces, non-empty values)."""
+    lines = []
+    for key, value in current_env.items():
+        value = str(value)
+        if not key or "=" in key or " " in key or ";" in value or not value:
+            continue
+        lines.append(f"{key}={value}\n")
+    return lines
+
+
+@contextlib.contextmanager
+def clear_environment() -> Iterator[None]:
+    """Run the block with an empty ``os.environ``; the previous environment comes back afterwards."""
+    saved = os.environ.copy()
+    os.environ.clear()
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _purged(function: Callable) -> Callable:
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        before = {k for k in os.environ if k.startswith("ACCEL_")}
+        try:
+            return function(*args, **kwargs)
+        finally:
+            for key in [k for k in os.environ if k.startswith("ACCEL_") and k not in before]:
+                del os.environ[key]
+
+    return wrapper
+
+
+def purge_accelerate_environment(func_or_cls: Callable | type) -> Callable | type:
+    """Decorator: ``ACCEL_*`` variables the function (or each test method of the class) sets are removed after it."""
+    if inspect.isclass(func_or_cls):
+        for name, member in list(vars(func_or_cls).items()):
+            if callable(member) and (name.startswith("test") or name in ("setUp", "tearDown")):
+                setattr(func_or_cls, name, _purged(member))
+        return func_or_cls
+    return _purged(func_or_cls)
+
+
+def is_port_in_use(port: int | None = None) -> bool:
+    """Whether something listens on ``localhost:port`` (default 29500, torch's rendezvous port)."""
+    import socket
+
+    port = port or 29500
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        return sock.connect_ex(("localhost", port)) == 0
+
+
+def check_os_kernel() -> None:
+    """Warn when the Linux kernel is older than 5.5 (processes may hang there)."""
+    import platform
+    import re
+    import warnings
+
+    if platform.system() != "Linux":
+        return
+    match = re.match(r"(\d+)\.(\d+)", platform.release())
+    if match and (int(match.group(1)), int(match.group(2))) < (5, 5):
+        warnings.warn(
+            f"Detected kernel version {platform.release()}, which is below the recommended minimum of "
+            "5.5.0; this can cause the process to hang. Upgrade the kernel to the minimum version or higher.",
+            stacklevel=2,
+        )
