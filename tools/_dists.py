@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+
+import tomllib
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = REPO / "packages"
@@ -30,7 +31,9 @@ def dists() -> list[Dist]:
     for pyproject in sorted(PACKAGES.glob("*/pyproject.toml")):
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
         project = data["project"]
-        (import_name,) = [Path(p).name for p in data["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"]]
+        (import_name,) = [
+            Path(p).name for p in data["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"]
+        ]
         found.append(
             Dist(
                 project["name"],

@@ -21,8 +21,9 @@ import shutil
 import sys
 import tempfile
 import time
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _dists import REPO, VERSION, dists, run, smoke  # noqa: E402

@@ -50,7 +50,10 @@ def main() -> int:
                 print(f"{dist.name}: installed {info['accel']}, expected {sorted(needed)}")
                 return 1
             eps = ", ".join(dist.entry_points) or "no entry point"
-            print(f"ok {dist.name} ({eps}) alone with {needed} ({time.monotonic() - t:.1f} s)", flush=True)
+            print(
+                f"ok {dist.name} ({eps}) alone with {needed} ({time.monotonic() - t:.1f} s)",
+                flush=True,
+            )
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)

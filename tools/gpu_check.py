@@ -660,7 +660,50 @@ def check_profiler_cuda(ctx: Context) -> str:
     return f"{len(events)} event kinds, {cuda_us / 1e3:.1f} ms CUDA time, trace {traces[0].name}"
 
 
+def worker_cp_ring_attention(ctx: Context) -> None:
+    """Per-process body of the context-parallel check: ring attention over SDPA equals full attention."""
+    import torch
+    from accel import Accelerator, FullyShardedDataParallelPlugin, ParallelismConfig
+
+    config = ParallelismConfig(cp_size=2)
+    plugin = FullyShardedDataParallelPlugin(state_dict_type="SHARDED_STATE_DICT")
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 256, 64, generator=generator) for _ in range(3))
+    ctx.ready()
+    accelerator = Accelerator(mixed_precision="bf16", parallelism_config=config, fsdp_plugin=plugin)
+    assert accelerator.torch_device_mesh["cp"].size() == 2
+    q, k, v = (t.to(accelerator.device, torch.bfloat16).requires_grad_() for t in (q, k, v))
+    full = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    from accel_fsdp.nd import load_balanced_indices
+
+    rank = accelerator.torch_device_mesh["cp"].get_local_rank()
+    keep = load_balanced_indices(256, rank, 2).to(accelerator.device)
+    expected = full.detach()[:, :, keep]
+    ql, kl, vl = (t.detach().clone().requires_grad_() for t in (q, k, v))
+    with accelerator.maybe_context_parallel(
+        buffers=[ql, kl, vl], buffer_seq_dims=[2, 2, 2], no_restore_buffers={ql, kl, vl}
+    ):
+        out = torch.nn.functional.scaled_dot_product_attention(ql, kl, vl, is_causal=True)
+        out.float().pow(2).mean().backward()
+    assert out.shape == expected.shape, (out.shape, expected.shape)
+    error = relative_error(out.detach().float(), expected.float())
+    assert error < 2e-2, f"ring attention differs from full attention: relative error {error:.3g}"
+    assert all(t.grad is not None and torch.isfinite(t.grad).all() for t in (ql, kl, vl))
+    if accelerator.is_main_process:
+        print(f"ok cp ring attention over 2 ranks, relative error {error:.2g}")
+    accelerator.end_training()
+
+
+def check_cp_ring_attention(ctx: Context) -> str:
+    """Context parallelism (cp_size=2, torch ring attention over SDPA) on two GPUs (skipped with fewer)."""
+    if not ctx.dry_run and ctx.gpus() < 2:
+        raise Skip(f"{ctx.gpus()} GPU(s): context parallelism needs 2")
+    flags = ["--multi_gpu", "--num_processes", "2"]
+    return ctx.launch("cp_ring_attention", flags, timeout=150, expect="ok cp")
+
+
 WORKERS: dict[str, Callable[[Context], None]] = {
+    "cp_ring_attention": worker_cp_ring_attention,
     "ddp": worker_ddp,
     "fsdp2_offload": worker_fsdp2_offload,
 }
@@ -681,7 +724,7 @@ CHECKS: list[Check] = [
     Check("dispatch_gpu_cpu_disk", check_dispatch_gpu_cpu_disk),
     Check("regional_compile", check_regional_compile, timeout=240),
     Check("profiler_cuda", check_profiler_cuda),
-    # context parallel and N-D parallel checks go here: Check("cp_ring_attention", ...)
+    Check("cp_ring_attention", check_cp_ring_attention, timeout=160),
 ]
 """Every check, in the order they run. Add one line per new check."""
 

@@ -14,7 +14,9 @@ import posixpath
 import re
 from typing import Any
 
-NEEDS = re.compile(r"^(?P<indent>[ \t]*)<!--\s*needs:\s*(?P<what>[^:>]+?)\s*:\s*(?P<why>.+?)\s*-->\s*$", re.M)
+NEEDS = re.compile(
+    r"^(?P<indent>[ \t]*)<!--\s*needs:\s*(?P<what>[^:>]+?)\s*:\s*(?P<why>.+?)\s*-->\s*$", re.M
+)
 LINK = re.compile(r"(?<!!)\[(?P<text>[^\]\n]+)\]\((?P<target>\.\./[^)\s#]+)(?P<anchor>#[^)\s]*)?\)")
 
 # The page that covers each package README on the site.
@@ -60,7 +62,4 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
 def _admonition(match: re.Match[str]) -> str:
     indent = match["indent"]
     what, why = match["what"].strip(), match["why"].strip()
-    return (
-        f'{indent}!!! warning "Needs {what}"\n'
-        f"{indent}    Not run by the test suite: {why}\n"
-    )
+    return f'{indent}!!! warning "Needs {what}"\n{indent}    Not run by the test suite: {why}\n'

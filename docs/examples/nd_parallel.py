@@ -12,6 +12,7 @@ tensor-parallel plan (``tp_plan``); FSDP2 then shards it over the ``dp_shard_cp`
 from __future__ import annotations
 
 import argparse
+import shutil
 import tempfile
 
 import torch
@@ -108,7 +109,12 @@ def main() -> None:
     accelerator.load_state(save_dir)
     full = accelerator.get_state_dict(model)  # gathered on the main process
     if accelerator.is_main_process:
-        print(f"saved {save_dir}: {len(full)} tensors, blocks.0.up.weight {tuple(full['blocks.0.up.weight'].shape)}")
+        print(
+            f"saved {save_dir}: {len(full)} tensors, blocks.0.up.weight {tuple(full['blocks.0.up.weight'].shape)}"
+        )
+    accelerator.wait_for_everyone()
+    if args.save_dir is None and accelerator.is_main_process:
+        shutil.rmtree(save_dir, ignore_errors=True)
     accelerator.print("nd_parallel: done")
 
 

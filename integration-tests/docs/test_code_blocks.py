@@ -34,12 +34,16 @@ def test_blocks_are_classified(page):
     for block in blocks(page):
         if block.kind == "needs":
             what, _, why = block.needs.partition(":")
-            assert what.strip() and why.strip(), f"{block.where}: write <!-- needs: WHAT: reason -->"
+            assert what.strip() and why.strip(), (
+                f"{block.where}: write <!-- needs: WHAT: reason -->"
+            )
         elif block.kind == "included":
             for path, section in block.includes:
                 file = REPO / path
                 assert file.is_file(), f"{block.where}: {path} does not exist"
-                assert file.name in EXAMPLES, f"{block.where}: {path} is not run by test_examples.py"
+                assert file.name in EXAMPLES, (
+                    f"{block.where}: {path} is not run by test_examples.py"
+                )
                 if section:
                     text = file.read_text(encoding="utf-8")
                     assert re.search(rf"--8<-- \[start:{re.escape(section)}\]", text), (

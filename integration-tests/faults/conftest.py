@@ -88,6 +88,15 @@ def launch(tmp_path):
         run.kill()
 
 
+def free_port() -> int:
+    """A TCP port free on the loopback interface right now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def wait_for(predicate, timeout: float, what: str, proc: Launch | None = None) -> None:
     """Poll ``predicate`` every 0.2 s; fail naming ``what`` after ``timeout`` s."""
     deadline = time.monotonic() + timeout
@@ -99,3 +108,13 @@ def wait_for(predicate, timeout: float, what: str, proc: Launch | None = None) -
             pytest.fail(f"accel launch ended before {what}:\n{out[-3000:]}\n{err[-5000:]}")
         time.sleep(0.2)
     pytest.fail(f"timed out after {timeout} s waiting for {what}")
+
+
+@pytest.fixture
+def faults():
+    """Helpers: ``WORKERS``, ``launch_env(...)``, ``wait_for(...)``, ``free_port()``."""
+    import types
+
+    return types.SimpleNamespace(
+        WORKERS=WORKERS, launch_env=launch_env, wait_for=wait_for, free_port=free_port
+    )

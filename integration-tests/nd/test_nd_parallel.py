@@ -125,8 +125,45 @@ def test_config_file_section_is_validated(tmp_path):
 @pytest.mark.four_processes
 @pytest.mark.timeout(500)
 def test_example_runs_through_accel_launch():
-    done = _launch(
-        "--cpu", "--num_processes", "4", "docs/examples/nd_parallel.py", timeout=480
-    )
+    done = _launch("--cpu", "--num_processes", "4", "docs/examples/nd_parallel.py", timeout=480)
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-6000:])
     assert "nd_parallel: done" in done.stdout
+
+
+@pytest.mark.timeout(300)
+def test_context_parallel_mesh_loaders_and_buffer_sharding():
+    """cp_size=2 on 2 processes: buffers split head-tail along the sequence, restored on exit."""
+    assert "ok cp" in _run(_torchrun(2, "cp"), timeout=280)
+
+
+@pytest.mark.timeout(200)
+def test_accel_config_asks_for_the_layout_and_launch_checks_it(tmp_path):
+    import yaml
+
+    answers = tmp_path / "answers.yaml"
+    answers.write_text(
+        "distributed_type: multi-CPU\nnum_processes: 4\nuse_fsdp: true\n"
+        "fsdp_config.fsdp_version: 2\nuse_parallelism_config: true\n"
+        "parallelism_config.parallelism_config_dp_shard_size: 2\n"
+        "parallelism_config.parallelism_config_tp_size: 2\n"
+    )
+    out_file = tmp_path / "nd.yaml"
+    done = subprocess.run(
+        [sys.executable, "-m", "accel_cli", "config", "--answers", str(answers)]
+        + ["--config_file", str(out_file)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(),
+    )
+    assert done.returncode == 0, done.stderr
+    data = yaml.safe_load(out_file.read_text())
+    assert data["parallelism_config"]["parallelism_config_tp_size"] == 2
+    assert data["parallelism_config"]["parallelism_config_dp_shard_size"] == 2
+    script = tmp_path / "s.py"
+    script.write_text("print('ran')\n")
+    done = _launch("--config_file", str(out_file), "--dry_run", str(script))
+    assert done.returncode == 0, done.stderr
+    assert "PARALLELISM_CONFIG_TP_SIZE=2" in done.stdout + done.stderr, done.stdout
+    done = _launch("--config_file", str(out_file), "--num_processes", "8", str(script))
+    assert done.returncode == 2 and "num_processes (8)" in done.stderr, done.stderr

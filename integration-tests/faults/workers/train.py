@@ -60,6 +60,8 @@ for _epoch in range(loader.epoch, args.epochs):
         time.sleep(args.step_sleep)
 accelerator.wait_for_everyone()
 if accelerator.is_main_process:
-    weights = {k: v.detach().clone() for k, v in accelerator.unwrap_model(model).state_dict().items()}
+    weights = {
+        k: v.detach().clone() for k, v in accelerator.unwrap_model(model).state_dict().items()
+    }
     torch.save(weights, project / "final.pt")
     print(f"finished after step {step} (pid {os.getpid()})", flush=True)

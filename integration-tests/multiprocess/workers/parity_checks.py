@@ -106,9 +106,7 @@ def check_sharding_matches_accelerate() -> None:
         sampler = BatchSampler(
             SequentialSampler(range(case["samples"])), case["batch_size"], case["drop_last"]
         )
-        shard = BatchSamplerShard(
-            sampler, 2, rank, case["split_batches"], case["even_batches"]
-        )
+        shard = BatchSamplerShard(sampler, 2, rank, case["split_batches"], case["even_batches"])
         assert list(shard) == case["shards"][rank], (case, list(shard))
         assert len(shard) == case["lengths"][rank], (case, len(shard))
         checked += 1

@@ -124,7 +124,9 @@ def check_weights(acc: Accelerator, model, reference: Reference, what: str) -> N
         expected = reference.model.state_dict()
         assert set(state) == set(expected), (sorted(state), sorted(expected))
         for name, value in expected.items():
-            torch.testing.assert_close(state[name], value, atol=2e-5, rtol=1e-4, msg=f"{what} {name}")
+            torch.testing.assert_close(
+                state[name], value, atol=2e-5, rtol=1e-4, msg=f"{what} {name}"
+            )
 
 
 def check_loaders(acc: Accelerator, layout: dict[str, int]) -> None:
@@ -155,7 +157,9 @@ def run_parity(layout: dict[str, int], steps: int = 3) -> None:
     acc = accelerator_for(layout, sharded=layout.get("dp_shard_size", 1) > 1)
     assert acc.distributed_type == "FSDP", acc.distributed_type
     mesh = acc.torch_device_mesh
-    expected_dims = tuple(n for n in ("dp_replicate", "dp_shard", "tp") if layout.get(f"{n}_size", 1) > 1)
+    expected_dims = tuple(
+        n for n in ("dp_replicate", "dp_shard", "tp") if layout.get(f"{n}_size", 1) > 1
+    )
     assert mesh.mesh_dim_names == expected_dims, mesh.mesh_dim_names
     reference = Reference().run(steps)
     model = make_model()
@@ -194,7 +198,11 @@ def run_parity(layout: dict[str, int], steps: int = 3) -> None:
 
 
 def run_resume(mode: str, folder: Path) -> None:
-    layouts = {"save": {"dp_shard_size": 2, "tp_size": 2}, "load4": {"dp_shard_size": 4}, "load1": None}
+    layouts = {
+        "save": {"dp_shard_size": 2, "tp_size": 2},
+        "load4": {"dp_shard_size": 4},
+        "load1": None,
+    }
     start, stop = {"save": (0, 2), "load4": (2, 4), "load1": (4, 6)}[mode]
     acc = accelerator_for(layouts[mode])
     model = make_model()
@@ -231,7 +239,9 @@ def run_context_parallel() -> None:
         buffers=[ids, labels], buffer_seq_dims=[1, 1], no_restore_buffers={ids}
     ):
         keep = load_balanced_indices(16, rank, 2)
-        assert ids.shape == (2, 8) and torch.equal(ids, torch.arange(32).reshape(2, 16)[:, keep]), ids
+        assert ids.shape == (2, 8) and torch.equal(ids, torch.arange(32).reshape(2, 16)[:, keep]), (
+            ids
+        )
         assert torch.equal(labels, torch.arange(32).reshape(2, 16)[:, keep] + 100)
         # every position is on exactly one rank
         everyone: list = [None] * acc.num_processes

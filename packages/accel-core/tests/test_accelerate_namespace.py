@@ -24,7 +24,9 @@ def _accelerate_names() -> list[tuple[str, str]]:
 
 def _omitted() -> set[str]:
     text = PORTING.read_text()
-    match = re.search(r"^## [^\n]*names accel does not provide\n(.*?)(?=^## |\Z)", text, re.S | re.M | re.I)
+    match = re.search(
+        r"^## [^\n]*names accel does not provide\n(.*?)(?=^## |\Z)", text, re.S | re.M | re.I
+    )
     assert match, "docs/porting.md has no 'Names accel does not provide' section"
     names = set()
     for line in match.group(1).splitlines():  # the indented lines under each reason list the names

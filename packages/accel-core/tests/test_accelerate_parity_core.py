@@ -104,7 +104,10 @@ def test_align_devices_hook_offloads_own_weights_without_weights_map():
 def test_layerwise_casting_hooks_store_low_and_compute_high():
     model = Net()
     attach_layerwise_casting_hooks(
-        model, storage_dtype=torch.bfloat16, compute_dtype=torch.float32, skip_modules_pattern=("b",)
+        model,
+        storage_dtype=torch.bfloat16,
+        compute_dtype=torch.float32,
+        skip_modules_pattern=("b",),
     )
     assert model.a.weight.dtype == torch.bfloat16 and model.b.weight.dtype == torch.float32
     assert model(torch.randn(2, 3)).dtype == torch.float32
@@ -127,7 +130,9 @@ def test_load_checkpoint_in_model_reads_a_flat_index(tmp_path):
     source = Net()
     state = source.state_dict()
     save_file({k: v for k, v in state.items() if k.startswith("a.")}, tmp_path / "one.safetensors")
-    save_file({k: v for k, v in state.items() if not k.startswith("a.")}, tmp_path / "two.safetensors")
+    save_file(
+        {k: v for k, v in state.items() if not k.startswith("a.")}, tmp_path / "two.safetensors"
+    )
     flat = {k: ("one.safetensors" if k.startswith("a.") else "two.safetensors") for k in state}
     (tmp_path / "index.json").write_text(json.dumps(flat))
     target = Net()
@@ -195,4 +200,7 @@ def test_top_level_and_utils_names_of_accelerate():
         assert "ACCEL_ISSUE19_PROBE" not in os.environ
     assert os.environ.pop("ACCEL_ISSUE19_PROBE") == "1"
     assert utils.is_torch_version(">=", "2.0") and isinstance(utils.is_bf16_available(), bool)
-    assert utils.is_xpu_available() in (True, False) and utils.is_torch_xla_available() in (True, False)
+    assert utils.is_xpu_available() in (True, False) and utils.is_torch_xla_available() in (
+        True,
+        False,
+    )

@@ -71,7 +71,10 @@ def test_uneven_last_round_gives_no_empty_batch_unless_asked():
     opt_in.empty_batches = True
     assert list(opt_in) == [[1], []]
     loader = prepare_data_loader(
-        DataLoader(list(range(3)), batch_size=1), num_processes=2, process_index=1, even_batches=False
+        DataLoader(list(range(3)), batch_size=1),
+        num_processes=2,
+        process_index=1,
+        even_batches=False,
     )
     assert [b.tolist() for b in loader] == [[1]]
     loader = prepare_data_loader(

@@ -103,7 +103,9 @@ def test_replicate_alone_is_plain_data_parallelism():
 def test_total_size_must_match_the_world_and_names_the_sizes():
     config = ParallelismConfig(dp_shard_size=2, tp_size=2)
     config.validate_world(4)
-    with pytest.raises(ConfigError, match=r"total_size \(4 = .*dp_shard_size=2.*tp_size=2\).*num_processes \(8\)"):
+    with pytest.raises(
+        ConfigError, match=r"total_size \(4 = .*dp_shard_size=2.*tp_size=2\).*num_processes \(8\)"
+    ):
         config.validate_world(8)
     everyone_replicates = ParallelismConfig()
     everyone_replicates.validate_world(3)

@@ -43,7 +43,6 @@ _NAMES: dict[str, str] = {
     "debug_launcher": "accel.launchers.notebook",
     "hookimpl": "accel.hookspecs",
     "synchronize_rng_states": "accel.rng",
-    "ParallelismConfig": "accel.parallelism_config",
     "is_rich_available": "accel.imports",
     "ParallelismConfig": "accel.parallelism_config",
 }

@@ -37,7 +37,9 @@ def _found(*modules: str) -> bool:
     return True
 
 
-def compare_versions(library_or_version: str | Version, operation: str, requirement_version: str) -> bool:
+def compare_versions(
+    library_or_version: str | Version, operation: str, requirement_version: str
+) -> bool:
     """Compare a library's installed version (or a version) with ``requirement_version`` (``operation`` like ``">="``)."""
     if operation not in STR_OPERATION_TO_FUNC:
         raise ValueError(f"operation {operation!r}: use one of {', '.join(STR_OPERATION_TO_FUNC)}")
@@ -160,7 +162,7 @@ def is_fp16_available() -> bool:
 
 def is_fp8_available() -> bool:
     """Whether an FP8 backend library (TransformerEngine, MS-AMP or torchao) is installed."""
-    return is_transformer_engine_available() or is_msamp_available() or is_torchao_available()
+    return is_transformer_engine_available() or _found("msamp") or _found("torchao")
 
 
 def is_transformer_engine_available() -> bool:

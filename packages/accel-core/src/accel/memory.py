@@ -178,7 +178,11 @@ def dtype_byte_size(dtype: torch.dtype) -> float:
     """Bytes one element of ``dtype`` takes (``0.125`` for ``torch.bool``, ``0.5`` for 4-bit types)."""
     if dtype == torch.bool:
         return 1 / 8
-    if dtype in (getattr(torch, "quint4x2", None), getattr(torch, "int4", None), getattr(torch, "uint4", None)):
+    if dtype in (
+        getattr(torch, "quint4x2", None),
+        getattr(torch, "int4", None),
+        getattr(torch, "uint4", None),
+    ):
         return 0.5
     if dtype.is_floating_point or dtype.is_complex:
         return torch.finfo(dtype).bits / 8 if not dtype.is_complex else dtype.itemsize

@@ -26,8 +26,16 @@ def get_mixed_precision_context_manager(
     from accel.state import AcceleratorState, PartialState
 
     state = PartialState()
-    precision = getattr(AcceleratorState(), "mixed_precision", "no") if AcceleratorState._shared_state else "no"
-    kwargs = autocast_kwargs.to_kwargs() if hasattr(autocast_kwargs, "to_kwargs") else dict(autocast_kwargs or {})
+    precision = (
+        getattr(AcceleratorState(), "mixed_precision", "no")
+        if AcceleratorState._shared_state
+        else "no"
+    )
+    kwargs = (
+        autocast_kwargs.to_kwargs()
+        if hasattr(autocast_kwargs, "to_kwargs")
+        else dict(autocast_kwargs or {})
+    )
     if precision in ("fp16", "bf16"):
         kwargs.setdefault("dtype", torch.float16 if precision == "fp16" else torch.bfloat16)
         return torch.autocast(device_type=state.device.type, **kwargs)

@@ -50,7 +50,9 @@ def extract_model_from_parallel(
             ):
                 del model.__dict__["forward"]
     if keep_torch_compile and compiled is not None:
-        if compiled._orig_mod is not model:  # torch.compile(DDP(model)): unwrap inside the compiled module
+        if (
+            compiled._orig_mod is not model
+        ):  # torch.compile(DDP(model)): unwrap inside the compiled module
             compiled._orig_mod = model
         return compiled
     return model
@@ -80,7 +82,9 @@ def compile_regions(model: torch.nn.Module, **compile_kwargs: Any) -> torch.nn.M
 
 def is_compiled_module(module: Any) -> bool:
     """Whether ``module`` is the result of ``torch.compile`` (an ``OptimizedModule``)."""
-    return hasattr(torch, "_dynamo") and isinstance(module, torch._dynamo.eval_frame.OptimizedModule)
+    return hasattr(torch, "_dynamo") and isinstance(
+        module, torch._dynamo.eval_frame.OptimizedModule
+    )
 
 
 def has_compiled_regions(module: Any) -> bool:

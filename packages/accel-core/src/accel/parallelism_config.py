@@ -216,8 +216,10 @@ class ParallelismConfig:
                 "context parallelism (CP) and sequence parallelism (SP) are mutually exclusive: "
                 f"got cp_size={self.cp_size} and sp_size={self.sp_size}; set one of them to 1"
             )
-        if (self.tp_size > 1 or self.cp_size > 1) and self.dp_replicate_size > 1 and (
-            self.dp_shard_size == 1
+        if (
+            (self.tp_size > 1 or self.cp_size > 1)
+            and self.dp_replicate_size > 1
+            and (self.dp_shard_size == 1)
         ):
             raise ConfigError(
                 "tensor/context parallelism (tp_size/cp_size > 1) cannot be combined with pure "

@@ -247,9 +247,7 @@ def load_balanced_indices(length: int, rank: int, size: int) -> torch.Tensor:
     return torch.cat([first, second])
 
 
-def clip_grad_norm_(
-    parameters: Any, max_norm: float, norm_type: float = 2.0
-) -> torch.Tensor:
+def clip_grad_norm_(parameters: Any, max_norm: float, norm_type: float = 2.0) -> torch.Tensor:
     """Clip gradients that mix DTensors (TP / FSDP shards, any meshes) and plain tensors.
 
     Gradients are grouped by kind (plain, or DTensor mesh and placements); each group's

@@ -37,7 +37,9 @@ def _check_layout(values: dict[str, Any]) -> None:
 PARALLELISM_SECTION = Section(
     "parallelism_config",
     [
-        _size("dp_replicate_size", "processes holding model replicas (HSDP with dp_shard_size > 1)"),
+        _size(
+            "dp_replicate_size", "processes holding model replicas (HSDP with dp_shard_size > 1)"
+        ),
         _size("dp_shard_size", "processes the parameters are sharded over (FSDP2)"),
         _size("tp_size", "processes each weight is split over (tensor parallelism)"),
         _size("cp_size", "processes each sequence is split over (context parallelism)"),

@@ -107,6 +107,27 @@ def accel_config_questions(ask: Any, config: dict) -> None:
         ask, "fsdp_activation_checkpointing", "Activation checkpointing?"
     )
     config["fsdp_config"] = section
+    if section["fsdp_version"] == 2 and ask.confirm(
+        "Do you want to use the parallelism config (N-D parallelism)?",
+        default=False,
+        key="use_parallelism_config",
+    ):
+        from .nd_config import PARALLELISM_SECTION as P
+        from .nd_config import PREFIX
+
+        layout: dict[str, Any] = {}
+        for name, question in (
+            ("dp_replicate_size", "Data-parallel replicate size?"),
+            ("dp_shard_size", "FSDP shard size?"),
+            ("tp_size", "Tensor-parallel size?"),
+            ("cp_size", "Context-parallel size?"),
+        ):
+            layout[PREFIX + name] = P.ask(ask, PREFIX + name, question)
+        if layout[PREFIX + "cp_size"] > 1:
+            layout[PREFIX + "cp_comm_strategy"] = P.ask(
+                ask, PREFIX + "cp_comm_strategy", "Context-parallel communication strategy?"
+            )
+        config["parallelism_config"] = layout
 
 
 @hookimpl

@@ -460,3 +460,16 @@ def main_device(device_map: Mapping[str, Any]) -> Device:
     if not devices:
         return "cpu"
     return min(devices, key=_device_rank)
+
+
+def check_tied_parameters_on_same_device(
+    tied_params: list[list[str]], device_map: dict[str, Any]
+) -> None:
+    """Warn for every group of tied parameters that ``device_map`` puts on several devices."""
+    for group in tied_params:
+        placed = {name: device_for(name, device_map) for name in group}
+        if len(set(map(str, placed.values()))) > 1:
+            warnings.warn(
+                f"tied parameters are on different devices: {placed}; put them on one device",
+                stacklevel=2,
+            )

@@ -248,7 +248,9 @@ class AlignDevicesHook(ModelHook):
             module.named_buffers(recurse=self.place_submodules, remove_duplicate=False)
         )
         if self.offload:
-            if self.weights_map is None:  # as in Accelerate: offload the module's own weights to RAM
+            if (
+                self.weights_map is None
+            ):  # as in Accelerate: offload the module's own weights to RAM
                 self.weights_map = {
                     name: tensor.detach().to("cpu")
                     for name, tensor in named_module_tensors(
@@ -600,8 +602,6 @@ def _attach_blocks(
         )
 
 
-
-
 def _hooks_of(module: torch.nn.Module) -> list[ModelHook]:
     hook = module.__dict__.get(HOOK_ATTR)
     if hook is None:
@@ -708,7 +708,9 @@ def attach_layerwise_casting_hooks(
     expression of ``skip_modules_pattern``, or whose class is in ``skip_modules_classes``,
     are left as they are (with everything under them).
     """
-    patterns = (skip_modules_pattern,) if isinstance(skip_modules_pattern, str) else skip_modules_pattern
+    patterns = (
+        (skip_modules_pattern,) if isinstance(skip_modules_pattern, str) else skip_modules_pattern
+    )
 
     def visit(current: torch.nn.Module, name: str) -> None:
         if skip_modules_classes is not None and isinstance(current, skip_modules_classes):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import torch
 
@@ -144,28 +145,14 @@ def retie_parameters(model: torch.nn.Module, tied_params: list[list[str]]) -> No
             owner._parameters[attr] = first
 
 
-def check_tied_parameters_on_same_device(tied_params: list[list[str]], device_map: dict[str, Any]) -> None:
-    """Warn for every group of tied parameters that ``device_map`` puts on several devices."""
-    import warnings
-
-    from accel.big_model.device_map import device_for
-
-    for group in tied_params:
-        placed = {name: device_for(name, device_map) for name in group}
-        if len(set(map(str, placed.values()))) > 1:
-            warnings.warn(
-                f"tied parameters are on different devices: {placed}; put them on one device",
-                stacklevel=2,
-            )
-
-
 def check_tied_parameters_in_config(model: torch.nn.Module) -> bool:
     """Whether ``model``'s (transformers) config asks for tied word embeddings or encoder/decoder weights."""
     config = getattr(model, "config", None)
     if config is None:
         return False
     tied = bool(getattr(config, "tie_word_embeddings", False)) or bool(
-        getattr(config, "is_encoder_decoder", False) and getattr(config, "tie_encoder_decoder", False)
+        getattr(config, "is_encoder_decoder", False)
+        and getattr(config, "tie_encoder_decoder", False)
     )
     has_inputs = callable(getattr(model, "get_input_embeddings", None))
     return tied and has_inputs

@@ -214,7 +214,11 @@ class CheckpointManager:
     # -- the files ----------------------------------------------------------------
     def _write_atomically(self, final: Path, safe_serialization: bool, meta: dict) -> Path:
         tmp = layout.temporary_dir(final)
-        main = self.state.is_main_process
+        from accel.distributed.operations import broadcast_object_list
+
+        # a process given its own directory (not the main one's) stages and moves it itself
+        main_final = broadcast_object_list([os.fspath(final.resolve())])[0]
+        main = self.state.is_main_process or os.fspath(final.resolve()) != main_final
         if main:
             if tmp.exists():
                 shutil.rmtree(tmp)

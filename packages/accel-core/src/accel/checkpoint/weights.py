@@ -154,7 +154,9 @@ def load_weights(
     return torch.load(path, map_location=device, weights_only=True)
 
 
-def clean_state_dict_for_safetensors(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def clean_state_dict_for_safetensors(
+    state_dict: dict[str, torch.Tensor],
+) -> dict[str, torch.Tensor]:
     """``state_dict`` ready for safetensors: tensors sharing storage kept once, all contiguous."""
     seen: dict[Any, str] = {}
     cleaned: dict[str, torch.Tensor] = {}
@@ -169,7 +171,12 @@ def clean_state_dict_for_safetensors(state_dict: dict[str, torch.Tensor]) -> dic
     return cleaned
 
 
-def save(obj: Any, f: str | os.PathLike, save_on_each_node: bool = False, safe_serialization: bool = False) -> None:
+def save(
+    obj: Any,
+    f: str | os.PathLike,
+    save_on_each_node: bool = False,
+    safe_serialization: bool = False,
+) -> None:
     """Save ``obj`` to ``f`` once per machine (``save_on_each_node``) or once in all, on the (local) main process.
 
     ``safe_serialization`` writes safetensors (``obj`` must then be a dict of tensors).
@@ -202,7 +209,9 @@ def load(f: str | os.PathLike, map_location: Any = None, **kwargs: Any) -> Any:
     return torch.load(f, map_location=map_location, **kwargs)
 
 
-def load_state_dict(checkpoint_file: str | os.PathLike, device_map: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
+def load_state_dict(
+    checkpoint_file: str | os.PathLike, device_map: dict[str, Any] | None = None
+) -> dict[str, torch.Tensor]:
     """The tensors of one checkpoint file (safetensors or a weights-only torch file), on the CPU."""
     del device_map  # every tensor is read to the CPU; dispatch places it
     return load(checkpoint_file, map_location="cpu")

@@ -682,7 +682,9 @@ def prepare_data_loader(
         "non_blocking": non_blocking,
         "use_stateful_dataloader": use_stateful_dataloader,
     }
-    batch_size = getattr(original, "batch_size", None) if sampler_is_batch_sampler else dataloader.batch_size
+    batch_size = (
+        getattr(original, "batch_size", None) if sampler_is_batch_sampler else dataloader.batch_size
+    )
     if split_batches and batch_size is not None and batch_size % n != 0:
         raise ValueError(
             f"split_batches=True needs a batch size ({batch_size}) that is a multiple of the number of processes ({n})"

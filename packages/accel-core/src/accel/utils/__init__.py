@@ -86,6 +86,7 @@ _add(
     "check_device_map",
     "clean_device_map",
     "get_max_layer_size",
+    "check_tied_parameters_on_same_device",
 )
 _add(
     "accel.big_model.offload",
@@ -161,7 +162,6 @@ _add(
 _add(
     "accel.big_model.modeling",
     "check_tied_parameters_in_config",
-    "check_tied_parameters_on_same_device",
     "extract_submodules_state_dict",
     "get_module_children_bottom_up",
     "named_module_tensors",
@@ -176,45 +176,67 @@ _add("accel.parallelism_config", "ParallelismConfig")
 _add("accel.progress", "tqdm")
 
 
-def _add_probes() -> None:
-    from accel.imports import _LIBRARIES
-
-    names = [f"is_{pretty}_available" for pretty in _LIBRARIES]
-    names += [
-        "compare_versions",
-        "is_torch_version",
-        "is_cuda_available",
-        "is_mps_available",
-        "is_xpu_available",
-        "is_npu_available",
-        "is_mlu_available",
-        "is_musa_available",
-        "is_sdaa_available",
-        "is_hpu_available",
-        "is_habana_gaudi1",
-        "is_neuron_available",
-        "is_torch_xla_available",
-        "is_bf16_available",
-        "is_fp16_available",
-        "is_fp8_available",
-        "is_transformer_engine_available",
-        "is_transformer_engine_mxfp8_available",
-        "is_rocm_available",
-        "is_xccl_available",
-        "is_weights_only_available",
-        "is_torchdata_stateful_dataloader_available",
-        "is_bnb_available",
-        "is_8bit_bnb_available",
-        "is_4bit_bnb_available",
-        "is_bitsandbytes_multi_backend_available",
-        "is_pynvml_available",
-        "is_amdsmi_available",
-        "is_sagemaker_available",
-    ]
-    _add("accel.imports", *names)
-
-
-_add_probes()
+_add(
+    "accel.imports",
+    "is_aim_available",
+    "is_boto3_available",
+    "is_clearml_available",
+    "is_comet_ml_available",
+    "is_datasets_available",
+    "is_deepspeed_available",
+    "is_dvclive_available",
+    "is_import_timer_available",
+    "is_lomo_available",
+    "is_matplotlib_available",
+    "is_megatron_lm_available",
+    "is_mlflow_available",
+    "is_msamp_available",
+    "is_pandas_available",
+    "is_peft_available",
+    "is_pippy_available",
+    "is_pytest_available",
+    "is_rich_available",
+    "is_schedulefree_available",
+    "is_swanlab_available",
+    "is_tensorboard_available",
+    "is_timm_available",
+    "is_torchao_available",
+    "is_torchdata_available",
+    "is_torchvision_available",
+    "is_trackio_available",
+    "is_transformers_available",
+    "is_triton_available",
+    "is_wandb_available",
+    "compare_versions",
+    "is_torch_version",
+    "is_cuda_available",
+    "is_mps_available",
+    "is_xpu_available",
+    "is_npu_available",
+    "is_mlu_available",
+    "is_musa_available",
+    "is_sdaa_available",
+    "is_hpu_available",
+    "is_habana_gaudi1",
+    "is_neuron_available",
+    "is_torch_xla_available",
+    "is_bf16_available",
+    "is_fp16_available",
+    "is_fp8_available",
+    "is_transformer_engine_available",
+    "is_transformer_engine_mxfp8_available",
+    "is_rocm_available",
+    "is_xccl_available",
+    "is_weights_only_available",
+    "is_torchdata_stateful_dataloader_available",
+    "is_bnb_available",
+    "is_8bit_bnb_available",
+    "is_4bit_bnb_available",
+    "is_bitsandbytes_multi_backend_available",
+    "is_pynvml_available",
+    "is_amdsmi_available",
+    "is_sagemaker_available",
+)
 
 
 def __getattr__(name: str) -> Any:
