@@ -8,6 +8,7 @@ later runs reuse them.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,13 @@ import pytest
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[1]
+pytestmark = pytest.mark.skipif(
+    shutil.which(os.environ.get("CXX", "c++")) is None,
+    reason=(
+        "DeepSpeed JIT-builds its CPU ops (shm_comm, cpu_adam) with a C++ compiler: "
+        "apt-get install g++ (see .ci/setup.d/deepspeed.sh)"
+    ),
+)
 
 
 def _env() -> dict[str, str]:

@@ -25,7 +25,9 @@ def objects(seed: int):
     GradientState._reset_state()
     set_seed(seed)
     accelerator = Accelerator()
-    model = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Dropout(0.1), torch.nn.Linear(16, 1))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(4, 16), torch.nn.Dropout(0.1), torch.nn.Linear(16, 1)
+    )
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=4, gamma=0.5)
     loader = DataLoader(dataset, batch_size=8, shuffle=True)

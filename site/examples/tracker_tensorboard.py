@@ -39,6 +39,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 events = EventAccumulator(str(run_dir))
 events.Reload()
 scalars = events.Scalars("train_loss")
-print(f"{len(scalars)} scalars in {run_dir}; first {scalars[0].value:.3f}, last {scalars[-1].value:.3f}")
+print(
+    f"{len(scalars)} scalars in {run_dir}; first {scalars[0].value:.3f}, last {scalars[-1].value:.3f}"
+)
 assert [s.step for s in scalars] == list(range(20))
 assert scalars[-1].value < scalars[0].value

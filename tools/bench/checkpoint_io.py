@@ -647,7 +647,8 @@ def report(scenario: str, rows: dict[str, dict[str, float] | str]) -> None:
     )
     for name, row in rows.items():
         if isinstance(row, str):
-            print(f"{name:<12} FAILED: {row}")
+            label = "n/a" if row.startswith("not sharded") else "FAILED"
+            print(f"{name:<12} {label}: {row}")
             continue
         print(
             f"{name:<12} {row['save_s']:>8.3f} {row['durable_s']:>10.3f} {row['load_s']:>8.3f} "

@@ -62,7 +62,14 @@ def _planned(accel, *argv: str, extra: dict | None = None) -> dict[str, str]:
     return lines
 
 
-def test_mpi_question_flag_and_launch(accel, tmp_path):
+NEEDS_MPIRUN = pytest.mark.skipif(
+    shutil.which("mpirun") is None,
+    reason="needs mpirun (Open MPI: apt-get install openmpi-bin, see .ci/setup.d/openmpi.sh)",
+)
+
+
+def test_mpi_question_and_torchrun_without_host_file(accel, tmp_path):
+    """The questions write the section; without a host file the plan is torchrun's (no MPI needed)."""
     config = _configure(
         accel,
         tmp_path,
@@ -70,6 +77,18 @@ def test_mpi_question_flag_and_launch(accel, tmp_path):
          "mpirun_config.mpirun_hostfile": "hosts", "mpirun_config.mpirun_ccl": 2},
     )  # fmt: skip
     assert config["mpirun_config"] == {"mpirun_hostfile": "hosts", "mpirun_ccl": 2}
+    plan = _planned(accel, "--cpu", "--num_processes", "2", "train.py")  # no host file: torchrun
+    assert plan["launcher"] == "torchrun"
+
+
+@NEEDS_MPIRUN
+def test_mpi_config_and_flag_plan_an_mpirun_launch(accel, tmp_path):
+    _configure(
+        accel,
+        tmp_path,
+        {"distributed_type": "multi-CPU", "num_processes": 2, "use_mpirun": True,
+         "mpirun_config.mpirun_hostfile": "hosts", "mpirun_config.mpirun_ccl": 2},
+    )  # fmt: skip
     plan = _planned(accel, "--config_file", "c.yaml", "train.py")
     assert plan["launcher"] == "mpirun" and "-np 2 --map-by ppr:2:node" in plan["command"]
     plan = _planned(
@@ -79,8 +98,6 @@ def test_mpi_question_flag_and_launch(accel, tmp_path):
         plan["launcher"] == "mpirun"
         and "accel_cluster.mpi.worker --script train.py" in plan["command"]
     )
-    plan = _planned(accel, "--cpu", "--num_processes", "2", "train.py")  # no host file: torchrun
-    assert plan["launcher"] == "torchrun"
 
 
 def test_slurm_question_and_flag(accel, tmp_path):

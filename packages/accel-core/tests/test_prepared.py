@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from accel import Accelerator
 from accel.errors import MissingPluginError
 from accel.optimizer import AcceleratedOptimizer

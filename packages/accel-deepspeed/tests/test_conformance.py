@@ -8,11 +8,20 @@ DeepSpeed JIT-builds C++ ops on first use; they are kept in ``$TORCH_EXTENSIONS_
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
+import pytest
 from accel.testing import BackendConformance
 
 REPO = Path(__file__).resolve().parents[3]
+pytestmark = pytest.mark.skipif(
+    shutil.which(os.environ.get("CXX", "c++")) is None,
+    reason=(
+        "DeepSpeed JIT-builds its CPU ops (shm_comm, cpu_adam) with a C++ compiler: "
+        "apt-get install g++ (see .ci/setup.d/deepspeed.sh)"
+    ),
+)
 
 
 class TestDeepSpeedZero2Conformance(BackendConformance):

@@ -13,7 +13,8 @@ from ._base import LibraryTracker, image_list, is_number, plain_config, to_numpy
 class AimTracker(LibraryTracker):
     """An Aim run in the repository ``logging_dir`` (``.aim`` is created there).
 
-    ``aim.Run(repo=logging_dir, experiment=run_name, **kwargs)``; the configuration is
+    ``aim.Run(repo=logging_dir, experiment=run_name, **kwargs)``, named ``run_name`` (the
+    project name of ``init_trackers``, as in Accelerate); the configuration is
     stored as ``run["hparams"]``, numbers are tracked with ``run.track(value, name, step)``.
     Open the results with ``aim up --repo <logging_dir>``.
     """
@@ -31,7 +32,9 @@ class AimTracker(LibraryTracker):
         kwargs = dict(self.init_kwargs)
         kwargs.setdefault("experiment", self.run_name)
         os.makedirs(self.logging_dir, exist_ok=True)
-        return aim.Run(repo=self.logging_dir, **kwargs)
+        run = aim.Run(repo=self.logging_dir, **kwargs)
+        run.name = self.run_name
+        return run
 
     def _store_config(self, values: dict[str, Any]) -> None:
         self._run["hparams"] = plain_config(values)

@@ -31,19 +31,34 @@ def clearml_configured(kwargs: dict[str, Any]) -> bool:
     return any_file([os.environ.get("CLEARML_CONFIG_FILE"), "~/clearml.conf"])
 
 
+SERIES_PREFIXES = ("eval", "test", "train")
+"""Key prefixes that choose the series of a reported value (as in Accelerate)."""
+
+
 def split_key(key: str) -> tuple[str, str]:
-    """ClearML's (title, series) for a logged key: ``"eval/loss"`` -> ``("eval", "loss")``."""
-    title, sep, series = key.partition("/")
-    return (title, series) if sep else (key, key)
+    """ClearML's (title, series) for a logged key, as Accelerate reports it.
+
+    A key starting with ``eval_``, ``test_`` or ``train_`` (or ``eval/``, ...) goes to that
+    series, under the rest of the key: ``"eval_loss"`` -> ``("loss", "eval")``. Any other
+    key is a graph of the ``train`` series: ``"loss"`` -> ``("loss", "train")``.
+    """
+    for prefix in SERIES_PREFIXES:
+        for sep in ("_", "/"):
+            if key.startswith(prefix + sep) and len(key) > len(prefix) + 1:
+                return key[len(prefix) + 1 :], prefix
+    return key, "train"
 
 
 class ClearMLTracker(LibraryTracker):
     """A ClearML task: ``Task.init(project_name=run_name, task_name=..., **kwargs)``.
 
-    ``task_name`` defaults to the project name. Numbers are reported as scalars: key
-    ``"title/series"`` becomes that graph and series, a plain key is both; with
-    ``step=None`` they are single values. The configuration is connected as the
-    ``General`` hyperparameters section.
+    ``project_name`` and ``task_name`` default to ``$CLEARML_PROJECT`` / ``$CLEARML_TASK``,
+    else to the project name of ``init_trackers``. A task that already runs
+    (``Task.current_task()``, e.g. started by ``clearml-agent``) is used instead, and is
+    not closed by :meth:`finish`. Numbers are reported as scalars, graph and series
+    chosen by :func:`split_key` (``eval_loss`` -> graph ``loss``, series ``eval``); with
+    ``step=None`` they are single values. The configuration is stored as the task's
+    configuration (``Task.connect_configuration``, section ``General``).
 
     Offline default: unless ClearML is configured (see :func:`clearml_configured`), the task
     runs in ClearML's offline mode: the session is written under
@@ -62,10 +77,11 @@ class ClearMLTracker(LibraryTracker):
     def _create_run(self) -> Any:
         clearml = self.import_library()
         kwargs = dict(self.init_kwargs)
-        kwargs.setdefault("project_name", self.run_name)
-        kwargs.setdefault("task_name", self.run_name)
+        kwargs.setdefault("project_name", os.environ.get("CLEARML_PROJECT", self.run_name))
+        kwargs.setdefault("task_name", os.environ.get("CLEARML_TASK", self.run_name))
         existing = clearml.Task.current_task()
         if existing is not None:
+            self._external = True
             return existing
         if not clearml_configured(kwargs):
             clearml.Task.set_offline(offline_mode=True)
@@ -78,15 +94,17 @@ class ClearMLTracker(LibraryTracker):
             )
         return clearml.Task.init(**kwargs)
 
+    _external = False
+
     def _store_config(self, values: dict[str, Any]) -> None:
-        self._run.connect(plain_config(values), name="General")
+        self._run.connect_configuration(plain_config(values), name="General")
 
     def _log(self, values: dict[str, Any], step: int | None, **kwargs: Any) -> None:
         logger = self._run.get_logger()
         for key, value in values.items():
             if is_number(value):
                 if step is None:
-                    logger.report_single_value(name=key, value=value)
+                    logger.report_single_value(name=key, value=value, **kwargs)
                 else:
                     title, series = split_key(key)
                     logger.report_scalar(title, series, value, iteration=step, **kwargs)
@@ -121,19 +139,26 @@ class ClearMLTracker(LibraryTracker):
         step: int | None = None,
         **kwargs: Any,
     ) -> None:
-        """Report a table (``columns`` + ``data`` rows, or a pandas ``dataframe``)."""
+        """Report a table: a pandas ``dataframe``, or ``data`` rows (headed by ``columns`` if given).
+
+        Without ``columns`` the first row of ``data`` is the header. Graph and series are
+        chosen as for scalars (:func:`split_key`); ``kwargs`` go to ``Logger.report_table``.
+        """
+        if dataframe is None and data is None:
+            raise ValueError("ClearMLTracker.log_table needs `data` (or a `dataframe`)")
         if not self._ensure_run():
             return
         title, series = split_key(table_name)
         if dataframe is None:
-            table = [list(columns or [])] + [list(row) for row in (data or [])]
-            kwargs["table_plot"] = table
-        else:
-            kwargs["table_plot"] = dataframe
-        self._run.get_logger().report_table(title, series, iteration=step or 0, **kwargs)
+            rows = [list(row) for row in data]
+            dataframe = [list(columns), *rows] if columns else rows
+        self._run.get_logger().report_table(
+            title, series, iteration=step, table_plot=dataframe, **kwargs
+        )
 
     def _finish(self) -> None:
-        self._run.close()
+        if not self._external:
+            self._run.close()
 
 
 def _report_from_a_thread(task_class: Any) -> None:

@@ -1,7 +1,7 @@
 """The Accelerator's tracking component: the trackers of ``log_with`` for one run.
 
 :class:`TrackerManager` starts the trackers ``log_with`` names (``init_trackers``),
-fans ``log`` out to them and finishes them (``end_training``). The Accelerator's
+fans ``log`` out to them and finishes them (``end_training``; they stay listed). The Accelerator's
 methods of the same names delegate to it; it needs only the process state (which
 process logs) and the project configuration (where trackers write).
 """
@@ -95,7 +95,10 @@ class TrackerManager:
             tracker.log(values, step=step, **log_kwargs.get(tracker.name, {}))
 
     def finish(self) -> None:
-        """Finish every tracker and forget them (the caller then waits for all processes)."""
+        """Finish every tracker (the caller then waits for all processes).
+
+        The trackers stay in :attr:`trackers`, as in Accelerate: scripts read them (their
+        run ids, output folders) after ``end_training()``.
+        """
         for tracker in self.trackers:
             tracker.finish()
-        self.trackers = []
