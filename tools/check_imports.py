@@ -23,9 +23,10 @@ from __future__ import annotations
 import ast
 import re
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ROOT / "packages"
@@ -40,7 +41,12 @@ LAYERS: list[tuple[str, ...]] = [
     ("accel.logging", "accel.distributed", "accel.rng", "accel.memory", "accel.progress"),
     ("accel.data", "accel.optimizer", "accel.scheduler"),
     ("accel.models", "accel.checkpoint.weights", "accel.checkpoint.files"),
-    ("accel.checkpoint.layout", "accel.checkpoint.manifest", "accel.big_model.modeling", "accel.big_model.offload"),
+    (
+        "accel.checkpoint.layout",
+        "accel.checkpoint.manifest",
+        "accel.big_model.modeling",
+        "accel.big_model.offload",
+    ),
     ("accel.big_model.device_map",),
     ("accel.precision", "accel.backends", "accel.quantization", "accel.big_model.hooks"),
     ("accel.big_model", "accel.inference"),
@@ -206,9 +212,13 @@ def _utils_problems(core_src: Path) -> list[str]:
     for path in (core_src / "accel/utils").rglob("*.py"):
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.FunctionDef) and node.name not in allowed_functions:
-                problems.append(f"{path.relative_to(ROOT)}: defines {node.name}(): utils/ only re-exports")
+                problems.append(
+                    f"{path.relative_to(ROOT)}: defines {node.name}(): utils/ only re-exports"
+                )
             if isinstance(node, ast.ClassDef):
-                problems.append(f"{path.relative_to(ROOT)}: defines class {node.name}: utils/ only re-exports")
+                problems.append(
+                    f"{path.relative_to(ROOT)}: defines class {node.name}: utils/ only re-exports"
+                )
     return problems
 
 
@@ -247,7 +257,9 @@ def main() -> int:
                 private = [n for n in names if n.startswith("_") and n != "__version__"]
                 private += [part for part in target.split(".") if part.startswith("_")]
                 if private:
-                    problems.append(f"{rel}:{line}: imports private {', '.join(private)} from {target}")
+                    problems.append(
+                        f"{rel}:{line}: imports private {', '.join(private)} from {target}"
+                    )
                 declared = distributions[module.distribution][1]
                 if target_dist != "accel-core" and target_dist not in declared:
                     problems.append(

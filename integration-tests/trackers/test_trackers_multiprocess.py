@@ -366,7 +366,10 @@ def test_clearml(job):
             if event.get("type") == "training_stats_scalar":
                 rows.append((event["metric"], event["iter"], event["value"]))
     check_metrics(metric_table(rows))
-    check_config({k: v["value"] for k, v in task["hyperparams"]["General"].items()})
+    # the configuration is the task's configuration object (Task.connect_configuration), in HOCON
+    from clearml.utilities.pyhocon import ConfigFactory
+
+    check_config(ConfigFactory.parse_string(task["configuration"]["General"]["value"]))
     assert task["name"] == "accel_test"
 
 

@@ -53,5 +53,11 @@ def test_clearml(workdir, monkeypatch, tmp_path):
 
 
 def test_clearml_title_and_series():
-    assert split_key("eval/loss") == ("eval", "loss")
-    assert split_key("loss") == ("loss", "loss")
+    """As Accelerate: an ``eval_``/``test_``/``train_`` prefix is the series, other keys are ``train``."""
+    assert split_key("eval_loss") == ("loss", "eval")
+    assert split_key("test_acc") == ("acc", "test")
+    assert split_key("train_loss") == ("loss", "train")
+    assert split_key("eval/loss") == ("loss", "eval")
+    assert split_key("loss") == ("loss", "train")
+    assert split_key("training_loss") == ("training_loss", "train")
+    assert split_key("eval_") == ("eval_", "train")

@@ -190,6 +190,7 @@ def test_aim(workdir):
     (run_hash,) = repo.list_all_runs()
     RepoIndexManager(repo).index(run_hash)
     (run,) = list(aim.Repo.from_path(str(workdir)).iter_runs())
+    assert run.name == "proj"  # named after init_trackers' project name, as in Accelerate
     assert run["hparams"]["nested"] == {"a": 1} and run["hparams"]["loss_function"] == "MSELoss()"
     data = {m.name: m.data.numpy() for m in run.metrics()}
     steps, (values, *_rest) = data["loss"]
@@ -222,7 +223,9 @@ def test_mlflow(workdir):
 def test_dvclive(workdir):
     import yaml
 
-    run_tracker("dvclive", workdir)
+    accelerator = run_tracker("dvclive", workdir)
+    (tracker,) = accelerator.trackers  # still there after end_training, as in Accelerate
+    assert tracker.name == "dvclive" and tracker.live is tracker.tracker
     live = workdir / "dvclive"  # ./dvclive, or <project_dir>/dvclive when the Accelerator passes it
     lines = (live / "plots" / "metrics" / "loss.tsv").read_text().splitlines()
     assert lines == ["step\tloss", "0\t0.5", "5\t0.125"]
@@ -236,14 +239,20 @@ import json, sys, torch
 from accel import Accelerator
 accelerator = Accelerator(cpu=True, log_with="clearml")
 accelerator.init_trackers("proj", config={"lr": 0.1, "nested": {"a": 1}})
-accelerator.log({"loss": torch.tensor(0.5), "eval/acc": 0.25}, step=0)
-accelerator.log({"loss": 0.125, "note": "hello"}, step=5)
+accelerator.log({"loss": torch.tensor(0.5), "eval_acc": 0.25, "test/acc": 0.5}, step=0)
+accelerator.log({"train_loss": 0.125, "note": "hello"}, step=5)
 accelerator.log({"final": 1.0})
 tracker = accelerator.get_tracker("clearml")
 tracker.log_images({"samples/img": torch.rand(8, 8, 3)}, step=5)
 tracker.log_table("tab", columns=["a", "b"], data=[[1, 2], [3, 4]], step=5)
+tracker.log_table("eval_rows", data=[["x", "y"], [5, 6]], step=6)  # first row: the header
+try:
+    tracker.log_table("empty")
+except ValueError as exc:
+    print("NO DATA", exc)
 folder = str(tracker.tracker.get_offline_mode_folder())
 accelerator.end_training()
+assert accelerator.trackers == [tracker]  # still there after end_training, as in Accelerate
 print("FOLDER", folder)
 """
 
@@ -278,12 +287,87 @@ def test_clearml(workdir):
     ]
     assert single == [1.0]  # step=None: a single value
     assert {k: v for k, v in scalars.items() if k[0] != "Summary"} == {
-        ("loss", "loss", 0): 0.5,
-        ("eval", "acc", 0): 0.25,
-        ("loss", "loss", 5): 0.125,
+        ("loss", "train", 0): 0.5,  # no prefix: the train series
+        ("acc", "eval", 0): 0.25,  # eval_acc
+        ("acc", "test", 0): 0.5,  # test/acc
+        ("loss", "train", 5): 0.125,  # train_loss
     }
     kinds = {e["type"] for e in events}
-    assert "training_debug_image" in kinds and "plot" in kinds, kinds
+    assert "training_debug_image" in kinds, kinds
+    tables = {
+        (e["metric"], e["variant"], e["iter"]): json.loads(e["plot_str"])["data"][0]
+        for e in events
+        if e["type"] == "plot"
+    }
+    assert tables["tab", "train", 5]["header"]["values"] == ["a", "b"]
+    assert tables["tab", "train", 5]["cells"]["values"] == [[1, 3], [2, 4]]
+    assert tables["rows", "eval", 6]["header"]["values"] == ["x", "y"]
+    assert tables["rows", "eval", 6]["cells"]["values"] == [[5], [6]]
+    assert "NO DATA" in result.stdout
     task = json.loads((folder / "task.json").read_text())
-    general = task["hyperparams"]["General"]
-    assert general["lr"]["value"] == "0.1"
+    # the task's configuration object (Task.connect_configuration), not hyperparameters
+    assert task.get("hyperparams", {}).get("General") is None
+    from clearml.utilities.pyhocon import ConfigFactory
+
+    configuration = ConfigFactory.parse_string(task["configuration"]["General"]["value"])
+    assert configuration["lr"] == 0.1 and configuration["nested"]["a"] == 1
+
+
+@needs("dvclive")
+def test_dvclive_live_is_created_by_init_trackers_and_logged_through(workdir):
+    """``init_trackers`` creates the ``Live`` (with its init kwargs); ``log`` goes through it."""
+    import dvclive
+
+    accelerator = Accelerator(cpu=True, log_with="dvclive")
+    accelerator.init_trackers(
+        "proj", init_kwargs={"dvclive": {"dir": "out", "save_dvc_exp": False}}
+    )
+    live = accelerator.get_tracker("dvclive", unwrap=True)
+    assert isinstance(live, dvclive.Live) and Path(live.dir) == Path("out")
+    accelerator.log({"loss": 0.5}, step=3)
+    assert live.step == 4  # set to 3, then next_step()
+    assert (workdir / "out" / "plots" / "metrics" / "loss.tsv").read_text().splitlines() == [
+        "step\tloss",
+        "3\t0.5",
+    ]
+    accelerator.end_training()
+
+    mine = dvclive.Live(dir="mine", save_dvc_exp=False)
+    from accel_trackers import DVCLiveTracker
+
+    accelerator = Accelerator(cpu=True, log_with=DVCLiveTracker(live=mine))
+    accelerator.init_trackers("proj")
+    assert accelerator.get_tracker("dvclive", unwrap=True) is mine
+    accelerator.log({"acc": 1.0}, step=0)
+    accelerator.end_training()
+    assert (workdir / "mine" / "plots" / "metrics" / "acc.tsv").is_file()
+
+
+def test_end_training_keeps_the_trackers(workdir):
+    """Scripts read ``accelerator.trackers`` after ``end_training()`` (as with Accelerate)."""
+    from accel.tracking import GeneralTracker
+
+    class Recording(GeneralTracker):
+        name = "recording"
+        requires_logging_directory = False
+
+        def __init__(self):
+            super().__init__()
+            self.finished = 0
+
+        @property
+        def tracker(self):
+            return self
+
+        def log(self, values, step=None, **kwargs):
+            pass
+
+        def finish(self):
+            self.finished += 1
+
+    recording = Recording()
+    accelerator = Accelerator(cpu=True, log_with=recording)
+    accelerator.init_trackers("proj")
+    accelerator.end_training()
+    assert accelerator.trackers == [recording] and recording.finished == 1
+    assert accelerator.get_tracker("recording") is recording

@@ -364,7 +364,7 @@ class Section:
         config" from "left to its own default".
         """
         if section is None:
-            from accel.config.settings import launched_config
+            from accel.config.launched import launched_config
 
             section = launched_config().get(self.key) or {}
         if not isinstance(section, Mapping):
@@ -508,15 +508,27 @@ def section_table(result: Any) -> dict[str, Any]:
     return table
 
 
+def section_validators() -> dict[str, Callable[[dict], list[str]]]:
+    """``{section_key: validator}`` from every plugin's ``accel_config_sections`` hook.
+
+    A declared :class:`~accel.config.sections.Section` is its own validator; a plugin may
+    return a mapping or a list of Sections (see the hook's documentation).
+    """
+    from accel.plugins import hook
+
+    table: dict[str, Callable[[dict], list[str]]] = {}
+    for result in reversed(hook().accel_config_sections()):
+        table.update(section_table(result))
+    return table
+
+
 def registered_sections() -> dict[str, Section]:
     """Every declared :class:`Section` the loaded plugins register, by key.
 
     Legacy ``{key: validator}`` entries have no declaration and are left out (see
     :func:`accel.config.settings.section_validators` for every validator).
     """
-    from accel.config.settings import section_validators
-
     return {key: v for key, v in section_validators().items() if isinstance(v, Section)}
 
 
-__all__ = ["Option", "Section", "registered_sections", "section_table"]
+__all__ = ["Option", "Section", "registered_sections", "section_table", "section_validators"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,8 @@ from accel.config.keys import (  # the key table lives in its own module
     Key,
     coerce,
 )
+from accel.config.launched import launched_config
+from accel.config.sections import section_validators
 from accel.errors import ConfigError, MissingPluginError
 
 CONFIG_FILE_NAME = "default_config.yaml"
@@ -290,21 +292,6 @@ def _plugin_section_names() -> set[str]:
         return set(section_validators())
     except Exception:  # a broken plugin must not hide the real error
         return set()
-
-
-def section_validators() -> dict[str, Callable[[dict], list[str]]]:
-    """``{section_key: validator}`` from every plugin's ``accel_config_sections`` hook.
-
-    A declared :class:`~accel.config.sections.Section` is its own validator; a plugin may
-    return a mapping or a list of Sections (see the hook's documentation).
-    """
-    from accel.config.sections import section_table
-    from accel.plugins import hook
-
-    table: dict[str, Callable[[dict], list[str]]] = {}
-    for result in reversed(hook().accel_config_sections()):
-        table.update(section_table(result))
-    return table
 
 
 def check_sections(data: Mapping[str, Any], origin: str = "<config>") -> None:
@@ -740,25 +727,6 @@ def write_basic_config(
 
 
 # --------------------------------------------------------------------------- workers
-
-
-def launched_config() -> dict[str, Any]:
-    """In a process started by ``accel launch``: the resolved settings (``ACCEL_LAUNCH_CONFIG``).
-
-    Plugins read their section here (``launched_config().get("fsdp_config", {})``).
-    Empty outside ``accel launch``.
-    """
-    raw = environment.get_str(environment.LAUNCH_CONFIG)
-    if not raw:
-        return {}
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError:
-        raise ConfigError(
-            f"environment variable {environment.LAUNCH_CONFIG} is not valid JSON; "
-            "it is set by accel launch, unset it"
-        ) from None
-    return data if isinstance(data, dict) else {}
 
 
 __all__ = [

@@ -39,7 +39,7 @@ class LauncherConformance:
 
     def resolved(self, folder: Path) -> dict[str, Any]:
         """The resolved settings, as ``accel launch`` would hand them to the launcher."""
-        from accel.utils.config import resolve
+        from accel.config.settings import resolve
 
         return dict(
             resolve(flags=self.make_settings(folder), use_config_file=False, environ={}).values
