@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from collect import DOCS, REPO, blocks, pages  # noqa: E402
-from test_examples import EXAMPLES, TESTED_ELSEWHERE  # noqa: E402
+from test_examples import EXAMPLES  # noqa: E402
 
 HERE = Path(__file__).parent
 PAGES = pages()

@@ -134,6 +134,12 @@ def test_a_malicious_pickle_in_a_checkpoint_is_refused(tmp_path):
     good["param_groups"][0]["payload"] = _Exploit(str(marker))
     torch.save(good, ckpt / "optimizer.bin")
 
+    # the manifest notices the changed file first ...
+    with pytest.raises(CheckpointError, match="optimizer.bin is truncated or changed"):
+        accelerator.load_state(ckpt)
+    assert not marker.exists()
+    # ... and a crafted folder without a manifest is still refused by weights_only
+    (ckpt / "accel_manifest.json").unlink()
     with pytest.raises(CheckpointError, match="weights_only"):
         accelerator.load_state(ckpt)
     assert not marker.exists(), "load_state executed code from the checkpoint"

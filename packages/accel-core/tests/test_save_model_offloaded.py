@@ -54,7 +54,7 @@ def test_save_model_of_an_offloaded_model_writes_the_real_weights(kind, tmp_path
     assert any(p.device.type == "meta" for p in net.parameters())  # really offloaded
     Accelerator(cpu=True).save_model(net, tmp_path / "saved", max_shard_size="1KB")
     saved = load_weights(tmp_path / "saved")
-    assert set(saved) == set(expected) - {"head.weight"} or set(saved) == set(expected)
+    assert set(saved) == set(expected)  # buffers and the tied name included
     for key, value in saved.items():
         assert value.device.type == "cpu" and torch.equal(value, expected[key]), key
     assert torch.equal(saved["first.weight"], expected["head.weight"])

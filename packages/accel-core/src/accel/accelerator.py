@@ -455,13 +455,21 @@ class Accelerator:
 
     @contextlib.contextmanager
     def trigger_sync_in_backward(self, model: torch.nn.Module) -> Iterator[None]:
-        """Force gradient synchronisation in the next backward, even inside ``no_sync``."""
-        old = self.sync_gradients
-        self.gradient_state._set_sync_gradients(True)
-        try:
+        """Synchronise gradients in the next backward of ``model``, after forwards under :meth:`no_sync`.
+
+        The backward run inside averages across processes the gradients accumulated by every
+        backward since the last synchronisation (as with Accelerate); outside distributed
+        training it does nothing::
+
+            with accelerator.no_sync(model):
+                loss_a = loss_fn(model(input_a))
+                loss_b = loss_fn(model(input_b))
+            accelerator.backward(loss_a)  # accumulates locally
+            with accelerator.trigger_sync_in_backward(model):
+                accelerator.backward(loss_b)  # all-reduces the accumulated gradients
+        """
+        with self.backend.trigger_sync_in_backward(model):
             yield
-        finally:
-            self.gradient_state._set_sync_gradients(old)
 
     @contextlib.contextmanager
     def autocast(self, autocast_handler: Any = None) -> Iterator[None]:
@@ -643,6 +651,37 @@ class Accelerator:
         meta = self.checkpoints.load_state(input_dir, weights_only=weights_only, strict=strict)
         self.step = meta.get("step", self.step)
         self.gradient_state.step = meta.get("gradient_step", self.gradient_state.step)
+
+    def resume(self, weights_only: bool = True, strict: bool = True) -> str | None:
+        """Load the newest complete checkpoint of ``project_dir/checkpoints``, if there is one.
+
+        The one call that makes a script resume by itself: on its first start it finds
+        nothing and returns None; after a crash, a preemption or an elastic restart
+        (``accel launch --max_restarts N``) every process loads the newest checkpoint that
+        is complete on all of them (model, optimizer, scheduler, the data loaders'
+        position mid-epoch, RNG states, step counters, registered objects), logs one line
+        and returns its path. Incomplete checkpoints are skipped with a warning. Call it
+        after ``prepare`` and ``register_for_checkpointing``; needs
+        ``ProjectConfiguration(automatic_checkpoint_naming=True)``.
+        """
+        if not self.project_configuration.automatic_checkpoint_naming:
+            raise ValueError(
+                "resume() needs ProjectConfiguration(automatic_checkpoint_naming=True, ...) "
+                "and a project_dir: it loads the newest project_dir/checkpoints/checkpoint_N"
+            )
+        latest = self.checkpoints.latest_checkpoint()
+        if latest is None:
+            logger.info(
+                f"resume: no checkpoint in {self.checkpoints.checkpoint_root()}, starting fresh"
+            )
+            return None
+        self.load_state(latest, weights_only=weights_only, strict=strict)
+        # a warning, so the one line shows under Python's default logging configuration
+        logger.warning(
+            f"resumed from {latest} (step {self.step}, next checkpoint "
+            f"checkpoint_{self.project_configuration.iteration})"
+        )
+        return str(latest)
 
     def skip_first_batches(self, dataloader: Any, num_batches: int = 0) -> Any:
         """The data loader, starting after its first ``num_batches`` batches on its next iteration."""

@@ -57,6 +57,30 @@ class DDPBackend(Backend):
         return wrapped
 
     @contextlib.contextmanager
+    def trigger_sync_in_backward(self, model: torch.nn.Module) -> Iterator[None]:
+        """Make the next backward of ``model`` all-reduce gradients although its forward ran under ``no_sync``.
+
+        DDP decides in ``forward`` whether the following backward synchronises: under
+        ``no_sync`` it leaves its reducer unarmed, so the gradient hooks only accumulate
+        locally. Inside this block the reducer is armed again (the same call DDP's forward
+        makes when it syncs), so the hooks of the next backward fill the buckets with the
+        gradients accumulated so far and all-reduce them (through the comm hook, if any).
+        """
+        if not isinstance(model, DistributedDataParallel):
+            yield
+            return
+        saved = (model.require_backward_grad_sync, model.require_forward_param_sync)
+        model.require_backward_grad_sync = True
+        model.require_forward_param_sync = True
+        # find_unused_parameters searches the graph from the outputs given here; the outputs
+        # are gone, so every parameter would be declared unused and reduced too early.
+        model.reducer.prepare_for_backward([])
+        try:
+            yield
+        finally:
+            model.require_backward_grad_sync, model.require_forward_param_sync = saved
+
+    @contextlib.contextmanager
     def join_uneven_inputs(
         self, joinables: list[Any], even_batches: bool | None = None
     ) -> Iterator[None]:

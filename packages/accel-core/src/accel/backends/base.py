@@ -164,6 +164,14 @@ class Backend:
         with context() if callable(context) else contextlib.nullcontext():
             yield
 
+    @contextlib.contextmanager
+    def trigger_sync_in_backward(self, model: torch.nn.Module) -> Iterator[None]:
+        """Context whose next backward synchronises gradients even after forwards under :meth:`no_sync`.
+
+        Default: does nothing (one process, or a backend with nothing to synchronise).
+        """
+        yield
+
     def clip_grad_norm_(
         self, parameters: Iterable[torch.Tensor], max_norm: float, norm_type: float = 2.0
     ) -> torch.Tensor:

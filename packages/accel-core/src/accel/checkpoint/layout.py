@@ -14,6 +14,7 @@ A checkpoint is a directory (Accelerate's layout)::
     random_states_<rank>.pkl                         each process's RNG states
     custom_checkpoint_<i>.pkl                        object i of register_for_checkpointing
     accel_state.json                                 step counters
+    accel_manifest.json                              every file and its size, written last
 
 Every write goes through a temporary name and ``os.replace``; every read uses
 safetensors or ``torch.load(weights_only=True)`` unless the caller trusts the file.
@@ -194,3 +195,41 @@ def replace_dir(tmp: Path, final: Path) -> None:
         shutil.rmtree(old)
     else:
         os.replace(tmp, final)
+
+
+DELETING_SUFFIX = ".accel-deleting"
+"""Suffix a checkpoint is renamed to before it is deleted (never mistaken for a checkpoint)."""
+
+
+def remove_checkpoint(path: Path) -> None:
+    """Delete checkpoint ``path`` atomically: rename it out of the way, then remove it.
+
+    A process killed while deleting leaves ``<name>.accel-deleting``, never a half-deleted
+    folder under the checkpoint's real name; :func:`sweep` removes such leftovers.
+    """
+    path = Path(path)
+    doomed = path.with_name(path.name + DELETING_SUFFIX)
+    if doomed.exists():
+        shutil.rmtree(doomed, ignore_errors=True)
+    os.replace(path, doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
+def sweep(folder: str | os.PathLike) -> list[Path]:
+    """Remove what interrupted saves and deletions left in ``folder``; returns what was removed."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    removed = []
+    for path in sorted(folder.iterdir()):
+        if not path.is_dir():
+            continue
+        if path.name.endswith(".accel-old"):
+            original = path.with_name(path.name[: -len(".accel-old")])
+            if not original.exists():  # killed between the two renames of replace_dir
+                os.replace(path, original)
+                continue
+        if path.name.endswith((DELETING_SUFFIX, ".accel-tmp", ".accel-old")):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed

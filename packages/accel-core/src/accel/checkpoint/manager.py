@@ -6,9 +6,13 @@ backend (which writes and reads each model and optimizer: sharded, gathered, ...
 precision (the loss scaler's state), the process state and the project configuration.
 It owns the save/load pre-hooks. It never imports the Accelerator.
 
-A checkpoint is first written under a temporary name next to its destination and
-renamed into place once complete, so a crash never leaves a half-written checkpoint
-under the real name. Everything is read back with safetensors or
+A checkpoint is first written under a temporary name next to its destination, gets its
+manifest (:mod:`accel.checkpoint.manifest`: every file and its size) once every process
+has written its part, and is renamed into place only then, so a crash never leaves a
+half-written checkpoint under the real name; old checkpoints are pruned by renaming them
+out of the way before deleting them. Loading checks the manifest and names a missing or
+truncated file; choosing the newest checkpoint skips incomplete ones, and every process
+agrees on which one. Everything is read back with safetensors or
 ``torch.load(weights_only=True)``: a pickle carrying code is refused.
 """
 
@@ -24,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from accel.checkpoint import layout
+from accel.checkpoint import layout, manifest
 from accel.checkpoint.weights import save_weights
 from accel.errors import CheckpointError
 from accel.logging import get_logger
@@ -54,6 +58,49 @@ class HookHandle:
     def remove(self) -> None:
         """Unregister the hook."""
         self.hooks.pop(self.id, None)
+
+
+def offloaded_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The full state dict of a model whose weights are partly offloaded, on the CPU.
+
+    Each module whose weights are offloaded (an ``AlignDevicesHook`` with ``offload=True``,
+    weights in its ``weights_map``: CPU memory or disk) loads them as for a forward, on the
+    CPU, its tensors are taken, and the weights are dropped again; the other tensors are
+    the model's own. Tied weights stay one tensor. Needs the whole model in CPU memory.
+    A weight that is still on the meta device afterwards is a :class:`RuntimeError`.
+    """
+    from accel.big_model.hooks import align_module_device, has_offloaded_params
+
+    own = model.state_dict(keep_vars=True)
+    loaded: dict[int, torch.Tensor] = {}  # id of the meta tensor -> its loaded value
+    for _name, module in model.named_modules():
+        if not has_offloaded_params(module):
+            continue
+        before = module.state_dict(keep_vars=True)
+        with align_module_device(module, "cpu"):
+            after = module.state_dict()
+            for key, tensor in before.items():
+                value = after.get(key)
+                if tensor.device.type == "meta" and value is not None:
+                    if value.device.type != "meta":
+                        loaded.setdefault(id(tensor), value.detach().to("cpu"))
+    state_dict: dict[str, torch.Tensor] = {}
+    missing = []
+    for key, tensor in own.items():
+        if tensor.device.type == "meta":
+            value = loaded.get(id(tensor))
+            if value is None:
+                missing.append(key)
+                continue
+            state_dict[key] = value
+        else:
+            state_dict[key] = tensor.detach().to("cpu")
+    if missing:
+        raise RuntimeError(
+            f"save_model: {len(missing)} weights are on the meta device and offloaded nowhere "
+            f"(e.g. {missing[:3]}): load them first"
+        )
+    return state_dict
 
 
 class CheckpointManager:
@@ -123,10 +170,25 @@ class CheckpointManager:
         max_shard_size: int | str = "10GB",
         safe_serialization: bool = True,
     ) -> None:
-        """Save the model's full weights in shards of ``max_shard_size`` with an index JSON."""
+        """Save the model's full weights in shards of ``max_shard_size`` with an index JSON.
+
+        A model with offloaded weights (``dispatch_model`` with ``"cpu"``/``"disk"`` entries,
+        ``cpu_offload``, ``disk_offload``) is saved with its real weights, loaded module by
+        module (:func:`offloaded_state_dict`); weights left on the meta device are an error.
+        """
+        from accel.big_model.hooks import has_offloaded_params
+
         if os.path.isfile(save_directory):
             raise ValueError(f"save_directory {save_directory} is a file: pass a directory")
-        state_dict = self.backend.get_state_dict(model)
+        if any(has_offloaded_params(module) for module in model.modules()):
+            state_dict = offloaded_state_dict(self.backend.unwrap_model(model))
+        else:
+            if any(p.device.type == "meta" for p in model.parameters()):
+                raise RuntimeError(
+                    "save_model: some parameters are on the meta device (they have no values): "
+                    "load the weights first (load_checkpoint_and_dispatch / load_state_dict)"
+                )
+            state_dict = self.backend.get_state_dict(model)
         if self.state.is_main_process:
             save_weights(
                 state_dict,
@@ -163,6 +225,7 @@ class CheckpointManager:
             output_dir = root / f"checkpoint_{config.iteration}"
             if self.state.is_main_process:
                 root.mkdir(parents=True, exist_ok=True)
+                layout.sweep(root)
                 if Path(output_dir).exists():
                     raise CheckpointError(
                         f"checkpoint {output_dir} already exists: set ProjectConfiguration(iteration=...) past it"
@@ -181,7 +244,7 @@ class CheckpointManager:
             # pruned only once the new checkpoint is complete: a failed save loses nothing
             existing = layout.list_checkpoints(self.checkpoint_root())
             for old in existing[: max(len(existing) - config.total_limit, 0)]:
-                shutil.rmtree(old)
+                layout.remove_checkpoint(old)
         config.iteration += 1
         logger.info(f"saved state to {path}")
         return path
@@ -200,16 +263,49 @@ class CheckpointManager:
                 raise ValueError(
                     "load_state needs input_dir (or ProjectConfiguration(automatic_checkpoint_naming=True))"
                 )
-            found = layout.list_checkpoints(self.checkpoint_root())
-            if not found:
-                raise CheckpointError(f"no checkpoint_N directory in {self.checkpoint_root()}")
-            input_dir = found[-1]
+            input_dir = self.latest_checkpoint()
+            if input_dir is None:
+                raise CheckpointError(
+                    f"no complete checkpoint_N directory in {self.checkpoint_root()}"
+                )
+        else:
+            problems = manifest.problems(input_dir)
+            if problems:
+                raise CheckpointError(
+                    f"checkpoint {input_dir} is incomplete: " + "; ".join(problems[:5])
+                )
         meta = self._read(Path(input_dir), weights_only, strict)
         match = layout.CHECKPOINT_PATTERN.match(Path(input_dir).name)
         if config.automatic_checkpoint_naming and match:
             config.iteration = int(match.group(1)) + 1
         logger.info(f"loaded state from {input_dir}")
         return meta
+
+    def latest_checkpoint(self) -> Path | None:
+        """The newest ``checkpoint_N`` under :meth:`checkpoint_root` that is complete on every process.
+
+        Incomplete ones (their files do not match their manifest) are skipped with a warning
+        naming them. Every process computes what it sees and all agree on the newest
+        checkpoint complete everywhere (a node-local disk may lag behind).
+        """
+        complete: list[str] = []
+        for path in layout.list_checkpoints(self.checkpoint_root()):
+            problems = manifest.problems(path)
+            if problems:
+                logger.warning(f"skipping incomplete checkpoint {path}: {problems[0]}")
+            else:
+                complete.append(path.name)
+        if self.state.num_processes > 1:
+            import torch.distributed as dist
+
+            if dist.is_available() and dist.is_initialized():
+                everyone: list[Any] = [None] * self.state.num_processes
+                dist.all_gather_object(everyone, complete)
+                common = set(everyone[0]).intersection(*everyone[1:])
+                complete = [name for name in complete if name in common]
+        if not complete:
+            return None
+        return self.checkpoint_root() / complete[-1]
 
     # -- the files ----------------------------------------------------------------
     def _write_atomically(self, final: Path, safe_serialization: bool, meta: dict) -> Path:
@@ -233,6 +329,7 @@ class CheckpointManager:
             raise
         self.backend.wait_for_everyone()
         if main:
+            manifest.write_manifest(tmp, self.state.num_processes)
             layout.replace_dir(tmp, final)
         self.backend.wait_for_everyone()
         return final

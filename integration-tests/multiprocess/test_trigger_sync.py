@@ -1,0 +1,14 @@
+"""trigger_sync_in_backward on 2 real gloo processes: earlier backwards' gradients are synced (issue 19)."""
+
+from __future__ import annotations
+
+import pytest
+
+CHECKS = ("default", "bucket_view", "control")
+
+
+@pytest.mark.timeout(300)
+def test_trigger_sync_in_backward_matches_one_process_on_the_whole_batch(run_distributed):
+    result = run_distributed("trigger_sync_checks.py", *CHECKS, timeout=280)
+    for name in CHECKS:
+        assert f"ok {name}" in result.stdout, result.stdout + result.stderr[-3000:]
