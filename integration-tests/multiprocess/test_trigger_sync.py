@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-CHECKS = ("default", "bucket_view", "control")
+CHECKS = ("default", "bucket_view", "find_unused", "control")
 
 
 @pytest.mark.timeout(300)

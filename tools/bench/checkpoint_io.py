@@ -120,6 +120,16 @@ def fsync_tree(folder: Path) -> None:
             os.close(fd)
 
 
+def fsync_files(paths: list[Path], folder: Path) -> None:
+    """``fsync`` each of ``paths``, then ``folder``."""
+    for path in [*paths, folder]:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def build_model(layers: int):
     """``layers`` x ``Linear(HIDDEN, HIDDEN)`` with tanh in between (each layer FSDP-shardable)."""
     import torch
@@ -290,7 +300,8 @@ class RawVariant(Variant):
 
             model_sd, optim_sd = get_state_dict(self.model, self.optimizer)
             dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(folder))
-            fsync_tree(folder)
+            mine = list(folder.glob(f"__{self.rank}_*"))  # this process's shard files
+            fsync_files(mine + ([folder / ".metadata"] if self.rank == 0 else []), folder)
             return
         if not self._writes():
             return
@@ -300,8 +311,9 @@ class RawVariant(Variant):
         if self.kind == "torch":
             import torch
 
-            torch.save(model_sd, folder / f"model{suffix}.bin")
-            torch.save(optim_sd, folder / f"optimizer{suffix}.bin")
+            written = [folder / f"model{suffix}.bin", folder / f"optimizer{suffix}.bin"]
+            torch.save(model_sd, written[0])
+            torch.save(optim_sd, written[1])
         else:
             from safetensors.torch import save_file
 
@@ -315,7 +327,11 @@ class RawVariant(Variant):
             (folder / f"optimizer{suffix}.json").write_text(
                 json.dumps({"param_groups": optim_sd["param_groups"]})
             )
-        fsync_tree(folder)
+            written = [
+                folder / f"{name}{suffix}.{ext}"
+                for name, ext in (("model", "safetensors"), ("optimizer", "safetensors"))
+            ] + [folder / f"optimizer{suffix}.json"]
+        fsync_files(written, folder)  # only this process's files: the other one may be writing
 
     def load(self, folder: Path) -> None:
         import torch

@@ -74,7 +74,9 @@ def assert_grads_equal(got: list[torch.Tensor], want: list[torch.Tensor], what: 
 
 
 def check_reference(**ddp_kwargs) -> None:
-    acc = fresh(kwargs_handlers=[DistributedDataParallelKwargs(**ddp_kwargs)] if ddp_kwargs else None)
+    acc = fresh(
+        kwargs_handlers=[DistributedDataParallelKwargs(**ddp_kwargs)] if ddp_kwargs else None
+    )
     assert acc.num_processes == 2 and type(acc.backend).__name__ == "DDPBackend", acc
     model, grads = run(acc, trigger=True)
     assert_grads_equal(grads, reference_grads(), f"trigger_sync_in_backward {ddp_kwargs}")
@@ -96,6 +98,11 @@ def check_bucket_view() -> None:
     check_reference(gradient_as_bucket_view=True, bucket_cap_mb=1)
 
 
+def check_find_unused() -> None:
+    """With find_unused_parameters=True the reducer is armed by the loss of accelerator.backward."""
+    check_reference(find_unused_parameters=True)
+
+
 def check_without_trigger_differs() -> None:
     """The control: without the block the ranks keep their own local gradients (the test can fail)."""
     acc = fresh()
@@ -104,12 +111,15 @@ def check_without_trigger_differs() -> None:
     for g, o in zip(grads, other):
         dist.broadcast(o.copy_(g), src=1)
     if acc.process_index == 0:
-        assert not all(torch.allclose(g, o) for g, o in zip(grads, other)), "ranks' grads already equal"
+        assert not all(torch.allclose(g, o) for g, o in zip(grads, other)), (
+            "ranks' grads already equal"
+        )
 
 
 CHECKS = {
     "default": check_default,
     "bucket_view": check_bucket_view,
+    "find_unused": check_find_unused,
     "control": check_without_trigger_differs,
 }
 

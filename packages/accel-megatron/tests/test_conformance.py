@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import torch
-from accel.testing import BackendConformance, WorkerFailure
+from accel.testing import BackendConformance
 from accel.testing.reference import HIDDEN, IN_FEATURES
 
 pytest.importorskip("megatron.core", reason="accel-megatron needs megatron-core")
@@ -79,16 +79,3 @@ class TestMegatronBackendConformance(BackendConformance):
     train_step = f"{HERE}:train_step"
     accelerator_kwargs_factory = f"{HERE}:plugin_kwargs"
     timeout = 300
-
-    @pytest.mark.xfail(
-        strict=True,
-        raises=WorkerFailure,
-        reason=(
-            "accel-megatron bug found by the kit: load_state of an SGD optimizer fails in "
-            "megatron-core's sharded_state_dict (init_state_fn is None for SGD; AdamW, used by "
-            "integration-tests/megatron, works). Remove this override once it is fixed."
-        ),
-    )
-    def test_save_state_load_state_resumes_in_new_processes(self, conformance_folder, largest_run):
-        """Train, save_state, load_state in new processes, continue: same as uninterrupted."""
-        super().test_save_state_load_state_resumes_in_new_processes(conformance_folder, largest_run)

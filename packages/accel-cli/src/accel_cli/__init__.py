@@ -3,4 +3,16 @@
 Importing this package is cheap: every subcommand imports what it needs when it runs.
 """
 
-__version__ = "0.1.0"
+
+def __getattr__(name: str) -> str:
+    """``__version__``: accel-cli's installed version, read from its metadata on first use."""
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import metadata
+
+    try:
+        value = metadata.version("accel-cli")
+    except metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
+        value = "0+unknown"
+    globals()["__version__"] = value
+    return value

@@ -8,7 +8,8 @@ The model is built without memory (``torch.device("meta")``) from:
 * a Hub id, through transformers or timm, when the Hub can be reached.
 
 Sizes are reported like Accelerate: largest layer, total size, and training with
-Adam (4x the total) for each dtype.
+Adam (4x the total) for each dtype, as a text table, a Markdown table or JSON (``--format``).
+Several models are estimated in turn, with a progress bar on a terminal.
 """
 
 from __future__ import annotations
@@ -23,15 +24,21 @@ DTYPE_BYTES = {"float32": 4.0, "float16": 2.0, "bfloat16": 2.0, "int8": 1.0, "in
 DEFAULT_DTYPES = ["float32", "float16", "int8", "int4"]
 
 
+FORMATS = ("table", "markdown", "json")
+
+
 def main(argv: list[str], prog: str = "accel estimate-memory") -> int:
-    """Print the memory table for a model."""
+    """Print the memory table of one model or several (``--format table|markdown|json``)."""
     parser = Parser(
         prog=prog,
         description="Estimate the memory needed to load (and train with Adam) a model, by "
-        "building it on the meta device: no weights are downloaded or allocated.",
+        "building it on the meta device: no weights are downloaded or allocated. Several "
+        "models are estimated in turn (with a progress bar on a terminal).",
     )
     parser.add_argument(
-        "model_name", help="Hub id, local folder with config.json, or a config.json file"
+        "model_name",
+        nargs="+",
+        help="Hub id, local folder with config.json, or a config.json file (one or more)",
     )
     parser.add_argument(
         "--library_name",
@@ -48,8 +55,18 @@ def main(argv: list[str], prog: str = "accel estimate-memory") -> int:
     parser.add_argument(
         "--trust_remote_code", action="store_true", help="allow the model's own code (transformers)"
     )
-    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default=None,
+        help="output: a text table (default), a Markdown table, or JSON (one object per model; "
+        "a list for several models)",
+    )
+    parser.add_argument("--json", action="store_true", help="same as --format json")
     args = parser.parse_args(argv)
+    if args.json and args.format not in (None, "json"):
+        raise UsageError(f"--json and --format {args.format} disagree: give one of them")
+    fmt = "json" if args.json else (args.format or "table")
     for dtype in args.dtypes:
         if dtype not in DTYPE_BYTES:
             raise UsageError(
@@ -59,10 +76,23 @@ def main(argv: list[str], prog: str = "accel estimate-memory") -> int:
         raise UsageError(
             f"--library_name {args.library_name!r} is not supported; use transformers or timm"
         )
-    model, origin = build_empty_model(args.model_name, args.library_name, args.trust_remote_code)
+    from accel.progress import progress_bar
+
+    reports = []
+    for name in progress_bar(list(args.model_name), "Estimating memory", unit="model"):
+        model, origin = build_empty_model(name, args.library_name, args.trust_remote_code)
+        reports.append(estimate(name, origin, model, args.dtypes))
+        del model
+    print(render(reports, fmt))
+    return 0
+
+
+def estimate(name: str, origin: str, model: Any, dtypes: list[str]) -> dict[str, Any]:
+    """``{"model", "source", "rows"}``: per dtype, the largest layer, total size and training
+    with Adam (4x the total), in bytes."""
     largest, total = model_sizes(model)
     rows = []
-    for dtype in args.dtypes:
+    for dtype in dtypes:
         scale = DTYPE_BYTES[dtype] / 4.0
         rows.append(
             {
@@ -72,12 +102,46 @@ def main(argv: list[str], prog: str = "accel estimate-memory") -> int:
                 "training_using_adam": total * scale * 4,
             }
         )
-    if args.json:
-        print(json.dumps({"model": args.model_name, "source": origin, "rows": rows}, indent=2))
-        return 0
-    print(f"Loading pretrained config for `{args.model_name}` from {origin}...")
-    print(_table(args.model_name, rows))
-    return 0
+    return {"model": name, "source": origin, "rows": rows}
+
+
+def render(reports: list[dict[str, Any]], fmt: str) -> str:
+    """The reports of :func:`estimate` as ``fmt``: ``table``, ``markdown`` or ``json``."""
+    if fmt == "json":
+        return json.dumps(reports[0] if len(reports) == 1 else reports, indent=2)
+    if fmt == "markdown":
+        return "\n\n".join(_markdown(r["model"], r["rows"]) for r in reports)
+    return "\n".join(
+        f"Loading pretrained config for `{r['model']}` from {r['source']}...\n"
+        + _table(r["model"], r["rows"])
+        for r in reports
+    )
+
+
+def _cells(rows: list[dict[str, Any]]) -> list[list[str]]:
+    return [
+        [
+            r["dtype"],
+            convert_bytes(r["largest_layer"]),
+            convert_bytes(r["total_size"]),
+            convert_bytes(r["training_using_adam"]),
+        ]
+        for r in rows
+    ]
+
+
+HEADER = ["dtype", "Largest Layer", "Total Size", "Training using Adam"]
+
+
+def _markdown(name: str, rows: list[dict[str, Any]]) -> str:
+    lines = [
+        f"Memory usage for loading `{name}`:",
+        "",
+        "| " + " | ".join(HEADER) + " |",
+        "|" + "|".join([":---"] + ["---:"] * (len(HEADER) - 1)) + "|",
+    ]
+    lines += ["| " + " | ".join(c) + " |" for c in _cells(rows)]
+    return "\n".join(lines)
 
 
 def convert_bytes(size: float) -> str:
@@ -90,16 +154,8 @@ def convert_bytes(size: float) -> str:
 
 
 def _table(name: str, rows: list[dict[str, Any]]) -> str:
-    header = ["dtype", "Largest Layer", "Total Size", "Training using Adam"]
-    cells = [
-        [
-            r["dtype"],
-            convert_bytes(r["largest_layer"]),
-            convert_bytes(r["total_size"]),
-            convert_bytes(r["training_using_adam"]),
-        ]
-        for r in rows
-    ]
+    header = HEADER
+    cells = _cells(rows)
     widths = [max(len(c[i]) for c in [header, *cells]) for i in range(4)]
     title = f"Memory Usage for loading `{name}`"
     inner = sum(widths) + 3 * 3 + 2

@@ -1,7 +1,8 @@
 """``accel merge-weights``: a sharded (torch.distributed.checkpoint) checkpoint into one file.
 
-Uses ``torch.distributed.checkpoint.format_utils.dcp_to_torch_save`` (no process
-group needed), then writes the flattened state dict as one safetensors file.
+Reads the checkpoint the way ``torch.distributed.checkpoint.format_utils.dcp_to_torch_save``
+does (no process group needed; a progress bar over its files on a terminal), then writes the flattened state dict as one
+safetensors file.
 """
 
 from __future__ import annotations
@@ -73,12 +74,9 @@ def merge_weights(
     target.parent.mkdir(parents=True, exist_ok=True)
 
     import torch
-    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".merge-") as tmp:
-        full = Path(tmp) / "full.pt"
-        dcp_to_torch_save(str(source), str(full))
-        state = torch.load(full, map_location="cpu", weights_only=True, mmap=True)
+        state = _read_dcp(source, Path(tmp))
         tensors = _flatten(state)
         if not tensors:
             raise UsageError(f"{source} holds no tensors to merge")
@@ -95,6 +93,56 @@ def merge_weights(
     if remove_checkpoint_dir:
         shutil.rmtree(source)
     return target, len(tensors)
+
+
+def _read_dcp(source: Path, scratch: Path) -> Any:
+    """The whole state dict of the DCP checkpoint ``source``, read file by file with a
+    progress bar (on a terminal); through a torch.save file in ``scratch`` where this torch's
+    DCP lacks the pieces."""
+    import torch
+
+    try:
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.format_utils import _EmptyStateDictLoadPlanner
+        from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
+    except ImportError:
+        from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+        full = scratch / "full.pt"
+        dcp_to_torch_save(str(source), str(full))
+        return torch.load(full, map_location="cpu", weights_only=True, mmap=True)
+
+    from accel.progress import progress_bar
+
+    class Reader(dcp.FileSystemReader):
+        """A FileSystemReader advancing a bar per checkpoint file it opens."""
+
+        def read_data(self, plan, planner):  # noqa: ANN001, ANN201 (torch's signature)
+            files = sorted({self.storage_data[i.storage_index].relative_path for i in plan.items})
+            steps = iter(progress_bar(files, "Merging shards", unit="file"))
+            opened = self.fs.create_stream
+
+            def create_stream(path, mode):  # noqa: ANN001, ANN202
+                next(steps, None)
+                return opened(path, mode)
+
+            self.fs.create_stream = create_stream
+            try:
+                return super().read_data(plan, planner)
+            finally:
+                for _ in steps:  # the bar ends at its total
+                    pass
+                del self.fs.create_stream
+
+    state: dict[str, Any] = {}
+    # what dcp_to_torch_save does, with the reader above and no torch.save copy on disk
+    _load_state_dict(
+        state,
+        storage_reader=Reader(str(source)),
+        planner=_EmptyStateDictLoadPlanner(),
+        no_dist=True,
+    )
+    return state
 
 
 def _flatten(state: Any) -> dict[str, Any]:

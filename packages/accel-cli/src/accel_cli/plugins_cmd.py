@@ -1,4 +1,5 @@
-"""``accel plugins``: the installed plugins, their versions, hooks and load errors."""
+"""``accel plugins``: the installed plugins, their versions, the accel-core range each
+declares (``core_range``), their hooks and load errors."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ def main(argv: list[str], prog: str = "accel plugins") -> int:
     parser = Parser(
         prog=prog,
         description="List accel's plugins: core's default ones and every installed entry point "
-        "of the `accel` group, with their hooks and any error raised while loading them. "
+        "of the `accel` group, with the accel-core versions each declares it supports "
+        "(core_range), their hooks and any error raised while loading them. "
         "ACCEL_PLUGINS / ACCEL_DISABLE_PLUGINS restrict which load.",
     )
     parser.add_argument("--json", action="store_true", help="print JSON")
@@ -30,17 +32,35 @@ def main(argv: list[str], prog: str = "accel plugins") -> int:
             i.name + (" (default)" if i.default else ""),
             i.distribution or "?",
             i.version or "?",
+            _core_range(i),
             ("ERROR: " + i.error)
             if i.error
             else ", ".join(h.removeprefix("accel_") for h in i.hooks),
         )
         for i in infos
     ]
-    header = ("plugin", "distribution", "version", "hooks")
-    widths = [max(len(r[c]) for r in [header, *rows]) for c in range(3)]
+    header = ("plugin", "distribution", "version", "core_range", "hooks")
+    widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header) - 1)]
     for row in [header, *rows]:
-        print(f"{row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:<{widths[2]}}  {row[3]}")
+        cells = [f"{cell:<{width}}" for cell, width in zip(row, widths)]
+        print("  ".join([*cells, row[-1]]))
     return 1 if any(i.error for i in infos) else 0
+
+
+def _core_range(info) -> str:
+    """The table cell: the declared range, flagged when it excludes the installed core."""
+    if info.default:
+        return "(core)"
+    if not info.core_range:
+        return "-"
+    from importlib import metadata
+
+    from accel.plugins.manager import range_contains
+
+    core = metadata.version("accel-core")
+    if not range_contains(info.core_range, core):
+        return f"{info.core_range} (excludes {core})"
+    return info.core_range
 
 
 def _launchers() -> dict[str, list[str]]:

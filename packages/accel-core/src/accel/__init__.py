@@ -12,8 +12,6 @@ import importlib
 import importlib.util
 from typing import Any
 
-__version__ = "0.1.0"
-
 _NAMES: dict[str, str] = {
     "Accelerator": "accel.accelerator",
     "PartialState": "accel.state",
@@ -50,7 +48,20 @@ _NAMES: dict[str, str] = {
 __all__ = sorted(_NAMES) + ["__version__"]
 
 
+def _installed_version() -> str:
+    """accel-core's version as installed (the root VERSION file feeds every pyproject)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("accel-core")
+    except metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
+        return "0+unknown"
+
+
 def __getattr__(name: str) -> Any:
+    if name == "__version__":  # read on first use: importlib.metadata is not free to import
+        value = globals()["__version__"] = _installed_version()
+        return value
     module = _NAMES.get(name)
     if module is not None:
         value = getattr(importlib.import_module(module), name)

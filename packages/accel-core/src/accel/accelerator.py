@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from accel import environment
+from accel.backends.base import Backend
 from accel.checkpoint.manager import CheckpointManager
 from accel.connector import Connector
 from accel.distributed.operations import (
@@ -33,11 +34,51 @@ from accel.kwargs import (
     TorchDynamoPlugin,
 )
 from accel.logging import get_logger
+from accel.precision.base import Precision
 from accel.prepared import PreparedObjects
 from accel.state import AcceleratorState, GradientState
 from accel.tracking.manager import TrackerManager
 
 logger = get_logger(__name__)
+
+
+class _NoContext:
+    """A reusable context manager that does nothing (cheaper than ``contextlib.nullcontext()``)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc_info: Any) -> None:
+        return None
+
+
+_NO_CONTEXT = _NoContext()
+
+
+class _Contexts:
+    """Several context managers entered in order and exited in reverse (an ``ExitStack``)."""
+
+    __slots__ = ("contexts", "stack")
+
+    def __init__(self, contexts: list[contextlib.AbstractContextManager]):
+        self.contexts = contexts
+        self.stack = contextlib.ExitStack()
+
+    def __enter__(self) -> None:
+        with contextlib.ExitStack() as stack:
+            for context in self.contexts:
+                stack.enter_context(context)
+            self.stack = stack.pop_all()
+
+    def __exit__(self, *exc_info: Any) -> bool | None:
+        return self.stack.__exit__(*exc_info)
+
+
+def _has_no_sync(model: Any) -> bool:
+    """Whether ``model`` has a ``no_sync`` (DDP, FSDP1), looked up without ``Module.__getattr__``."""
+    return callable(getattr(type(model), "no_sync", None)) or "no_sync" in vars(model)
 
 
 class Accelerator:
@@ -422,30 +463,77 @@ class Accelerator:
     # -- training step ------------------------------------------------------
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
         """``loss.backward()`` with loss scaling and division by the accumulation steps."""
-        if self.gradient_accumulation_steps > 1:
-            loss = loss / self.gradient_accumulation_steps
-        self.backend.backward(loss, **kwargs)
+        steps = self.gradient_state.plugin_kwargs["num_steps"]
+        if steps > 1:
+            loss = loss / steps
+        backend, precision = self.backend, self.precision
+        if backend is not self._backward_for[0] or precision is not self._backward_for[1]:
+            self._resolve_backward()
+        backward = self._backward_impl
+        if backward is None:  # neither the backend nor the precision changes Tensor.backward
+            loss.backward(**kwargs) if kwargs else loss.backward()
+        else:
+            backward(loss, **kwargs)
+
+    def _resolve_backward(self) -> None:
+        """Decide once per (backend, precision) pair which ``backward`` :meth:`backward` calls."""
+        backend, precision = self.backend, self.precision
+        if type(backend).backward is not Backend.backward:
+            self._backward_impl: Callable | None = backend.backward
+        elif type(precision).backward is not Precision.backward:
+            self._backward_impl = precision.backward
+        else:
+            self._backward_impl = None
+        self._backward_for = (backend, precision)
+
+    _backward_for: tuple[Any, Any] = (None, None)
+    _backward_impl: Callable | None = None
 
     def _do_sync(self) -> None:
+        """Advance the micro-batch counter and set ``sync_gradients`` for this micro-batch."""
         state = self.gradient_state
-        if state.sync_with_dataloader and state.end_of_dataloader:
+        options = state.plugin_kwargs
+        loader = state.active_dataloader
+        if options["sync_with_dataloader"] and loader is not None and loader.end_of_dataloader:
             self.step = 0
-            state._set_sync_gradients(True)
+            state.sync_gradients = True
         else:
-            self.step += 1
-            state._set_sync_gradients((self.step % state.num_steps) == 0)
+            self.step = step = self.step + 1
+            steps = options["num_steps"]
+            state.sync_gradients = steps == 1 or step % steps == 0
 
-    @contextlib.contextmanager
-    def accumulate(self, *models: torch.nn.Module) -> Iterator[None]:
-        """Wrap one micro-batch: gradients are synchronised and the optimizer steps every N calls."""
-        self._do_sync()
-        if self.sync_gradients or self.gradient_state.sync_each_batch:
-            yield
-            return
-        with contextlib.ExitStack() as stack:
-            for model in models:
-                stack.enter_context(self.backend.no_sync(model))
-            yield
+    def accumulate(self, *models: torch.nn.Module) -> contextlib.AbstractContextManager:
+        """Wrap one micro-batch: gradients are synchronised and the optimizer steps every N calls.
+
+        The micro-batch is counted when ``accumulate`` is called (in ``with
+        accelerator.accumulate(model):``, as the block starts). On accumulating steps each
+        model runs under the backend's ``no_sync``; elsewhere the block runs as is.
+        """
+        state = self.gradient_state  # what _do_sync does, inlined: this runs every micro-batch
+        options = state.plugin_kwargs
+        loader = state.active_dataloader
+        if options["sync_with_dataloader"] and loader is not None and loader.end_of_dataloader:
+            self.step = 0
+            state.sync_gradients = True
+            return _NO_CONTEXT
+        self.step = step = self.step + 1
+        steps = options["num_steps"]
+        if steps == 1 or step % steps == 0:
+            state.sync_gradients = True
+            return _NO_CONTEXT
+        state.sync_gradients = False
+        if options["sync_each_batch"] or not models:
+            return _NO_CONTEXT
+        backend = self.backend
+        default = type(backend).no_sync is Backend.no_sync
+        contexts = [
+            backend.no_sync(model)
+            for model in models
+            if not default or _has_no_sync(model)  # the default does nothing without one
+        ]
+        if not contexts:
+            return _NO_CONTEXT
+        return contexts[0] if len(contexts) == 1 else _Contexts(contexts)
 
     @contextlib.contextmanager
     def no_sync(self, model: torch.nn.Module) -> Iterator[None]:

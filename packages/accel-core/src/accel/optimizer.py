@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from accel.faults import preemption
+from accel.precision.base import Precision
 from accel.state import GradientState
 
 
@@ -21,10 +22,26 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
         self, optimizer: torch.optim.Optimizer, precision: Any = None, device_placement: bool = True
     ):
         self.optimizer = optimizer
-        self.precision = precision
+        self.precision = precision  # a property: also decides which step function to call
         self.gradient_state = GradientState()
         self._is_overflow = False
         self._accelerate_step_called = False
+
+    @property
+    def precision(self) -> Any:
+        """The :class:`~accel.precision.Precision` whose ``optimizer_step`` steps (None: step directly)."""
+        return self._precision
+
+    @precision.setter
+    def precision(self, value: Any) -> None:
+        self._precision = value
+        # Decided once: a precision that keeps the base ``optimizer_step`` (no scaler) needs no
+        # indirection, so the wrapped optimizer's own ``step`` is called directly.
+        self._precision_step = (
+            None
+            if value is None or type(value).optimizer_step is Precision.optimizer_step
+            else value.optimizer_step
+        )
 
     # torch.optim.Optimizer protocol, delegated -------------------------
     @property
@@ -77,9 +94,9 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
             return None
         self._accelerate_step_called = True
         preemption.step_done()  # the next batch is a point where ranks may agree to stop
-        if self.precision is not None:
-            stepped = self.precision.optimizer_step(self.optimizer, closure)
-            self._is_overflow = not stepped
+        precision_step = self._precision_step
+        if precision_step is not None:
+            self._is_overflow = not precision_step(self.optimizer, closure)
             return None
         self._is_overflow = False
         return self.optimizer.step(closure) if closure is not None else self.optimizer.step()

@@ -40,15 +40,21 @@ class AcceleratedScheduler:
             if self.gradient_state.adjust_scheduler:
                 self.scheduler._step_count += 1
             return
-        if any(getattr(opt, "step_was_skipped", False) for opt in self.optimizers):
+        for opt in self.optimizers:
+            if getattr(opt, "step_was_skipped", False):
+                return
+        scheduler = self.scheduler
+        if self.split_batches or self.num_processes == 1:
+            total = getattr(scheduler, "total_steps", None)
+            if total is None or scheduler.last_epoch < total:
+                scheduler.step(*args, **kwargs)
             return
-        steps = 1 if self.split_batches else self.num_processes
-        for _ in range(steps):
+        for _ in range(self.num_processes):
             # A finite schedule (OneCycleLR) must not be stepped past its end.
-            total = getattr(self.scheduler, "total_steps", None)
-            if total is not None and self.scheduler.last_epoch >= total:
+            total = getattr(scheduler, "total_steps", None)
+            if total is not None and scheduler.last_epoch >= total:
                 break
-            self.scheduler.step(*args, **kwargs)
+            scheduler.step(*args, **kwargs)
 
     def get_last_lr(self) -> list[float]:
         """The last learning rates."""

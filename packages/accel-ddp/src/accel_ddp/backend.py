@@ -56,15 +56,27 @@ class DDPBackend(Backend):
         kwargs.register_comm_hook(wrapped)
         return wrapped
 
+    def __init__(self, accelerator: Any):
+        super().__init__(accelerator)
+        self._armed_by_next_loss: list[DistributedDataParallel] = []
+
+    def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
+        """Back-propagate ``loss``; first arm models waiting in :meth:`trigger_sync_in_backward` for it."""
+        while self._armed_by_next_loss:
+            self._armed_by_next_loss.pop().reducer.prepare_for_backward([loss])
+        super().backward(loss, **kwargs)
+
     @contextlib.contextmanager
     def trigger_sync_in_backward(self, model: torch.nn.Module) -> Iterator[None]:
         """Make the next backward of ``model`` all-reduce gradients although its forward ran under ``no_sync``.
 
         DDP decides in ``forward`` whether the following backward synchronises: under
         ``no_sync`` it leaves its reducer unarmed, so the gradient hooks only accumulate
-        locally. Inside this block the reducer is armed again (the same call DDP's forward
-        makes when it syncs), so the hooks of the next backward fill the buckets with the
-        gradients accumulated so far and all-reduce them (through the comm hook, if any).
+        locally. Inside this block the reducer is armed again (the call DDP's forward makes
+        when it syncs), so the hooks of the next backward fill the buckets with the gradients
+        accumulated so far and all-reduce them (through the comm hook, if any). With
+        ``find_unused_parameters=True`` the reducer must know which parameters the loss
+        reaches, so it is armed by the loss of the next ``accelerator.backward`` in the block.
         """
         if not isinstance(model, DistributedDataParallel):
             yield
@@ -72,13 +84,25 @@ class DDPBackend(Backend):
         saved = (model.require_backward_grad_sync, model.require_forward_param_sync)
         model.require_backward_grad_sync = True
         model.require_forward_param_sync = True
-        # find_unused_parameters searches the graph from the outputs given here; the outputs
-        # are gone, so every parameter would be declared unused and reduced too early.
-        model.reducer.prepare_for_backward([])
+        by_loss = model.find_unused_parameters and not model.static_graph
+        if by_loss:
+            self._armed_by_next_loss.append(model)
+        else:
+            model.reducer.prepare_for_backward([])
         try:
             yield
+        except BaseException:
+            if model in self._armed_by_next_loss:
+                self._armed_by_next_loss.remove(model)
+            raise
         finally:
             model.require_backward_grad_sync, model.require_forward_param_sync = saved
+        if model in self._armed_by_next_loss:
+            self._armed_by_next_loss.remove(model)
+            raise RuntimeError(
+                "trigger_sync_in_backward: a DDP model with find_unused_parameters=True is synchronised by "
+                "the loss of accelerator.backward(loss); call it inside the block instead of loss.backward()"
+            )
 
     @contextlib.contextmanager
     def join_uneven_inputs(

@@ -16,7 +16,7 @@ from accel.distributed.process import ensure_process_group, plugin_object
 
 from .config import FullyShardedDataParallelPlugin
 from .nd import NDLayout, NDParallelMixin
-from .wrap import fsdp1_policy, units_to_shard
+from .wrap import fsdp1_policy, ignored_modules, units_to_shard
 
 _WRAPPER_PREFIXES = re.compile(r"(_fsdp_wrapped_module\.|_checkpoint_wrapped_module\.|_orig_mod\.)")
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -128,6 +128,11 @@ class FSDPBackend(NDParallelMixin, Backend):
             else OffloadPolicy(),  # pinned host memory needs a GPU
         }
         units = units_to_shard(model, plugin)
+        ignored = ignored_modules(model, plugin)
+        if ignored:  # FSDP2 leaves parameters, not modules, unsharded
+            kwargs["ignored_params"] = {p for m in ignored for p in m.parameters()}
+            inside = {id(sub) for m in ignored for sub in m.modules()}
+            units = [u for u in units if id(u) not in inside]
         if plugin.activation_checkpointing:
             from torch.distributed._composable import checkpoint
 
@@ -180,7 +185,7 @@ class FSDPBackend(NDParallelMixin, Backend):
             limit_all_gathers=plugin.limit_all_gathers,
             use_orig_params=plugin.use_orig_params,
             sync_module_states=plugin.sync_module_states,
-            ignored_modules=plugin.ignored_modules,
+            ignored_modules=ignored_modules(model, plugin),
             param_init_fn=plugin.param_init_fn,
             device_id=device,
             # hybrid: shard within a node, replicate across nodes (FSDP1 would otherwise derive

@@ -80,6 +80,12 @@ FSDP_SECTION = Section(
         Option("fsdp_sync_module_states", bool, False, help="true/false"),
         Option("fsdp_cpu_ram_efficient_loading", bool, False, help="true/false"),
         Option("fsdp_activation_checkpointing", bool, False, help="true/false"),
+        Option(
+            "fsdp_ignored_modules",
+            str,
+            flag=None,
+            help="a regular expression: modules whose name matches it in full stay unsharded",
+        ),
     ],
     title="FSDP",
     distributed_type="FSDP",
@@ -189,6 +195,48 @@ class FullyShardedDataParallelPlugin:
             )
         if self.cpu_ram_efficient_loading:
             self.sync_module_states = True
+
+    def set_auto_wrap_policy(self, model: Any) -> None:
+        """Turn a named ``auto_wrap_policy`` into torch's policy callable for ``model``, as Accelerate does.
+
+        ``TRANSFORMER_BASED_WRAP`` becomes ``functools.partial(transformer_auto_wrap_policy,
+        transformer_layer_cls=...)`` with the classes named by ``transformer_cls_names_to_wrap``
+        (by default the model's ``_no_split_modules``, which then fills that field); a name the
+        model does not contain raises ``ValueError``. ``SIZE_BASED_WRAP`` becomes
+        ``functools.partial(size_based_auto_wrap_policy, min_num_params=...)``, or None when
+        ``min_num_params`` is unset or 0. Other values (None, ``NO_WRAP``, a callable) are kept.
+        The backend accepts either form.
+        """
+        import functools
+
+        from torch.distributed.fsdp.wrap import (
+            size_based_auto_wrap_policy,
+            transformer_auto_wrap_policy,
+        )
+
+        if self.auto_wrap_policy == "TRANSFORMER_BASED_WRAP":
+            if self.transformer_cls_names_to_wrap is None:
+                self.transformer_cls_names_to_wrap = list(
+                    getattr(model, "_no_split_modules", None) or []
+                )
+            by_name = {type(m).__name__: type(m) for m in model.modules()}
+            classes = set()
+            for name in self.transformer_cls_names_to_wrap:
+                if name not in by_name:
+                    raise ValueError(
+                        f"Could not find the transformer layer class {name} in the model "
+                        "(fsdp_transformer_layer_cls_to_wrap names classes of its submodules)"
+                    )
+                classes.add(by_name[name])
+            self.auto_wrap_policy = functools.partial(
+                transformer_auto_wrap_policy, transformer_layer_cls=classes
+            )
+        elif self.auto_wrap_policy == "SIZE_BASED_WRAP":
+            self.auto_wrap_policy = (
+                functools.partial(size_based_auto_wrap_policy, min_num_params=self.min_num_params)
+                if self.min_num_params
+                else None
+            )
 
     @property
     def offload_params(self) -> bool:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import inspect
+import re
 from collections.abc import Callable
 
 import torch
@@ -38,12 +40,37 @@ def units_to_shard(
         )
     if policy == "NO_WRAP":
         return []
+    minimum = plugin.min_num_params if plugin.min_num_params is not None else 100_000_000
     if callable(policy):
-        return [m for m in _post_order(model) if m is not model and policy(m)]
+        func = policy.func if isinstance(policy, functools.partial) else policy
+        keywords = policy.keywords if isinstance(policy, functools.partial) else {}
+        from torch.distributed.fsdp.wrap import (
+            size_based_auto_wrap_policy,
+            transformer_auto_wrap_policy,
+        )
+
+        if func is transformer_auto_wrap_policy:  # from set_auto_wrap_policy, or the user's own
+            classes = tuple(keywords.get("transformer_layer_cls") or ())
+            return [m for m in _post_order(model) if m is not model and isinstance(m, classes)]
+        if func is size_based_auto_wrap_policy:
+            minimum = keywords.get("min_num_params", 100_000_000)
+            policy = "SIZE_BASED_WRAP"
+        elif _takes_recurse(policy):  # torch's FSDP1 signature (module, recurse, nonwrapped_numel)
+            return [
+                m
+                for m in _post_order(model)
+                if m is not model
+                and policy(
+                    module=m,
+                    recurse=False,
+                    nonwrapped_numel=sum(p.numel() for p in m.parameters()),
+                )
+            ]
+        else:
+            return [m for m in _post_order(model) if m is not model and policy(m)]
     if policy == "TRANSFORMER_BASED_WRAP":
         classes = tuple(layer_classes(model, plugin))
         return [m for m in _post_order(model) if m is not model and isinstance(m, classes)]
-    minimum = plugin.min_num_params if plugin.min_num_params is not None else 100_000_000
     chosen: list[torch.nn.Module] = []
     remaining: dict[int, int] = {}
     for module in _post_order(model):
@@ -54,6 +81,27 @@ def units_to_shard(
             total = 0
         remaining[id(module)] = total
     return chosen
+
+
+def _takes_recurse(policy: Callable) -> bool:
+    try:
+        return "recurse" in inspect.signature(policy).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def ignored_modules(
+    model: torch.nn.Module, plugin: FullyShardedDataParallelPlugin
+) -> list[torch.nn.Module] | None:
+    """The plugin's ``ignored_modules`` as modules of ``model``; a string is a regular
+    expression matched in full against the submodules' names (as in Accelerate)."""
+    value = plugin.ignored_modules
+    if value is None:
+        return None
+    if isinstance(value, str):
+        pattern = re.compile(value)
+        return [m for name, m in model.named_modules() if pattern.fullmatch(name)]
+    return list(value)
 
 
 def _post_order(module: torch.nn.Module) -> list[torch.nn.Module]:

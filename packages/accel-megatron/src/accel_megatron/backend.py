@@ -17,7 +17,7 @@ from .config import MegatronLMPlugin
 from .cpu import cpu_execution, install_cpu_rng_tracker
 from .data import MegatronLMDummyDataLoader
 from .engine import MegatronEngine
-from .optimizer import MegatronLMOptimizerWrapper, optimizer_config
+from .optimizer import MegatronLMOptimizerWrapper, install_init_state_fn, optimizer_config
 from .scheduler import MegatronLMDummyScheduler, MegatronLMSchedulerWrapper, build_param_scheduler
 
 
@@ -230,6 +230,7 @@ class MegatronLMBackend(Backend):
         )
         with cpu_execution(self.on_cpu):
             self.megatron_optimizer = get_megatron_optimizer(config, [self.model.module])
+        install_init_state_fn(self.megatron_optimizer, config)
         self.optimizer = MegatronLMOptimizerWrapper(
             self.megatron_optimizer, self.model, self.plugin, self.on_cpu
         )

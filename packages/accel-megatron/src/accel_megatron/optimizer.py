@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import ChainMap
 from typing import Any
 
 import torch
@@ -65,6 +66,37 @@ def optimizer_config(
     return OptimizerConfig(**values)
 
 
+def sgd_init_state_fn(optimizer: torch.optim.Optimizer, config: Any = None) -> None:
+    """Give every parameter of an SGD ``optimizer`` with momentum a zero ``momentum_buffer``.
+
+    megatron-core calls its wrapper's ``init_state_fn`` before building the template that
+    ``dist_checkpointing.load`` fills (``sharded_state_dict(..., is_loading=True)``), so that
+    a fresh optimizer has the tensors a checkpoint holds. ``get_megatron_optimizer`` builds one
+    for Adam only and leaves SGD's as ``None``. Without momentum, SGD keeps no state. A zero
+    buffer steps like a missing one (megatron-core's SGD has no dampening: ``0 * m + g = g``).
+    """
+    for group in optimizer.param_groups:
+        if not group.get("momentum", 0.0):
+            continue
+        for param in group["params"]:
+            state = optimizer.state[param]
+            if state.get("momentum_buffer") is None:
+                state["momentum_buffer"] = torch.zeros_like(param.data)
+
+
+def install_init_state_fn(megatron_optimizer: Any, config: Any) -> None:
+    """Give the SGD wrappers inside ``megatron_optimizer`` the ``init_state_fn`` megatron-core leaves out.
+
+    Every wrapper (one, or each of a ``ChainedOptimizer``'s) calls it when a checkpoint is
+    loaded; Adam's, built by megatron-core, are kept.
+    """
+    if config.optimizer != "sgd":
+        return
+    for wrapper in getattr(megatron_optimizer, "chained_optimizers", [megatron_optimizer]):
+        if getattr(wrapper, "init_state_fn", None) is None:
+            wrapper.init_state_fn = sgd_init_state_fn
+
+
 def clip_on_cpu(megatron_optimizer: Any, max_norm: float) -> float:
     """Clip the gradients the optimizer will use to a global norm of ``max_norm``; return the norm.
 
@@ -109,6 +141,22 @@ class MegatronLMOptimizerWrapper(AcceleratedOptimizer):
         self.on_cpu = on_cpu
         self.grad_norm: float | None = None
         """Global gradient norm of the last step (before clipping)."""
+
+    @property
+    def state(self) -> Any:  # type: ignore[override]
+        """Per-parameter state keyed by parameter, as on a torch optimizer.
+
+        A megatron-core ``ChainedOptimizer``'s own ``state`` is keyed by ``(index, param)``
+        and has no ``values()``; here its optimizers' states are chained into one mapping.
+        """
+        optimizers = getattr(self.optimizer, "chained_optimizers", None)
+        if optimizers is None:
+            return self.optimizer.state
+        return ChainMap(*(o.state for o in optimizers))
+
+    @state.setter
+    def state(self, value: Any) -> None:
+        self.optimizer.state = value
 
     def step(self, closure: Any = None) -> Any:
         """Clip and update; with fp16, a step skipped for overflow is recorded in ``step_was_skipped``."""

@@ -11,9 +11,8 @@ indices can be computed (and tested) on a machine without GPUs by passing ``max_
 from __future__ import annotations
 
 import logging
-import math
 import warnings
-from collections import deque
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -132,19 +131,28 @@ def _as_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
     return value
 
 
-def _tensor_size(
-    name: str,
-    tensor: torch.Tensor,
-    dtype: torch.dtype | None,
-    special: Mapping[str, torch.dtype],
-) -> int:
+def _element_bytes(dtype: torch.dtype) -> int | float:
+    """Bytes per element as Accelerate counts them: ``bool`` is one bit, 8-bit floats one byte."""
+    if dtype == torch.bool:
+        return 1 / 8
+    return dtype.itemsize
+
+
+def _loaded_bytes(
+    name: str, tensor: torch.Tensor, dtype: torch.dtype | None, special: Mapping[str, torch.dtype]
+) -> int | float:
+    """Bytes ``tensor`` takes once loaded: ``special`` dtype, else the smaller of ``dtype`` and its
+    own for floating tensors (integers and bools are never converted)."""
     if name in special:
-        item = torch.empty((), dtype=special[name]).element_size()
-    elif dtype is not None and tensor.is_floating_point():
-        item = torch.empty((), dtype=dtype).element_size()
-    else:
-        item = tensor.element_size()
-    return tensor.numel() * item
+        return tensor.numel() * _element_bytes(special[name])
+    own = _element_bytes(tensor.dtype)
+    if (
+        dtype is None
+        or tensor.dtype == torch.bool
+        or not (tensor.is_floating_point() or tensor.is_complex())
+    ):
+        return tensor.numel() * own
+    return tensor.numel() * min(own, _element_bytes(dtype))
 
 
 def _prefixes(name: str) -> Iterable[str]:
@@ -159,62 +167,99 @@ def compute_module_sizes(
     dtype: str | torch.dtype | None = None,
     special_dtypes: Mapping[str, str | torch.dtype] | None = None,
     buffers_only: bool = False,
-) -> dict[str, int]:
+) -> defaultdict[str, int]:
     """Bytes held by every module and tensor of ``model``, by name (``""`` is the whole model).
 
-    ``dtype`` is the dtype floating tensors will be loaded in; ``special_dtypes`` overrides it
-    for single tensors. A tied weight is counted once, in the first module that holds it.
+    ``dtype`` is the dtype floating tensors are loaded in (a tensor already smaller keeps its
+    size; integer and bool tensors are never converted, a bool counts one bit);
+    ``special_dtypes`` overrides it for single tensors. A tied weight is counted once, under
+    its first name. Names the model does not have read as 0 (a ``defaultdict``).
     """
     dtype = _as_dtype(dtype)
     special = {k: _as_dtype(v) for k, v in (special_dtypes or {}).items()}
-    sizes: dict[str, int] = dict.fromkeys((name for name, _ in model.named_modules()), 0)
-    tensors: list[tuple[str, torch.Tensor]] = list(model.named_buffers())
+    sizes: defaultdict[str, int] = defaultdict(int)
+    tensors: list[tuple[str, torch.Tensor]] = []
     if not buffers_only:
-        tensors = list(model.named_parameters()) + tensors
+        tensors += list(model.named_parameters())
+    tensors += list(model.named_buffers())
     for name, tensor in tensors:
-        size = _tensor_size(name, tensor, dtype, special)
+        size = _loaded_bytes(name, tensor, dtype, special)
         for prefix in _prefixes(name):
-            sizes[prefix] = sizes.get(prefix, 0) + size
+            sizes[prefix] += size
     return sizes
 
 
-def _direct_tensors(module: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
-    items = [(n, t) for n, t in module._parameters.items() if t is not None]
-    return items + [(n, t) for n, t in module._buffers.items() if t is not None]
+def compute_module_total_buffer_size(
+    model: torch.nn.Module,
+    dtype: str | torch.dtype | None = None,
+    special_dtypes: Mapping[str, str | torch.dtype] | None = None,
+) -> int:
+    """Bytes of all the buffers of ``model`` (see :func:`compute_module_sizes`)."""
+    return compute_module_sizes(model, dtype, special_dtypes, buffers_only=True).get("", 0)
 
 
-def _splittable(module: torch.nn.Module, no_split: set[str]) -> bool:
-    return len(module._modules) > 0 and type(module).__name__ not in no_split
+Entry = tuple[str, Any]
+"""One item the planner places: ``(name, module or tensor)``."""
 
 
-def _atoms(
-    module: torch.nn.Module, name: str, no_split: set[str]
-) -> Iterable[tuple[str, torch.nn.Module | torch.Tensor]]:
-    """The smallest pieces the planner places whole: unsplittable modules and direct tensors."""
-    if not _splittable(module, no_split):
-        yield name, module
-        return
+def _split_entries(module: torch.nn.Module, name: str) -> list[Entry]:
+    """What a module that is split is replaced by: its own parameters, then its children.
+
+    As in Accelerate, a split module's own buffers get no entry of their own here (the
+    planner covers them afterwards, see :func:`_cover_buffers`).
+    """
     prefix = f"{name}." if name else ""
-    for tensor_name, tensor in _direct_tensors(module):
-        yield prefix + tensor_name, tensor
-    for child_name, child in module.named_children():
-        yield from _atoms(child, prefix + child_name, no_split)
+    entries: list[Entry] = [(prefix + n, p) for n, p in module.named_parameters(recurse=False)]
+    return entries + [(prefix + n, child) for n, child in module.named_children()]
+
+
+def _root_entries(model: torch.nn.Module) -> list[Entry]:
+    """The first items to place: the model's own parameters, its children, its own buffers."""
+    entries = _split_entries(model, "")
+    return entries + list(model.named_buffers(recurse=False))
+
+
+def _can_split(obj: Any, no_split: Iterable[str]) -> bool:
+    return (
+        isinstance(obj, torch.nn.Module)
+        and len(obj._modules) > 0
+        and type(obj).__name__ not in no_split
+    )
 
 
 def get_max_layer_size(
-    model: torch.nn.Module,
+    modules: torch.nn.Module | list[Entry],
     module_sizes: Mapping[str, int],
     no_split_module_classes: Iterable[str] | None = None,
 ) -> tuple[int, list[str]]:
-    """Size of the largest piece the planner cannot split, and the names of the pieces that size."""
+    """Size of the largest layer, and the names of the layers that size.
+
+    A layer is a tensor, a module without children, or a module whose class is in
+    ``no_split_module_classes``; bigger modules are searched. ``modules`` is a list of
+    ``(name, module or tensor)`` (as in Accelerate) or a model (its own tensors and children).
+    """
+    no_split = set(no_split_module_classes or ())
+    todo = _root_entries(modules) if isinstance(modules, torch.nn.Module) else list(modules)
     best, names = 0, []
-    for name, _ in _atoms(model, "", set(no_split_module_classes or ())):
+    while todo:
+        name, obj = todo.pop(0)
+        if isinstance(obj, torch.nn.Module) and _can_split(obj, no_split):
+            prefix = f"{name}." if name else ""
+            todo[:0] = [(prefix + n, child) for n, child in obj.named_children()]
+            continue
         size = module_sizes.get(name, 0)
         if size > best:
             best, names = size, [name]
         elif size == best:
             names.append(name)
     return best, names
+
+
+def _module_leaves(names: Iterable[str]) -> list[str]:
+    """The names (not ``""``) that no other name extends with one more component."""
+    names = list(names)
+    parents = {n.rsplit(".", 1)[0] for n in names if "." in n}
+    return [n for n in names if n and n not in parents]
 
 
 def get_balanced_memory(
@@ -225,29 +270,68 @@ def get_balanced_memory(
     special_dtypes: Mapping[str, str | torch.dtype] | None = None,
     low_zero: bool = False,
 ) -> dict[Device, int]:
-    """Budgets that spread ``model`` evenly over the accelerators of ``max_memory``.
+    """Budgets that spread ``model`` evenly over the accelerators of ``max_memory`` (as Accelerate).
 
-    Each accelerator gets about an equal share (plus one average layer of slack), the last one
-    its whole budget. With ``low_zero`` the first accelerator only takes what fits nowhere
-    else, leaving it room for ``generate`` and the like. ``cpu`` and ``disk`` are unchanged.
+    Every accelerator but the last gets ``model size / number of accelerators`` plus a margin
+    of 1.25 times the larger of the biggest ``no_split_module_classes`` block and the mean
+    leaf-module size (never more than its own budget); the last keeps its whole budget. With
+    ``low_zero`` the first accelerator only takes what does not fit on the others, leaving
+    it room for ``generate`` and the like. ``cpu`` and ``disk`` are unchanged. With one
+    accelerator and no ``max_memory``, 10% of it is kept free.
     """
+    detected = max_memory is None
     budgets = get_max_memory(max_memory)
-    indices = [d for d in budgets if isinstance(d, int) and budgets[d] > 0]
-    if len(indices) <= 1:
+    indices = sorted(d for d in budgets if isinstance(d, int) and budgets[d] > 0)
+    if not indices:
         return budgets
+    if len(indices) == 1:
+        low_zero = False
+        if detected:
+            budgets[indices[0]] = int(budgets[indices[0]] * 0.9)
     sizes = compute_module_sizes(model, dtype=dtype, special_dtypes=special_dtypes)
     total = sizes[""]
-    atoms = list(_atoms(model, "", set(no_split_module_classes or ())))
-    mean_atom = total / max(len(atoms), 1)
-    sharing = indices[1:] if low_zero else indices
-    share = math.ceil(total / len(sharing) + mean_atom)
-    balanced = dict(budgets)
-    for index in sharing[:-1]:
-        balanced[index] = min(budgets[index], share)
+    per_device = total // (len(indices) - 1 if low_zero else len(indices))
+
+    block = 0
+    no_split = list(no_split_module_classes or ())
+    if no_split:
+        first_size: dict[str, int] = {}
+        for name, size in sizes.items():
+            if not name:
+                continue
+            kind = type(_get(model, name)).__name__
+            if kind in no_split:
+                first_size.setdefault(kind, size)
+                if len(first_size) == len(set(no_split)):
+                    break
+        block = max(first_size.values(), default=0)
+    tensors = set(_module_leaves(sizes))
+    layers = _module_leaves(n for n in sizes if n not in tensors)
+    mean_layer = int(sum(sizes[n] for n in layers) / max(len(layers), 1))
+    per_device += int(1.25 * max(block, mean_layer))
+
+    for index in indices[:-1]:
+        cap = budgets.get(0, 0) if low_zero and index == 0 else per_device
+        budgets[index] = int(min(cap, budgets[index]))
     if low_zero:
-        elsewhere = sum(balanced[i] for i in sharing)
-        balanced[indices[0]] = min(budgets[indices[0]], max(0, total - elsewhere))
-    return balanced
+        others = sum(budgets.get(i, 0) for i in range(1, len(indices)))
+        budgets[0] = int(min(max(0, total - others), budgets[0]))
+    return budgets
+
+
+def _get(model: torch.nn.Module, name: str) -> Any:
+    obj: Any = model
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def calculate_maximum_sizes(model: torch.nn.Module) -> tuple[int, tuple[int, list[str]]]:
+    """``(model size, (largest layer size, its names))``; layers as in :func:`get_max_layer_size`,
+    with the model's ``_no_split_modules`` (transformers models) kept whole."""
+    sizes = compute_module_sizes(model)
+    no_split = getattr(model, "_no_split_modules", None) or []
+    return sizes[""], get_max_layer_size(_root_entries(model), sizes, no_split)
 
 
 # -- the planner -----------------------------------------------------------------------------
@@ -262,157 +346,303 @@ def infer_auto_device_map(
     verbose: bool = False,
     clean_result: bool = True,
     offload_buffers: bool = False,
+    fallback_allocation: bool = False,
 ) -> dict[str, Device]:
-    """Plan a device map: fill the fastest device first, then the next, then ``cpu``, then ``disk``.
+    """Plan a device map: fill the accelerators in order, then ``cpu``, then ``disk`` (the maps
+    Accelerate's function of the same name gives).
 
-    Modules are placed whole when they fit; one that does not fit is split into its children
-    (and its own tensors) unless its class is in ``no_split_module_classes``, in which case it
-    moves on to the next device. ``"disk"`` is always available as the last resort. Tied
-    parameters end up on one device. When part of the model is offloaded, the main device
-    (first accelerator, or the CPU) keeps room for the largest layer, which is loaded there to
-    run (and, unless ``offload_buffers``, for the buffers, which stay on it).
+    The model's parts are taken in order and placed whole when they fit; one that does not
+    fit is split into its own parameters and children, unless it is a tensor, has no children
+    or its class is in ``no_split_module_classes``: then the next device is tried. ``"disk"``
+    takes whatever is left. The main devices (the first accelerator and ``cpu``, or ``mps``
+    alone, or ``cpu`` alone) always keep room for the largest layer still to place: an
+    offloaded layer is loaded there to run. A part whose weights are tied to parts not placed
+    yet is placed together with them (their size counted), or one of them is split first.
+    With ``fallback_allocation``, a device that would stay empty takes the first smaller part
+    that fits. Unless ``offload_buffers``, the buffers of the parts offloaded to the CPU or
+    the disk stay on an accelerator: a warning says so when no accelerator has room for them.
+    ``clean_result`` merges the entries of a module whose parts all go to one device.
     """
     budgets = get_max_memory(max_memory)
     budgets.pop("meta", None)
-    if "disk" not in budgets:
-        budgets["disk"] = 0
-    devices = list(budgets)
-    no_split = set(no_split_module_classes or ())
-    sizes = compute_module_sizes(model, dtype=dtype, special_dtypes=special_dtypes)
-    tied = find_tied_parameters(model)
-    main = next((d for d in devices if d != "disk"), "disk")
+    planner = _Planner(
+        model,
+        budgets,
+        no_split=list(no_split_module_classes or ()),
+        sizes=compute_module_sizes(model, dtype=dtype, special_dtypes=special_dtypes),
+        tied=[sorted(group) for group in find_tied_parameters(model)],
+        verbose=verbose,
+        fallback_allocation=fallback_allocation,
+    )
+    plan = planner.run()
+    if clean_result:
+        plan = clean_device_map(plan)
+    _cover_buffers(model, plan)
 
-    plan = _plan(model, budgets, devices, no_split, sizes, tied, reserve=0, verbose=False)
-    if any(_offloaded(device, main) for device in plan.values()):
-        max_layer, _ = get_max_layer_size(model, sizes, no_split)
-        buffers = 0 if offload_buffers else compute_module_sizes(model, buffers_only=True)[""]
-        plan = _plan(
-            model,
-            budgets,
-            devices,
-            no_split,
-            sizes,
-            tied,
-            reserve=max_layer + buffers,
-            verbose=verbose,
+    if not offload_buffers:
+        buffer_sizes: dict[Device, int] = defaultdict(int)
+        for name, device in planner.placed_modules:
+            buffer_sizes[device] += compute_module_total_buffer_size(
+                _get(model, name) if name else model, dtype=dtype, special_dtypes=special_dtypes
+            )
+        offloaded = buffer_sizes.get("cpu", 0) + buffer_sizes.get("disk", 0)
+        accelerators = [d for d in budgets if d not in ("cpu", "disk")]
+        fits = any(budgets[d] >= offloaded + planner.used.get(d, 0) for d in accelerators)
+        if offloaded > 0 and accelerators and not fits:
+            warnings.warn(
+                f"the buffers of the offloaded layers ({offloaded} bytes) stay on an accelerator "
+                "but fit in none of them next to the weights planned there: pass "
+                "offload_buffers=True if that runs out of memory",
+                stacklevel=2,
+            )
+    if planner.too_small:
+        logger.info(
+            "no part of the model fits on %s (bytes needed for the next part: %s); give them more "
+            "memory to use them",
+            ", ".join(map(repr, planner.too_small)),
+            planner.too_small,
         )
-    elif verbose:
-        plan = _plan(model, budgets, devices, no_split, sizes, tied, reserve=0, verbose=True)
-    return clean_device_map(plan, model) if clean_result else plan
-
-
-def _offloaded(device: Device, main: Device) -> bool:
-    return device != main and device in ("cpu", "disk")
-
-
-def _plan(
-    model: torch.nn.Module,
-    budgets: Mapping[Device, int],
-    devices: list[Device],
-    no_split: set[str],
-    sizes: Mapping[str, int],
-    tied: list[list[str]],
-    reserve: int,
-    verbose: bool,
-) -> dict[str, Device]:
-    """One greedy pass of the planner (see :func:`infer_auto_device_map`)."""
-    main = devices[0]
-    remaining = {d: budgets[d] for d in devices}
-    remaining[main] = max(0, remaining[main] - reserve) if main != "disk" else 0
-    group_of = {name: i for i, group in enumerate(tied) for name in group}
-    home: dict[int, Device] = {}
-    plan: dict[str, Device] = {}
-    position = 0
-
-    def say(message: str) -> None:
-        if verbose:
-            print(message)
-            logger.info(message)
-
-    def tied_inside(name: str) -> set[int]:
-        if not group_of:
-            return set()
-        prefix = f"{name}." if name else ""
-        return {g for n, g in group_of.items() if n == name or n.startswith(prefix)}
-
-    units: deque[tuple[str, Any]] = deque([("", model)])
-    while units:
-        name, obj = units.popleft()
-        device = devices[position]
-        size = sizes.get(name, 0)
-        groups = tied_inside(name)
-        homes = {home[g] for g in groups if g in home}
-        splittable = isinstance(obj, torch.nn.Module) and _splittable(obj, no_split)
-        if homes and homes != {device}:
-            if splittable:
-                units.extendleft(reversed(_children_units(obj, name)))
-                continue
-            target = next(iter(homes))
-            say(f"{name or 'the model'} goes to device {target!r} with the weights it is tied to")
-            plan[name] = target
-            remaining[target] = remaining[target] - size if target != "disk" else 0
-            continue
-        if device == "disk" or size <= remaining[device]:
-            plan[name] = device
-            if device != "disk":
-                remaining[device] -= size
-            for g in groups:
-                home.setdefault(g, device)
-            continue
-        if splittable:
-            say(f"{name or 'the model'} ({size} bytes) does not fit on {device!r}: splitting it")
-            units.extendleft(reversed(_children_units(obj, name)))
-            continue
-        say(f"{name or 'the model'} ({size} bytes) does not fit on {device!r}: next device")
-        position += 1
-        units.appendleft((name, obj))
     return plan
 
 
-def _children_units(module: torch.nn.Module, name: str) -> list[tuple[str, Any]]:
-    prefix = f"{name}." if name else ""
-    units: list[tuple[str, Any]] = [(prefix + n, t) for n, t in _direct_tensors(module)]
-    units += [(prefix + n, child) for n, child in module.named_children()]
-    return units
+class _Planner:
+    """One greedy pass over the model's parts (the algorithm of :func:`infer_auto_device_map`)."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        budgets: dict[Device, int],
+        no_split: list[str],
+        sizes: Mapping[str, int],
+        tied: list[list[str]],
+        verbose: bool,
+        fallback_allocation: bool,
+    ):
+        self.budgets = budgets
+        self.devices: list[Device] = [*budgets, *(["disk"] if "disk" not in budgets else [])]
+        accelerators = [d for d in self.devices if d not in ("cpu", "disk")]
+        if "mps" in accelerators:
+            self.main_devices: list[Device] = ["mps"]
+        elif accelerators:
+            self.main_devices = [accelerators[0], "cpu"]
+        else:
+            self.main_devices = ["cpu"]
+        self.no_split = no_split
+        self.sizes = sizes
+        self.tied = tied
+        self.verbose = verbose
+        self.fallback_allocation = fallback_allocation
+        self.todo: list[Entry] = _root_entries(model)
+        self.used: dict[Device, int] = dict.fromkeys(self.devices, 0)
+        self.placed_modules: list[tuple[str, Device]] = []
+        """Modules placed whole, with their device: their buffers go with them (the tied
+        holders placed along are not counted here, as in Accelerate)."""
+        self.too_small: dict[Device, int] = {}
+        """Devices that got nothing: the size they would have needed."""
+        self.largest, self.largest_names = get_max_layer_size(self.todo, sizes, no_split)
+        self.fallback_tried: dict[Device, set[str]] = {}
+        """Parts already taken out by the fallback for a device (tried again, they would loop)."""
+
+    def say(self, message: str) -> None:
+        if self.verbose:
+            print(message)
+
+    def refresh_largest(self) -> None:
+        modules = [(n, m) for n, m in self.todo if isinstance(m, torch.nn.Module)]
+        self.largest, self.largest_names = get_max_layer_size(modules, self.sizes, self.no_split)
+
+    def partners(self, name: str) -> list[str]:
+        """Tied names outside ``name`` whose group also has a name inside it."""
+        prefix = f"{name}."
+        outside: list[str] = []
+        for group in self.tied:
+            inside = [n == name or n.startswith(prefix) for n in group]
+            if any(inside) and not all(inside):
+                outside += [n for n, i in zip(group, inside) if not i]
+        return outside
+
+    @staticmethod
+    def holders(partners: list[str], entries: list[Entry]) -> list[Entry]:
+        """For each tied name, the entry of ``entries`` that contains it (skipped if none)."""
+        found = []
+        for partner in partners:
+            entry = next((e for e in entries if partner.startswith(e[0] + ".")), None)
+            if entry is not None:
+                found.append(entry)
+        return found
+
+    def size_with(self, name: str, partners: list[str], holders: list[Entry]) -> int:
+        """``name``'s size plus its tied holders' (the shared weight counted once)."""
+        size = self.sizes.get(name, 0)
+        by_partner = {}
+        for partner in partners:
+            holder = next((e for e in holders if partner.startswith(e[0] + ".")), None)
+            if holder is not None:
+                by_partner.setdefault(partner, holder)
+        for partner, (holder, _) in by_partner.items():
+            size += self.sizes.get(holder, 0) - self.sizes.get(partner, 0)
+        return size
+
+    def run(self) -> dict[str, Device]:
+        plan: dict[str, Device] = {}
+        position = 0
+        while self.todo:
+            name, obj = self.todo.pop(0)
+            self.largest_names = [
+                n for n in self.largest_names if n != name and not n.startswith(name + ".")
+            ]
+            if not self.largest_names:
+                self.refresh_largest()
+            size = self.sizes.get(name, 0)
+            partners = self.partners(name)
+            holders = self.holders(partners, self.todo)
+            with_ties = self.size_with(name, partners, holders)
+            device = self.devices[position]
+            reserve = self.largest if device in self.main_devices else 0
+            limit = None if device == "disk" else self.budgets[device] - reserve
+
+            if limit is None or self.used[device] + with_ties <= limit:
+                together = [n for n, _ in holders]
+                self.say(
+                    f"{name or 'the model'} ({with_ties} bytes"
+                    + (f", with {together}" if together else "")
+                    + f") goes to {device!r}"
+                )
+                self.used[device] += with_ties
+                plan[name] = device
+                if isinstance(obj, torch.nn.Module):
+                    self.placed_modules.append((name, device))
+                for holder_name, holder in holders:
+                    index = next((i for i, e in enumerate(self.todo) if e[0] == holder_name), None)
+                    if index is not None:
+                        self.todo.pop(index)
+                    plan[holder_name] = device
+                continue
+
+            if (
+                holders
+                and self.used[device] + size <= limit
+                and self.split_a_holder((name, obj), holders)
+            ):
+                continue
+
+            if self.used[device] + size >= limit and _can_split(obj, self.no_split):
+                self.say(f"{name or 'the model'} ({size} bytes) does not fit on {device!r}: split")
+                self.todo[:0] = _split_entries(obj, name)
+                self.refresh_largest()
+                continue
+
+            if self.fallback_allocation and self.used[device] == 0 and device != "disk":
+                room = self.budgets[device] - max(self.largest, with_ties)
+                found = self.fallback(room, self.fallback_tried.setdefault(device, set()))
+                if found is not None:
+                    self.say(f"{found[0]} goes to {device!r} instead, which would stay empty")
+                    self.todo[:0] = [found, (name, obj)]
+                    continue
+
+            self.say(f"{name or 'the model'} ({with_ties} bytes) does not fit on {device!r}")
+            if self.used[device] == 0:
+                self.too_small[device] = with_ties + reserve
+            self.used[device] += reserve
+            position += 1
+            self.todo.insert(0, (name, obj))
+        self.used = {d: m for d, m in self.used.items() if m > 0}
+        return plan
+
+    def split_a_holder(self, current: Entry, holders: list[Entry]) -> bool:
+        """Split the first splittable tied holder (the current part is retried first)."""
+        for holder_name, holder in holders:
+            if not _can_split(holder, self.no_split):
+                continue
+            index = next((i for i, e in enumerate(self.todo) if e[0] == holder_name), None)
+            if index is None:
+                continue
+            self.say(f"{current[0]} fits without its tied {holder_name}: split {holder_name}")
+            self.todo[index : index + 1] = _split_entries(holder, holder_name)
+            self.todo.insert(0, current)
+            self.refresh_largest()
+            return True
+        return False
+
+    def fallback(self, room: int | float, tried: set[str]) -> Entry | None:
+        """Take out of the to-do list the first part (searching depth first) that fits ``room``.
+
+        A part in ``tried`` (taken out before for this device, and which then did not fit
+        with its tied weights) is not taken again: the device would never be left.
+        """
+        if room < 0:
+            return None
+        search = list(self.todo)
+        while search:
+            name, obj = search.pop(0)
+            partners = self.partners(name)
+            fits = self.size_with(name, partners, self.holders(partners, search)) <= room
+            if fits and name not in tried:
+                tried.add(name)
+                break
+            if _can_split(obj, self.no_split):
+                search[:0] = _split_entries(obj, name)
+        else:
+            return None
+        # open the ancestors of the part found, so it is an item of the to-do list itself
+        parts = name.split(".")
+        for depth in range(1, len(parts)):
+            parent = ".".join(parts[:depth])
+            index = next((i for i, e in enumerate(self.todo) if e[0] == parent), None)
+            if index is not None:
+                self.todo[index : index + 1] = _split_entries(self.todo[index][1], parent)
+        index = next(i for i, e in enumerate(self.todo) if e[0] == name)
+        return self.todo.pop(index)
 
 
-def clean_device_map(device_map: Mapping[str, Device], model: torch.nn.Module) -> dict[str, Device]:
-    """The same placement with as few entries as possible: a module whose contents all go to one
-    device gets a single entry."""
-    mixed = object()
-    memo: dict[str, Any] = {}
+def _cover_buffers(model: torch.nn.Module, plan: dict[str, Device]) -> None:
+    """Give a device to the own buffers of split modules, which the plan leaves out.
 
-    def device_of(name: str, module: torch.nn.Module) -> Any:
-        if name in device_map:
-            return device_map[name]
-        if name in memo:
-            return memo[name]
-        prefix = f"{name}." if name else ""
-        found: set[Any] = set()
-        for tensor_name, _ in _direct_tensors(module):
-            found.add(device_map.get(prefix + tensor_name, mixed))
-        for child_name, child in module.named_children():
-            found.add(device_of(prefix + child_name, child))
-        result = found.pop() if len(found) == 1 else mixed
-        memo[name] = result
-        return result
+    Such a buffer goes where the first planned part of its module goes. (Accelerate leaves
+    them out of its maps; accel's maps cover every tensor, so ``check_device_map`` passes.)
+    """
+    for module_name, module in model.named_modules():
+        prefix = f"{module_name}." if module_name else ""
+        for buffer_name, buffer in module._buffers.items():
+            if buffer is None:
+                continue
+            full = prefix + buffer_name
+            try:
+                device_for(full, plan)
+            except KeyError:
+                device = next((d for k, d in plan.items() if k.startswith(prefix)), None)
+                if device is not None:
+                    plan[full] = device
 
-    cleaned: dict[str, Device] = {}
 
-    def emit(name: str, module: torch.nn.Module) -> None:
-        device = device_of(name, module)
-        if device is not mixed:
-            cleaned[name] = device
-            return
-        prefix = f"{name}." if name else ""
-        for tensor_name, _ in _direct_tensors(module):
-            if prefix + tensor_name in device_map:
-                cleaned[prefix + tensor_name] = device_map[prefix + tensor_name]
-        for child_name, child in module.named_children():
-            emit(prefix + child_name, child)
+def clean_device_map(device_map: dict[str, Device], module_name: str = "") -> dict[str, Device]:
+    """Merge the entries under ``module_name`` (the whole map by default) that all name one
+    device into one entry for their module, recursively; changes and returns ``device_map``.
 
-    emit("", model)
-    return cleaned
+    E.g. ``{"a.x": 0, "a.y": 0, "b": 1}`` becomes ``{"a": 0, "b": 1}``; an entry that is
+    alone under its module stays as it is.
+    """
+    if isinstance(module_name, torch.nn.Module):  # accel's former (device_map, model) form
+        module_name = ""
+    prefix = f"{module_name}." if module_name else ""
+    under = [k for k in device_map if k.startswith(prefix) and k != module_name]
+    if len(under) > 1 and len({device_map[k] for k in under}) == 1:
+        device = device_map[under[0]]
+        merged: dict[str, Device] = {}
+        for key, value in device_map.items():
+            if key in under or key == module_name:
+                if module_name not in merged:
+                    merged[module_name] = device
+            else:
+                merged[key] = value
+        device_map.clear()
+        device_map.update(merged)
+        return device_map
+    depth = len(module_name.split(".")) + 1 if module_name else 1
+    children = dict.fromkeys(".".join(k.split(".")[:depth]) for k in under)
+    for child in children:
+        clean_device_map(device_map, child)
+    return device_map
 
 
 def device_for(name: str, device_map: Mapping[str, Any]) -> Any:

@@ -22,7 +22,8 @@ import json
 import os
 import shutil
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,7 @@ from accel.checkpoint import layout, manifest
 from accel.checkpoint.weights import save_weights
 from accel.errors import CheckpointError
 from accel.logging import get_logger
+from accel.progress import progress_bar
 from accel.rng import capture_rng_state, restore_rng_state
 
 if TYPE_CHECKING:
@@ -42,6 +44,41 @@ if TYPE_CHECKING:
     from accel.state import PartialState
 
 logger = get_logger(__name__)
+
+PROGRESS_MIN_BYTES = 1 << 30
+"""``save_state`` / ``load_state`` show a progress bar (one step per model and optimizer, on
+the local main process, on a terminal) for a state of at least this many bytes..."""
+PROGRESS_MIN_FILES = 64
+"""... or, when loading, for a checkpoint of more files than this (sharded checkpoints)."""
+
+
+def _state_bytes(models: Iterable[torch.nn.Module], optimizers: Iterable[Any]) -> int:
+    """The bytes of the models' parameters and buffers and the optimizers' state tensors."""
+    total = 0
+    for model in models:
+        for tensor in [*model.parameters(), *model.buffers()]:
+            total += tensor.numel() * tensor.element_size()
+    for optimizer in optimizers:
+        for state in getattr(optimizer, "state", {}).values():
+            for value in state.values() if isinstance(state, dict) else ():
+                if isinstance(value, torch.Tensor):
+                    total += value.numel() * value.element_size()
+    return total
+
+
+def _is_large(folder: Path) -> bool:
+    """Whether the checkpoint in ``folder`` has at least PROGRESS_MIN_BYTES or many files."""
+    size = files = 0
+    for _root, _dirs, names in os.walk(folder):
+        for name in names:
+            files += 1
+            try:
+                size += os.stat(os.path.join(_root, name)).st_size
+            except OSError:
+                continue
+            if size >= PROGRESS_MIN_BYTES or files > PROGRESS_MIN_FILES:
+                return True
+    return False
 
 
 class HookHandle:
@@ -337,6 +374,7 @@ class CheckpointManager:
     def _write(self, tmp: Path, safe_serialization: bool, meta: dict) -> None:
         prepared, backend, main = self.prepared, self.backend, self.state.is_main_process
         models = list(prepared.models)
+        parts: list[Callable[[], Any]] = []  # the models and optimizers: one bar step each
         if self.save_state_pre_hooks:
             # Hooks see (and may pop) full state dicts, then what is left is written.
             weights = [backend.get_state_dict(m, unwrap=True) for m in models]
@@ -344,12 +382,22 @@ class CheckpointManager:
                 hook(models, weights, str(tmp))
             if main:
                 for index, state_dict in enumerate(weights):
-                    layout.write_model_weights(state_dict, tmp, index, safe_serialization)
+                    parts.append(
+                        partial(
+                            layout.write_model_weights, state_dict, tmp, index, safe_serialization
+                        )
+                    )
         else:
             for index, model in enumerate(models):
-                backend.save_model_state(model, tmp, index, safe_serialization)
+                parts.append(
+                    partial(backend.save_model_state, model, tmp, index, safe_serialization)
+                )
         for index, optimizer in enumerate(prepared.optimizers):
-            backend.save_optimizer_state(optimizer, tmp, index, prepared.model_for_optimizer(index))
+            model_of = prepared.model_for_optimizer(index)
+            parts.append(partial(backend.save_optimizer_state, optimizer, tmp, index, model_of))
+        large = _state_bytes(models, prepared.optimizers) >= PROGRESS_MIN_BYTES
+        for part in progress_bar(parts, "Saving state", unit="part") if large else parts:
+            part()
         if main:
             for index, scheduler in enumerate(prepared.schedulers):
                 layout.write_object(scheduler.state_dict(), layout.scheduler_file(tmp, index))
@@ -373,16 +421,28 @@ class CheckpointManager:
         models = list(prepared.models)
         for hook in self.load_state_pre_hooks.values():
             hook(models, str(folder))
-        for index, model in enumerate(models):
-            backend.load_model_state(model, folder, index, strict=strict, weights_only=weights_only)
-        for index, optimizer in enumerate(prepared.optimizers):
-            backend.load_optimizer_state(
-                optimizer,
-                folder,
-                index,
-                prepared.model_for_optimizer(index),
-                weights_only=weights_only,
+        parts: list[Callable[[], Any]] = [  # the models and optimizers: one bar step each
+            partial(
+                backend.load_model_state, m, folder, i, strict=strict, weights_only=weights_only
             )
+            for i, m in enumerate(models)
+        ]
+        for index, optimizer in enumerate(prepared.optimizers):
+            model_of = prepared.model_for_optimizer(index)
+            parts.append(
+                partial(
+                    backend.load_optimizer_state,
+                    optimizer,
+                    folder,
+                    index,
+                    model_of,
+                    weights_only=weights_only,
+                )
+            )
+        for part in (
+            progress_bar(parts, "Loading state", unit="part") if _is_large(folder) else parts
+        ):
+            part()
         for index, scheduler in enumerate(prepared.schedulers):
             scheduler.load_state_dict(
                 layout.read_object(layout.scheduler_file(folder, index), weights_only)

@@ -528,15 +528,21 @@ def _derive(resolved: ResolvedConfig) -> None:
             f"{_where(resolved, 'machine_rank')} needs num_machines > {v['machine_rank']} "
             f"but {_where(resolved, 'num_machines')}; ranks go from 0 to num_machines - 1"
         )
-    # --cpu against a GPU distributed type: the higher layer wins, equal layers contradict
+    # --cpu against a GPU distributed type: the higher layer wins; two flags contradict, while
+    # in one file (or the environment) use_cpu wins, as in Accelerate: a GPU config tried on CPU
     if v["use_cpu"] and dtype in MULTI_DEVICE_TYPES and dtype != "MULTI_CPU":
         s_cpu, s_type = resolved.source("use_cpu"), resolved.source("distributed_type")
-        if s_cpu.rank == s_type.rank:
+        if s_cpu.rank == s_type.rank and s_cpu.kind == "flag":
             raise ConfigError(
                 f"{_where(resolved, 'use_cpu')} contradicts "
                 f"{_where(resolved, 'distributed_type')}: use --cpu or --multi_gpu, not both"
             )
-        if s_cpu.rank > s_type.rank:
+        if s_cpu.rank == s_type.rank:
+            resolved.notes.append(
+                f"{_where(resolved, 'distributed_type')} with {_where(resolved, 'use_cpu')}: "
+                f"running {v['num_processes']} process(es) on CPU (MULTI_CPU), as Accelerate does"
+            )
+        if s_cpu.rank >= s_type.rank:
             v["distributed_type"] = dtype = "MULTI_CPU"
             src["distributed_type"] = Source("derived", f"from use_cpu ({s_cpu})")
         else:

@@ -9,8 +9,9 @@ run sees exactly the batches an uninterrupted one would have seen.
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -20,6 +21,7 @@ from torch.utils.data import (
     IterableDataset,
     RandomSampler,
     Sampler,
+    SequentialSampler,
     default_collate,
 )
 
@@ -79,8 +81,14 @@ class SeedableRandomSampler(RandomSampler):
     def __iter__(self) -> Iterator[int]:
         if self.generator is None:
             self.generator = torch.Generator()
-        self.generator.manual_seed(self.initial_seed + self.epoch)
-        yield from super().__iter__()
+        generator = self.generator
+        generator.manual_seed(self.initial_seed + self.epoch)
+        n = len(self.data_source)
+        if self.replacement or self.num_samples != n:
+            yield from super().__iter__()
+        else:  # RandomSampler's order, without its generator frame in between
+            yield from torch.randperm(n, generator=generator).tolist()
+            torch.randperm(n, generator=generator)  # as RandomSampler: the same generator state after
         self.set_epoch(self.epoch + 1)
 
 
@@ -161,6 +169,25 @@ class BatchSamplerShard(BatchSampler):
 
     def __iter__(self) -> Iterator[list[int]]:
         skip, self.skip = self.skip, 0
+        if self.num_processes == 1 and self._fixed_batches():
+            # One process, torch's BatchSampler over a sampler of known length: its batches
+            # as they are (no Python frame per batch), the last one's size known in advance.
+            batches = iter(self.batch_sampler)
+            return itertools.islice(batches, skip, None) if skip else batches
+        return self._skipping(skip)
+
+    def _fixed_batches(self) -> bool:
+        """For torch's BatchSampler over a sequential or random sampler: set :attr:`last_round_valid`."""
+        if type(self.batch_sampler) is not BatchSampler or not isinstance(
+            self.sampler, (SequentialSampler, RandomSampler)
+        ):
+            return False
+        length, size = len(self.sampler), self.batch_size
+        if length and size:
+            self.last_round_valid = size if self.drop_last else (length % size or size)
+        return True
+
+    def _skipping(self, skip: int) -> Iterator[list[int]]:
         for index, batch in enumerate(self._rounds()):
             if index >= skip:
                 yield batch
@@ -440,7 +467,7 @@ class DataLoaderShard(DataLoader):
         iterator = super().__iter__()
         for _ in range(skip_by_reading):
             next(iterator, None)
-        yield from iterator
+        return iterator
 
     def _fill_empty(self, batch: Any) -> Any:
         """Replace an :class:`_EmptyBatch` by a zero-row batch shaped like the real ones."""
@@ -453,7 +480,17 @@ class DataLoaderShard(DataLoader):
         return self._empty
 
     def __iter__(self) -> Iterator[Any]:
-        source = map(self._fill_empty, self._batches(self._start_epoch()))
+        source = self._batches(self._start_epoch())
+        if isinstance(self.collate_fn, _EmptySafeCollate):
+            source = map(self._fill_empty, source)
+        # Decided once per epoch, not per batch: how batches are placed, whether a subclass
+        # records consumed batches. The position counter is written to the instance dict
+        # directly: DataLoader.__setattr__ costs more than the rest of a batch's bookkeeping.
+        place = None if self.device is None else _placer(self.device, self.non_blocking)
+        cpu = place is not None and torch.device(self.device).type == "cpu"
+        consumed = None if type(self)._consumed is DataLoaderShard._consumed else self._consumed
+        point = preemption.preemption_point
+        position = vars(self)
         self.gradient_state._add_dataloader(self)
         self.end_of_dataloader = False
         self.remainder = -1
@@ -465,12 +502,13 @@ class DataLoaderShard(DataLoader):
                 if upcoming is _END:
                     self.end_of_dataloader = True
                     self.remainder = self._final_remainder()
-                if self.device is not None:
-                    current = send_to_device(current, self.device, non_blocking=self.non_blocking)
-                self.batches_yielded += 1
-                self._consumed()
+                if place is not None and not (cpu and _on_cpu(current)):
+                    current = place(current)
+                position["batches_yielded"] += 1
+                if consumed is not None:
+                    consumed()
                 yield current
-                preemption.preemption_point()  # the ranks agree to stop after a step (opt-in)
+                point()  # the ranks agree to stop after a step (opt-in)
                 current = upcoming
             self.epoch += 1
             self.batches_yielded = 0
@@ -479,6 +517,44 @@ class DataLoaderShard(DataLoader):
 
 
 _END = object()
+
+
+def _on_cpu(batch: Any) -> bool:
+    """True for a CPU tensor, or a list or tuple of CPU tensors: placing it on the CPU changes nothing."""
+    kind = type(batch)
+    if kind is torch.Tensor:
+        return batch.is_cpu
+    if kind is list or kind is tuple:
+        for item in batch:
+            if type(item) is not torch.Tensor or not item.is_cpu:
+                return False
+        return True
+    return False
+
+
+def _placer(device: torch.device | str, non_blocking: bool) -> Callable[[Any], Any]:
+    """``send_to_device(batch, device, non_blocking)`` with the common batch types decided fast.
+
+    Plain tensors, lists, tuples and dicts of them take a short path (a tensor already on
+    ``device`` is returned as is); anything else goes through :func:`send_to_device`.
+    """
+    device = torch.device(device)
+    cpu = device.type == "cpu"
+    tensor_type = torch.Tensor
+
+    def place(data: Any) -> Any:
+        kind = type(data)
+        if kind is tensor_type:
+            if data.is_cpu if cpu else data.device == device:
+                return data
+            return data.to(device, non_blocking=non_blocking and data.is_cpu)
+        if kind is list or kind is tuple:
+            return kind([place(item) for item in data])
+        if kind is dict:
+            return {key: place(value) for key, value in data.items()}
+        return send_to_device(data, device, non_blocking=non_blocking)
+
+    return place
 
 
 class _EmptyBatch:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from accel.plugins.manager import (
     DEFAULT_PLUGINS,
+    CoreVersionWarning,
     PluginInfo,
     get_plugin_manager,
     hook,
@@ -19,6 +20,7 @@ from accel.plugins.manager import (
 
 __all__ = [
     "DEFAULT_PLUGINS",
+    "CoreVersionWarning",
     "PluginInfo",
     "get_plugin_manager",
     "hook",

@@ -22,9 +22,17 @@ class FullPrecision(Precision):
 class _AutocastPrecision(Precision):
     dtype: torch.dtype = torch.bfloat16
 
+    _autocast_kwargs: dict[str, Any] | None = None
+
     def autocast(self, autocast_handler: Any = None) -> contextlib.AbstractContextManager:
-        handler = autocast_handler or self.handlers.get("AutocastKwargs")
-        kwargs = handler.to_kwargs() if handler is not None else {}
+        if autocast_handler is not None:
+            kwargs = autocast_handler.to_kwargs()
+        else:  # this precision's own AutocastKwargs: read once, not on every forward
+            kwargs = self._autocast_kwargs
+            if kwargs is None:
+                handler = self.handlers.get("AutocastKwargs")
+                kwargs = handler.to_kwargs() if handler is not None else {}
+                self._autocast_kwargs = kwargs
         return torch.autocast(device_type=self.device.type, dtype=self.dtype, **kwargs)
 
     def forward_context(self, model: torch.nn.Module) -> contextlib.AbstractContextManager:
@@ -44,7 +52,7 @@ class _AutocastPrecision(Precision):
             def method(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
                 with precision.forward_context(module):
                     outputs = function(module, *args, **kwargs)
-                return convert_to_fp32(outputs)
+                return _outputs_to_fp32(outputs)
 
             method._accel_precision = self  # type: ignore[attr-defined]
             method._accel_original_forward = function  # type: ignore[attr-defined]
@@ -56,12 +64,22 @@ class _AutocastPrecision(Precision):
         def forward(*args: Any, **kwargs: Any) -> Any:
             with precision.forward_context(model):
                 outputs = original(*args, **kwargs)
-            return convert_to_fp32(outputs)
+            return _outputs_to_fp32(outputs)
 
         forward._accel_precision = self  # type: ignore[attr-defined]
         forward._accel_original_forward = original  # type: ignore[attr-defined]
         model.forward = forward
         return model
+
+
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def _outputs_to_fp32(outputs: Any) -> Any:
+    """:func:`~accel.utils.convert_to_fp32`, with a short path for a single tensor."""
+    if type(outputs) is torch.Tensor:
+        return outputs.float() if outputs.dtype in _HALF else outputs
+    return convert_to_fp32(outputs)
 
 
 class BF16Precision(_AutocastPrecision):

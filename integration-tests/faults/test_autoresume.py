@@ -1,0 +1,81 @@
+"""Auto-resume on real processes: a random worker SIGKILLed at a random time, restarted by
+`accel launch --max_restarts`, resumes by itself (`accelerator.resume()`) and ends with weights
+bit-identical to the uninterrupted run's."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+
+WORKER = Path(__file__).parent / "workers" / "autoresume.py"
+TRIALS = 10
+PACE = "0.05"
+pytestmark = pytest.mark.timeout(1500)
+
+
+def _workers(launcher_pid: int) -> list[psutil.Process]:
+    """The training processes under ``accel launch`` (leaves running the worker script)."""
+    try:
+        tree = psutil.Process(launcher_pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    found = []
+    for proc in tree:
+        try:
+            if str(WORKER) in " ".join(proc.cmdline()) and not proc.children():
+                found.append(proc)
+        except psutil.NoSuchProcess:
+            continue
+    return found
+
+
+def _checkpoints(out: Path) -> list[Path]:
+    return sorted((out / "project" / "checkpoints").glob("checkpoint_*"))
+
+
+def _run(launch, out: Path, kill_after: float | None, rng: random.Random):
+    out.mkdir()
+    run = launch(
+        "--cpu", "--num_processes", "2", "--max_restarts", "3", "--monitor_interval", "0.2",
+        WORKER, out, PACE,
+    )  # fmt: skip
+    killed = None
+    if kill_after is not None:
+        deadline = time.monotonic() + 120
+        while not _checkpoints(out) and time.monotonic() < deadline and run.proc.poll() is None:
+            time.sleep(0.05)
+        time.sleep(kill_after)
+        workers = _workers(run.proc.pid)
+        if workers:
+            victim = rng.choice(workers)
+            killed = victim.pid
+            os.kill(victim.pid, signal.SIGKILL)
+    return run.wait(timeout=300), killed
+
+
+def test_sigkill_of_a_random_worker_resumes_to_identical_weights(launch, tmp_path):
+    reference, _ = _run(launch, tmp_path / "reference", None, random.Random(0))
+    assert reference.returncode == 0, reference.stderr[-4000:]
+    expected = torch.load(tmp_path / "reference" / "final.pt", weights_only=True)
+    rng = random.Random(1234)
+    for trial in range(TRIALS):
+        out = tmp_path / f"trial{trial}"
+        result, killed = _run(launch, out, round(rng.uniform(0.0, 0.8), 2), rng)
+        context = f"trial {trial} (killed pid {killed})\n{result.stderr[-5000:]}"
+        assert killed is not None, "the run ended before a worker could be killed\n" + context
+        assert result.returncode == 0, context
+        assert list(out.glob("started-rank*-restart1")), (
+            "the workers were not restarted\n" + context
+        )
+        assert "resumed from" in result.stderr, context
+        final = torch.load(out / "final.pt", weights_only=True)
+        assert final.keys() == expected.keys()
+        for name, tensor in expected.items():
+            assert torch.equal(final[name], tensor), f"{name} differs\n{context}"
