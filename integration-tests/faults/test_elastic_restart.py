@@ -54,16 +54,32 @@ def test_elastic_membership_through_torchrun_still_forms_the_group(faults, tmp_p
     assert [d["sum"] for d in done] == [3.0, 3.0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="accel launch rejects --nnodes MIN:MAX: num_machines must be a whole number "
-    "(accel/config validation); torchrun itself accepts it (test above)",
-)
-def test_accel_launch_accepts_nnodes_min_max(launch, tmp_path):
+def test_accel_launch_accepts_nnodes_min_max(launch, tmp_path, faults):
+    """`accel launch --nnodes 1:2`: elastic membership through a c10d rendezvous (chosen for it)."""
     out = tmp_path / "out"
     out.mkdir()
     result = launch(
-        "--cpu", "--nnodes", "1:2", "--nproc_per_node", "2", "--rdzv_backend", "c10d",
-        "--main_process_port", "29533", ELASTIC, out, "-1", "0", plugins="",
+        "--cpu", "--nnodes", "1:2", "--nproc_per_node", "2",
+        "--main_process_port", str(faults.free_port()), ELASTIC, out, "-1", "0", plugins="",
     ).wait(timeout=240)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
+    done = [json.loads(p.read_text()) for p in sorted(out.glob("done-rank*-restart0.json"))]
+    assert [d["sum"] for d in done] == [3.0, 3.0]
+
+
+def test_nnodes_min_max_is_checked(tmp_path, faults):
+    from accel_cli.launch import plan
+
+    script = tmp_path / "x.py"
+    script.write_text("")
+    planned = plan(["--cpu", "--nnodes", "1:3", "--nproc_per_node", "2", str(script)])
+    argv = planned["argv"] if "argv" in planned else planned["plan"].argv
+    assert argv[argv.index("--nnodes") + 1] == "1:3"
+    assert argv[argv.index("--rdzv_backend") + 1] == "c10d"
+    env = faults.launch_env(tmp_path, plugins="")
+    bad = subprocess.run(
+        [str(Path(sys.executable).with_name("accel")), "launch", "--nnodes", "3:1", str(script)],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert bad.returncode == 2
+    assert bad.stderr.strip().count("\n") == 0 and "MIN:MAX" in bad.stderr

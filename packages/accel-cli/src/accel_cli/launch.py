@@ -384,6 +384,20 @@ def parse(
     return ns, lp
 
 
+def _machine_range(value: str) -> dict[str, Any]:
+    """``--nnodes MIN:MAX`` (torchrun's elastic membership) as settings."""
+    low, _, high = value.partition(":")
+    try:
+        minimum, maximum = int(low), int(high)
+    except ValueError:
+        raise UsageError(
+            f"--num_machines {value!r}: use a number, or MIN:MAX for elastic membership (e.g. 1:2)"
+        ) from None
+    if not 1 <= minimum <= maximum:
+        raise UsageError(f"--num_machines {value!r}: MIN:MAX needs 1 <= MIN <= MAX")
+    return {"num_machines": minimum, "max_num_machines": maximum}
+
+
 def flags_from(ns: argparse.Namespace, lp: LaunchParser) -> dict[str, Any]:
     """The settings given as flags, by setting name (``section.key`` for plugin sections)."""
     flags: dict[str, Any] = {}
@@ -395,6 +409,9 @@ def flags_from(ns: argparse.Namespace, lp: LaunchParser) -> dict[str, Any]:
             continue
         if dest in DYNAMO_DESTS:
             flags[f"dynamo_config.{dest}"] = value
+            continue
+        if dest == "num_machines" and isinstance(value, str) and ":" in value:
+            flags.update(_machine_range(value))
             continue
         info = lp.plugin_flags.get(dest)
         if info is None:

@@ -160,6 +160,13 @@ def budgets(model: nn.Module) -> list[dict[Any, int]]:
         {0: t(0.03), "cpu": t(2.0)},
         {0: t(0.03), 1: t(0.5), "cpu": t(0.3)},
         {"mps": t(0.6), "cpu": t(2.0)},
+        # fits whole, but not next to the reserve for the largest layer
+        {0: t(1.05), "cpu": t(2.0)},
+        {"cpu": t(1.05)},
+        {"mps": t(1.05), "cpu": t(2.0)},
+        {0: t(0.5), 1: t(0.6), "cpu": t(0.2)},
+        {0: t(0.15), 1: t(0.15), 2: t(0.15), "cpu": t(0.15)},
+        {0: t(0.45), 1: t(0.3), "cpu": t(0.2), "disk": t(1.0)},
     ]
 
 

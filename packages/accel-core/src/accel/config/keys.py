@@ -243,6 +243,15 @@ _KEYS: list[Key] = [
         in_file=False,
     ),
     _k(
+        "max_num_machines",
+        "int",
+        None,
+        "elastic membership: up to this many machines join (torchrun --nnodes MIN:MAX); "
+        "num_machines is the minimum",
+        minimum=1,
+        in_file=False,
+    ),
+    _k(
         "nproc_per_node",
         "int",
         None,

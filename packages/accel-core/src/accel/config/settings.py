@@ -548,6 +548,16 @@ def _derive(resolved: ResolvedConfig) -> None:
         else:
             v["use_cpu"] = False
             src["use_cpu"] = Source("derived", f"from distributed_type {dtype} ({s_type})")
+    elastic_max = v.get("max_num_machines")
+    if elastic_max is not None:
+        if elastic_max < machines:
+            raise ConfigError(
+                f"{_where(resolved, 'max_num_machines')} is below "
+                f"{_where(resolved, 'num_machines')}: use MIN:MAX with MIN <= MAX"
+            )
+        if v["rdzv_backend"] == "static":  # membership may change: needs a dynamic rendezvous
+            v["rdzv_backend"] = "c10d"
+            src["rdzv_backend"] = Source("derived", "from num_machines MIN:MAX (elastic)")
     nproc = v.get("nproc_per_node")
     total = v["num_processes"]
     if nproc is not None:

@@ -102,12 +102,15 @@ class TorchrunLauncher(Launcher):
         ip = config.get("main_process_ip")
         backend = config.get("rdzv_backend") or "static"
         argv = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc)]
+        nnodes = str(machines)
+        if config.get("max_num_machines"):
+            nnodes = f"{machines}:{int(config['max_num_machines'])}"
         if machines == 1 and port is None and backend == "static":
             argv.append("--standalone")
         else:
             ip = ip or "127.0.0.1"
             port = int(port or 29500)
-            argv += ["--nnodes", str(machines)]
+            argv += ["--nnodes", nnodes]
             if backend == "static":
                 argv += [
                     "--node_rank",
