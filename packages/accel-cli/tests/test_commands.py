@@ -203,7 +203,13 @@ def test_plugins_json(accel):
     assert "cli" not in rows
     assert rows["single_process"]["default"] is True
     table = accel("plugins").stdout
-    assert table.splitlines()[0].split() == ["plugin", "distribution", "version", "core_range", "hooks"]
+    assert table.splitlines()[0].split() == [
+        "plugin",
+        "distribution",
+        "version",
+        "core_range",
+        "hooks",
+    ]
 
 
 def test_single_process_accel_test_passes(accel):

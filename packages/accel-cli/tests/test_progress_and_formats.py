@@ -66,7 +66,11 @@ def on_terminal(argv: list[str], cwd: Path, timeout: float = 240) -> tuple[int, 
 @pytest.fixture
 def configs(tmp_path) -> list[str]:
     names = []
-    for name, config in (("bert-base-cased", BERT_BASE_CASED), ("gpt2", GPT2), ("tiny", TINY_LLAMA)):
+    for name, config in (
+        ("bert-base-cased", BERT_BASE_CASED),
+        ("gpt2", GPT2),
+        ("tiny", TINY_LLAMA),
+    ):
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.json").write_text(json.dumps(config))
         names.append(name)
@@ -131,7 +135,9 @@ def test_merge_weights_shows_a_bar_over_the_checkpoint_files(tmp_path):
         )
     files = sorted(p.name for p in ckpt.glob("*.distcp"))
     assert len(files) == 3, files
-    status, out = on_terminal([str(ACCEL), "merge-weights", str(ckpt), str(tmp_path / "out")], tmp_path)
+    status, out = on_terminal(
+        [str(ACCEL), "merge-weights", str(ckpt), str(tmp_path / "out")], tmp_path
+    )
     assert status == 0, out
     assert "Merging shards: 100%" in out and "3/3" in out, out
     assert "Merged 8 tensors" in out

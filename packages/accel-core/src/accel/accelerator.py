@@ -335,7 +335,8 @@ class Accelerator:
         self.state.print(*args, **kwargs)
 
     def wait_for_everyone(self) -> None:
-        """Barrier across processes."""
+        """Barrier across processes (after this process's pending asynchronous checkpoint writes)."""
+        self.checkpoints.async_writer.wait()
         self.backend.wait_for_everyone()
 
     def on_main_process(self, function: Callable | None = None) -> Callable:
@@ -463,6 +464,8 @@ class Accelerator:
     # -- training step ------------------------------------------------------
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
         """``loss.backward()`` with loss scaling and division by the accumulation steps."""
+        if self.checkpoints.async_writer.failed:  # an asynchronous save failed: say so now
+            self.checkpoints.async_writer.raise_if_failed()
         steps = self.gradient_state.plugin_kwargs["num_steps"]
         if steps > 1:
             loss = loss / steps
@@ -713,6 +716,7 @@ class Accelerator:
         self,
         output_dir: str | os.PathLike | None = None,
         safe_serialization: bool = True,
+        async_save: bool = False,
         **save_kwargs: Any,
     ) -> str:
         """Save everything needed to resume: models, optimizers, schedulers, data positions, scaler, RNG, registered objects.
@@ -720,9 +724,21 @@ class Accelerator:
         With ``ProjectConfiguration(automatic_checkpoint_naming=True)`` the directory is
         ``project_dir/checkpoints/checkpoint_<iteration>`` and only the newest
         ``total_limit`` checkpoints are kept.
+
+        ``async_save=True`` returns once the state is copied off the training tensors (to
+        CPU memory); the files are written in the background and the checkpoint appears
+        under its name only when complete. The next save, :meth:`load_state`,
+        :meth:`wait_for_everyone`, :meth:`end_training` and interpreter exit wait for it; a
+        failed write raises :class:`~accel.errors.CheckpointError` at the next of these
+        calls or of :meth:`backward`. Backends that write their own files (FSDP sharded,
+        DeepSpeed) save synchronously.
         """
         meta = {"step": self.step, "gradient_step": self.gradient_state.step}
-        return str(self.checkpoints.save_state(output_dir, safe_serialization, meta=meta))
+        return str(
+            self.checkpoints.save_state(
+                output_dir, safe_serialization, meta=meta, async_save=async_save
+            )
+        )
 
     def load_state(
         self,
@@ -801,7 +817,7 @@ class Accelerator:
         self.tracking.log(values, step=step, log_kwargs=log_kwargs)
 
     def end_training(self) -> None:
-        """Finish every tracker and wait for all processes."""
+        """Finish every tracker, wait for pending checkpoint writes, and wait for all processes."""
         self.tracking.finish()
         self.wait_for_everyone()
 

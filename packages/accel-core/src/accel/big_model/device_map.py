@@ -512,7 +512,7 @@ class _Planner:
                 plan[name] = device
                 if isinstance(obj, torch.nn.Module):
                     self.placed_modules.append((name, device))
-                for holder_name, holder in holders:
+                for holder_name, _holder in holders:
                     index = next((i for i, e in enumerate(self.todo) if e[0] == holder_name), None)
                     if index is not None:
                         self.todo.pop(index)

@@ -22,9 +22,11 @@ safetensors or ``torch.load(weights_only=True)`` unless the caller trusts the fi
 
 from __future__ import annotations
 
+import contextvars
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +60,11 @@ META_NAME = "accel_state.json"
 """The step counters' file."""
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint_(\d+)$")
 """Names of automatically named checkpoints (``checkpoint_<iteration>``)."""
+WRITE_SINK: contextvars.ContextVar[Callable[[Callable[..., Any], tuple[Any, ...]], None] | None] = (
+    contextvars.ContextVar("accel_checkpoint_write_sink", default=None)
+)
+"""Set while an asynchronous save stages (:mod:`accel.checkpoint.async_writer`): :func:`write_object`
+and :func:`write_model_weights` then hand ``(themselves, their arguments)`` to it instead of writing."""
 
 
 def indexed_name(name: str, index: int, ext: str) -> str:
@@ -124,6 +131,9 @@ def list_checkpoints(folder: str | os.PathLike) -> list[Path]:
 
 def write_object(obj: Any, path: Path) -> None:
     """``torch.save`` to ``path`` through a temporary file."""
+    sink = WRITE_SINK.get()
+    if sink is not None:
+        return sink(write_object, (obj, path))
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     torch.save(obj, tmp)
@@ -151,6 +161,9 @@ def write_model_weights(
     state_dict: dict[str, Any], folder: Path, index: int, safe_serialization: bool = True
 ) -> None:
     """Write model ``index``'s full state dict into a checkpoint ``folder`` (call on the main process)."""
+    sink = WRITE_SINK.get()
+    if sink is not None:
+        return sink(write_model_weights, (state_dict, folder, index, safe_serialization))
     folder = Path(folder)
     name = SAFE_MODEL_NAME if safe_serialization else MODEL_NAME
     target = folder if index == 0 else folder / f"{name}_{index}"

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from accel.checkpoint import layout, manifest
+from accel.checkpoint import async_writer, layout, manifest
 from accel.checkpoint.weights import save_weights
 from accel.errors import CheckpointError
 from accel.logging import get_logger
@@ -166,6 +166,8 @@ class CheckpointManager:
         """``hook(models, weights, output_dir)`` functions run before a save writes."""
         self.load_state_pre_hooks: OrderedDict[int, Callable] = OrderedDict()
         """``hook(models, input_dir)`` functions run before a load reads."""
+        self.async_writer = async_writer.AsyncCheckpointWriter()
+        """The background writer of ``save_state(..., async_save=True)`` (docs/checkpointing.md)."""
 
     # -- registrations --------------------------------------------------------
     def register_for_checkpointing(self, *objects: Any) -> None:
@@ -250,12 +252,16 @@ class CheckpointManager:
         output_dir: str | os.PathLike | None = None,
         safe_serialization: bool = True,
         meta: dict[str, Any] | None = None,
+        async_save: bool = False,
     ) -> Path:
         """Write every prepared and registered object, the scaler, the RNG states and ``meta``.
 
         With automatic checkpoint naming, ``output_dir`` is chosen
         (``checkpoint_<iteration>``) and only the newest ``total_limit`` are kept.
+        ``async_save`` copies the state and writes it in the background
+        (:mod:`accel.checkpoint.async_writer`); a save always waits for the previous one.
         """
+        self.async_writer.wait()
         config = self.project_configuration
         if config.automatic_checkpoint_naming:
             root = self.checkpoint_root()
@@ -272,19 +278,37 @@ class CheckpointManager:
                 "save_state needs output_dir (or ProjectConfiguration(automatic_checkpoint_naming=True))"
             )
         self.backend.wait_for_everyone()
-        path = self._write_atomically(Path(output_dir), safe_serialization, meta or {})
+        prune = None
         if (
             config.automatic_checkpoint_naming
             and config.total_limit is not None
             and self.state.is_main_process
         ):
-            # pruned only once the new checkpoint is complete: a failed save loses nothing
-            existing = layout.list_checkpoints(self.checkpoint_root())
-            for old in existing[: max(len(existing) - config.total_limit, 0)]:
-                layout.remove_checkpoint(old)
+            prune = partial(self._prune, self.checkpoint_root(), config.total_limit)
+        if async_save and async_writer.supports_async(self.backend):
+            path = async_writer.save_async(
+                self, Path(output_dir), safe_serialization, meta or {}, after=prune
+            )
+        else:
+            if async_save:
+                logger.warning(
+                    f"the {type(self.backend).__name__} backend writes its own checkpoint files: "
+                    "saving synchronously"
+                )
+            path = self._write_atomically(Path(output_dir), safe_serialization, meta or {})
+            if prune is not None:
+                prune()
         config.iteration += 1
         logger.info(f"saved state to {path}")
         return path
+
+    @staticmethod
+    def _prune(root: Path, total_limit: int) -> None:
+        """Remove all but the newest ``total_limit`` checkpoints (once the new one is complete:
+        a failed save loses nothing)."""
+        existing = layout.list_checkpoints(root)
+        for old in existing[: max(len(existing) - total_limit, 0)]:
+            layout.remove_checkpoint(old)
 
     def load_state(
         self,
@@ -294,6 +318,7 @@ class CheckpointManager:
     ) -> dict[str, Any]:
         """Restore a :meth:`save_state` checkpoint (the newest one when ``input_dir`` is None and
         naming is automatic); returns the ``meta`` it was saved with."""
+        self.async_writer.wait()
         config = self.project_configuration
         if input_dir is None:
             if not config.automatic_checkpoint_naming:

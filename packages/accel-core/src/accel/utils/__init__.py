@@ -87,6 +87,8 @@ _add(
     "clean_device_map",
     "get_max_layer_size",
     "check_tied_parameters_on_same_device",
+    "calculate_maximum_sizes",
+    "compute_module_total_buffer_size",
 )
 _add(
     "accel.big_model.offload",
