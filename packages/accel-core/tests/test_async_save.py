@@ -19,13 +19,12 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file
-from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
-
 from accel import Accelerator, ProjectConfiguration
 from accel.checkpoint import layout, manifest
 from accel.errors import CheckpointError
+from safetensors.torch import load_file
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
 pytestmark = pytest.mark.usefixtures("clean_accel_state")
 
@@ -210,7 +209,9 @@ def test_failed_write_is_raised_by_the_next_backward(tmp_path):
     loss = F.cross_entropy(model(inputs), targets)
     with pytest.raises(CheckpointError, match="disk full"):
         accelerator.backward(loss)
-    accelerator.backward(F.cross_entropy(model(inputs), targets))  # raised once, then training goes on
+    accelerator.backward(
+        F.cross_entropy(model(inputs), targets)
+    )  # raised once, then training goes on
     gated.gate = Gate(fail=True)
     accelerator.save_state(async_save=True)
     with pytest.raises(CheckpointError, match="asynchronous save"):

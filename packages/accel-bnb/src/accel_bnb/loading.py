@@ -15,8 +15,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
-from accel.checkpoint.files import FileReader, checkpoint_files
-from accel.progress import progress_bar
 from accel.big_model.device_map import device_for
 from accel.big_model.modeling import (
     find_tied_parameters,
@@ -24,7 +22,9 @@ from accel.big_model.modeling import (
     set_module_tensor_to_device,
 )
 from accel.big_model.offload import offload_weight
+from accel.checkpoint.files import FileReader, checkpoint_files
 from accel.devices import index_device
+from accel.progress import progress_bar
 
 from .config import BnbQuantizationConfig
 from .replace import matches

@@ -472,15 +472,17 @@ class _Planner:
         return found
 
     def size_with(self, name: str, partners: list[str], holders: list[Entry]) -> int:
-        """``name``'s size plus its tied holders' (the shared weight counted once)."""
+        """``name``'s size plus, for each tied name outside it, the size of its holder.
+
+        A tied weight is counted once in the sizes (under its first name), so nothing is
+        subtracted. (Accelerate subtracts the tied name's size, which undercounts the shared
+        weight when ``name`` holds its second name: then a device could be overfilled.)
+        """
         size = self.sizes.get(name, 0)
-        by_partner = {}
         for partner in partners:
             holder = next((e for e in holders if partner.startswith(e[0] + ".")), None)
             if holder is not None:
-                by_partner.setdefault(partner, holder)
-        for partner, (holder, _) in by_partner.items():
-            size += self.sizes.get(holder, 0) - self.sizes.get(partner, 0)
+                size += self.sizes.get(holder[0], 0)
         return size
 
     def run(self) -> dict[str, Device]:

@@ -88,7 +88,9 @@ class SeedableRandomSampler(RandomSampler):
             yield from super().__iter__()
         else:  # RandomSampler's order, without its generator frame in between
             yield from torch.randperm(n, generator=generator).tolist()
-            torch.randperm(n, generator=generator)  # as RandomSampler: the same generator state after
+            torch.randperm(
+                n, generator=generator
+            )  # as RandomSampler: the same generator state after
         self.set_epoch(self.epoch + 1)
 
 
