@@ -39,6 +39,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("accel.faults",),
     ("accel.state",),
     ("accel.logging", "accel.distributed", "accel.rng", "accel.memory", "accel.progress"),
+    ("accel.precision.base",),
     ("accel.data", "accel.optimizer", "accel.scheduler"),
     ("accel.models", "accel.checkpoint.weights", "accel.checkpoint.files"),
     (
