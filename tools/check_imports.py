@@ -51,6 +51,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("accel.big_model.device_map",),
     ("accel.precision", "accel.backends", "accel.quantization", "accel.big_model.hooks"),
     ("accel.big_model", "accel.inference"),
+    ("accel.checkpoint.async_writer",),
     ("accel.prepared", "accel.tracking", "accel.checkpoint"),
     ("accel.connector",),
     ("accel.accelerator",),

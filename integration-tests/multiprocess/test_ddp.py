@@ -15,6 +15,7 @@ def test_ddp_on_two_processes(run_distributed):
         "local_sgd",
         "join",
         "resume",
+        "async_resume",
         "providers",
     ):
         assert f"ok {name}" in result.stdout, result.stdout

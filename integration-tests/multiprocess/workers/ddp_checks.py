@@ -222,7 +222,9 @@ def check_join_uneven_inputs() -> None:
     assert acc.even_batches
 
 
-def _resume_run(folder: str, stop_after: int | None, resume: bool) -> torch.nn.Module:
+def _resume_run(
+    folder: str, stop_after: int | None, resume: bool, async_save: bool = False
+) -> torch.nn.Module:
     acc = fresh()
     set_seed(1)
     model = torch.nn.Sequential(
@@ -243,7 +245,16 @@ def _resume_run(folder: str, stop_after: int | None, resume: bool) -> torch.nn.M
             opt.zero_grad()
             steps += 1
             if stop_after is not None and steps == stop_after:
-                acc.save_state(folder)
+                acc.save_state(folder, async_save=async_save)
+                if async_save:  # the loop goes on (changing every tensor) while the files are written
+                    for x, y in list(dl)[:3]:
+                        acc.backward(torch.nn.functional.mse_loss(model(x), y))
+                        opt.step()
+                        opt.zero_grad()
+                    acc.wait_for_everyone()
+                    assert sorted(os.listdir(os.path.dirname(folder) or ".")).count(
+                        os.path.basename(folder) + ".accel-tmp"
+                    ) == 0
                 return acc.unwrap_model(model)
     return acc.unwrap_model(model)
 
@@ -263,6 +274,21 @@ def check_resume() -> None:
         shutil.rmtree(folder)
 
 
+def check_async_resume() -> None:
+    """2 processes: resuming from ``save_state(..., async_save=True)`` equals training straight through."""
+    folder = os.path.join(
+        tempfile.gettempdir(), f"accel-async-resume-{os.environ['TORCHELASTIC_RUN_ID']}"
+    )
+    straight = _resume_run(folder, None, False)
+    _resume_run(folder, 13, False, async_save=True)
+    resumed = _resume_run(folder, None, True)
+    for (name, p), q in zip(straight.named_parameters(), resumed.parameters()):
+        assert torch.equal(p, q), f"run resumed from an async checkpoint differs at {name}"
+    dist.barrier()
+    if dist.get_rank() == 0:
+        shutil.rmtree(folder)
+
+
 CHECKS = {
     "parity": check_parity,
     "accumulation": check_accumulation_skips_allreduce,
@@ -270,6 +296,7 @@ CHECKS = {
     "local_sgd": check_local_sgd,
     "join": check_join_uneven_inputs,
     "resume": check_resume,
+    "async_resume": check_async_resume,
     "providers": check_missing_plugin_message,
 }
 

@@ -119,7 +119,7 @@ def test_first_party_plugins_declare_the_range_of_this_core():
         for info in manager.list_plugins()
         if info.distribution and info.distribution.startswith("accel-") and not info.default
     }
-    first_party = {d: r for d, r in declared.items() if (Path(__file__).parents[2] / d).is_dir()}
+    first_party = {d: r for d, r in declared.items() if (Path(__file__).parents[3] / d).is_dir()}
     assert first_party, declared
     for dist, declared_range in first_party.items():
         assert declared_range, f"{dist} declares no accel-core range"
