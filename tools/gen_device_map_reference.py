@@ -3,9 +3,9 @@
     uv run --group bench python tools/gen_device_map_reference.py
 
 Runs Accelerate's ``infer_auto_device_map`` and ``get_balanced_memory`` on every case of
-``packages/accel-core/tests/big_modeling/device_map_zoo.py`` (models x budgets x options)
+``packages/accel-core/tests/big_model/device_map_zoo.py`` (models x budgets x options)
 and writes what it returns, with the warnings it gives, to
-``packages/accel-core/tests/big_modeling/accelerate_device_maps.json``. The test
+``packages/accel-core/tests/big_model/accelerate_device_maps.json``. The test
 (``test_device_map_parity.py``) compares accel's results with that file, so it needs no
 Accelerate. Rerun after changing the zoo or to compare with a newer Accelerate; the
 hash seed is pinned because Accelerate orders tied-weight groups through a set.
@@ -21,7 +21,7 @@ import warnings
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-HERE = REPO / "packages" / "accel-core" / "tests" / "big_modeling"
+HERE = REPO / "packages" / "accel-core" / "tests" / "big_model"
 OUTPUT = HERE / "accelerate_device_maps.json"
 
 

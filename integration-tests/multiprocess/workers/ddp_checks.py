@@ -246,15 +246,16 @@ def _resume_run(
             steps += 1
             if stop_after is not None and steps == stop_after:
                 acc.save_state(folder, async_save=async_save)
-                if async_save:  # the loop goes on (changing every tensor) while the files are written
+                if (
+                    async_save
+                ):  # the loop goes on (changing every tensor) while the files are written
                     for x, y in list(dl)[:3]:
                         acc.backward(torch.nn.functional.mse_loss(model(x), y))
                         opt.step()
                         opt.zero_grad()
                     acc.wait_for_everyone()
-                    assert sorted(os.listdir(os.path.dirname(folder) or ".")).count(
-                        os.path.basename(folder) + ".accel-tmp"
-                    ) == 0
+                    assert os.path.exists(os.path.join(folder, "accel_manifest.json"))
+                    assert not os.path.exists(folder + ".accel-tmp")
                 return acc.unwrap_model(model)
     return acc.unwrap_model(model)
 

@@ -229,7 +229,11 @@ def read_clearml(directory: Path, home: Path) -> list[dict[str, Any]]:
             for event in json.loads(line):
                 if event.get("type") == "training_stats_scalar":
                     rows.append((event["metric"], event["iter"], event["value"]))
-        config = {k: v["value"] for k, v in task["hyperparams"].get("General", {}).items()}
+        # the task's configuration object (Task.connect_configuration), in HOCON
+        from clearml.utilities.pyhocon import ConfigFactory
+
+        general = task.get("configuration", {}).get("General", {}).get("value", "")
+        config = dict(ConfigFactory.parse_string(general)) if general else {}
         runs.append({"config": config, "scalars": _table(rows)})
     return runs
 

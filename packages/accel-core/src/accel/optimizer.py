@@ -27,6 +27,9 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
         self._is_overflow = False
         self._accelerate_step_called = False
 
+    _step_guard: Any = None
+    """Set while ``save_state(..., async_save=True)`` copies this optimizer's tensors: step waits."""
+
     @property
     def precision(self) -> Any:
         """The :class:`~accel.precision.Precision` whose ``optimizer_step`` steps (None: step directly)."""
@@ -92,6 +95,9 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
         """Step on synchronising steps; with fp16, skip (and record it) when gradients overflowed."""
         if not self.gradient_state.sync_gradients:
             return None
+        guard = self._step_guard
+        if guard is not None:  # an asynchronous save is still copying the weights: wait for it
+            guard()
         self._accelerate_step_called = True
         preemption.step_done()  # the next batch is a point where ranks may agree to stop
         precision_step = self._precision_step

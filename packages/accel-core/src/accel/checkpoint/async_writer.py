@@ -59,59 +59,96 @@ FINISH_TIMEOUT = float(os.environ.get("ACCEL_ASYNC_SAVE_TIMEOUT", 3600))
 """Seconds the finishing process waits for the other processes' markers."""
 
 
-def _snapshot(value: Any, memo: dict[tuple[Any, int], torch.UntypedStorage], pin: bool) -> Any:
-    """``value`` with every tensor replaced by a CPU copy (shared storages stay shared)."""
-    if isinstance(value, torch.Tensor):
-        return _copy_tensor(value, memo, pin)
-    if isinstance(value, dict):
-        return type(value)((k, _snapshot(v, memo, pin)) for k, v in value.items())
-    if isinstance(value, list):
-        return [_snapshot(v, memo, pin) for v in value]
-    if isinstance(value, tuple):
-        items = [_snapshot(v, memo, pin) for v in value]
-        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
-    if value is None or isinstance(value, _IMMUTABLE):
-        return value
-    return copy.deepcopy(value)  # e.g. a NumPy RNG state: the training loop may change it
-
-
 _IMMUTABLE = (bool, int, float, complex, str, bytes, torch.dtype, torch.device)
 
 
-def _copy_tensor(
-    tensor: torch.Tensor, memo: dict[tuple[Any, int], torch.UntypedStorage], pin: bool
-) -> torch.Tensor:
-    tensor = tensor.detach()
-    if type(tensor) is not torch.Tensor or tensor.layout != torch.strided or tensor.is_meta:
-        return tensor.to("cpu", copy=True)  # subclasses, sparse: a plain copy
-    storage = tensor.untyped_storage()
-    nbytes = storage.nbytes()
-    key = (tensor.device, storage.data_ptr())
-    copied = memo.get(key) if nbytes else None
-    if copied is None:
-        source = torch.empty(0, dtype=torch.uint8, device=tensor.device).set_(storage)
-        target = torch.empty(
-            nbytes, dtype=torch.uint8, pin_memory=pin and tensor.device.type == "cuda"
-        )
-        target.copy_(source, non_blocking=tensor.device.type == "cuda")
-        copied = target.untyped_storage()
-        if nbytes:
-            memo[key] = copied
-    out = torch.empty(0, dtype=tensor.dtype)
-    return out.set_(copied, tensor.storage_offset(), tensor.size(), tensor.stride())
+class BufferPool:
+    """CPU buffers (byte storages) kept from one save for the next.
+
+    Copying into memory already touched is about three times faster than into new memory
+    (no page faults; no ``cudaHostAlloc`` for pinned memory), and a run saves the same
+    tensors every time. The pool holds as much memory as one staged state;
+    :meth:`AsyncCheckpointWriter.release_buffers` frees it.
+    """
+
+    def __init__(self) -> None:
+        self._free: dict[tuple[int, bool], list[torch.UntypedStorage]] = {}
+
+    def take(self, nbytes: int, pinned: bool) -> torch.UntypedStorage:
+        """A storage of ``nbytes`` bytes (a kept one when there is one)."""
+        kept = self._free.get((nbytes, pinned))
+        if kept:
+            return kept.pop()
+        return torch.empty(nbytes, dtype=torch.uint8, pin_memory=pinned).untyped_storage()
+
+    def give(self, storages: list[tuple[torch.UntypedStorage, bool]]) -> None:
+        """Keep ``storages`` (no longer used by anything) for later saves."""
+        for storage, pinned in storages:
+            self._free.setdefault((storage.nbytes(), pinned), []).append(storage)
+
+    def clear(self) -> None:
+        """Drop every kept buffer."""
+        self._free.clear()
 
 
 class Staging:
     """Collects the writes of one save (through :data:`~accel.checkpoint.layout.WRITE_SINK`) with copied tensors."""
 
-    def __init__(self) -> None:
+    def __init__(self, pool: BufferPool | None = None, deferrable: set[int] | None = None) -> None:
         self.writes: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+        self.buffers: list[tuple[torch.UntypedStorage, bool]] = []
+        """The storages the copies live in (given back to the pool once written)."""
+        self.deferred: list[tuple[torch.UntypedStorage, torch.UntypedStorage]] = []
+        """``(source, copy)`` storages whose copy :meth:`copy_deferred` makes, in the background."""
+        self.copied = threading.Event()
+        """Set once every deferred copy is made (the guarded optimizers may step again)."""
+        self._deferrable = deferrable or set()
+        self._pool = pool if pool is not None else BufferPool()
         self._memo: dict[tuple[Any, int], torch.UntypedStorage] = {}
         self._pin = torch.cuda.is_available()
 
     def __call__(self, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
         """Keep ``function(*args)`` for later, with the tensors in ``args`` copied now."""
-        self.writes.append((function, _snapshot(args, self._memo, self._pin)))
+        self.writes.append((function, self.snapshot(args)))
+
+    def snapshot(self, value: Any) -> Any:
+        """``value`` with every tensor replaced by a CPU copy (shared storages stay shared)."""
+        if isinstance(value, torch.Tensor):
+            return self._copy_tensor(value)
+        if isinstance(value, dict):
+            return type(value)((k, self.snapshot(v)) for k, v in value.items())
+        if isinstance(value, list):
+            return [self.snapshot(v) for v in value]
+        if isinstance(value, tuple):
+            items = [self.snapshot(v) for v in value]
+            return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+        if value is None or isinstance(value, _IMMUTABLE):
+            return value
+        return copy.deepcopy(value)  # e.g. a NumPy RNG state: the training loop may change it
+
+    def _copy_tensor(self, tensor: torch.Tensor) -> torch.Tensor:
+        tensor = tensor.detach()
+        if type(tensor) is not torch.Tensor or tensor.layout != torch.strided or tensor.is_meta:
+            return tensor.to("cpu", copy=True)  # subclasses, sparse: a plain copy
+        storage = tensor.untyped_storage()
+        nbytes = storage.nbytes()
+        key = (tensor.device, storage.data_ptr())
+        copied = self._memo.get(key) if nbytes else None
+        if copied is None:
+            on_gpu = tensor.device.type == "cuda"
+            pinned = self._pin and on_gpu
+            copied = self._pool.take(nbytes, pinned)
+            self.buffers.append((copied, pinned))
+            if nbytes:
+                if not on_gpu and storage.data_ptr() in self._deferrable:
+                    self.deferred.append((storage, copied))  # copied before the next step
+                else:
+                    source = torch.empty(0, dtype=torch.uint8, device=tensor.device)
+                    target = torch.empty(0, dtype=torch.uint8).set_(copied)
+                    target.copy_(source.set_(storage), non_blocking=on_gpu)
+                self._memo[key] = copied
+        out = torch.empty(0, dtype=tensor.dtype)
+        return out.set_(copied, tensor.storage_offset(), tensor.size(), tensor.stride())
 
     def __enter__(self) -> Staging:
         self._token = layout.WRITE_SINK.set(self)
@@ -123,11 +160,22 @@ class Staging:
             torch.cuda.synchronize()  # the non-blocking device-to-host copies are done
         self._memo.clear()
 
+    def copy_deferred(self) -> None:
+        """Make the deferred copies (in the calling thread), then set :attr:`copied`."""
+        try:
+            while self.deferred:
+                source, copied = self.deferred.pop()
+                target = torch.empty(0, dtype=torch.uint8).set_(copied)
+                target.copy_(torch.empty(0, dtype=torch.uint8).set_(source))
+        finally:
+            self.copied.set()
+
     def write(self) -> None:
         """Perform the collected writes (in the calling thread), dropping each copy once written."""
         while self.writes:
             function, args = self.writes.pop(0)
             function(*args)
+            del function, args
 
 
 _live: weakref.WeakSet[AsyncCheckpointWriter] = weakref.WeakSet()
@@ -157,6 +205,8 @@ class AsyncCheckpointWriter:
         self._target: Path | None = None
         self.failed = False
         """True once a background write failed and the failure was not raised yet (cheap to test)."""
+        self.pool = BufferPool()
+        """The CPU buffers of the last save, reused by the next (see :meth:`release_buffers`)."""
         _live.add(self)
 
     @property
@@ -178,7 +228,10 @@ class AsyncCheckpointWriter:
 
         def run() -> None:
             try:
+                staging.copy_deferred()
                 staging.write()
+                self.pool.give(staging.buffers)  # written: the next save copies into them
+                staging.buffers = []
                 (tmp / DONE_MARKER.format(rank=rank)).touch()
                 if finish is not None:
                     finish()
@@ -195,6 +248,11 @@ class AsyncCheckpointWriter:
 
         self._thread = threading.Thread(target=run, name="accel-async-checkpoint", daemon=False)
         self._thread.start()
+
+    def release_buffers(self) -> None:
+        """Wait for the pending write, then free the CPU memory kept for the next save's copy."""
+        self.wait()
+        self.pool.clear()
 
     def wait(self) -> None:
         """Block until the pending write (if any) is complete; raise its failure."""
@@ -261,6 +319,37 @@ def supports_async(backend: Any) -> bool:
     )
 
 
+def _guardable(optimizers: list[Any]) -> tuple[list[Any], set[int]]:
+    """The prepared optimizers whose ``step`` can wait for a copy, and the storages (data
+    pointers) of their parameters and state tensors: only they may be copied after
+    ``save_state`` returns."""
+    from accel.optimizer import AcceleratedOptimizer
+
+    guarded = [o for o in optimizers if isinstance(o, AcceleratedOptimizer)]
+    pointers: set[int] = set()
+    for optimizer in guarded:
+        for group in optimizer.param_groups:
+            for param in group["params"]:
+                pointers.add(param.untyped_storage().data_ptr())
+        for state in optimizer.state.values():
+            for value in state.values() if isinstance(state, dict) else ():
+                if isinstance(value, torch.Tensor) and value.numel() > 1:
+                    pointers.add(value.untyped_storage().data_ptr())
+    return guarded, pointers
+
+
+def _unguard_when_copied(staging: Staging, guarded: list[Any]) -> None:
+    """Remove the optimizers' step guard once the copy is made (from a small waiting thread)."""
+
+    def unguard() -> None:
+        staging.copied.wait()
+        for optimizer in guarded:
+            if getattr(optimizer, "_step_guard", None) == staging.copied.wait:
+                optimizer._step_guard = None
+
+    threading.Thread(target=unguard, name="accel-async-checkpoint-guard", daemon=True).start()
+
+
 def save_async(
     manager: Any,
     final: Path,
@@ -288,13 +377,21 @@ def save_async(
             shutil.rmtree(tmp)
         tmp.mkdir(parents=True)
     manager.backend.wait_for_everyone()
+    guarded, deferrable = _guardable(manager.prepared.optimizers)
     try:
-        with Staging() as staging:
+        with Staging(writer.pool, deferrable) as staging:
             manager._write(tmp, safe_serialization, meta)
     except BaseException:
         if owner:
             shutil.rmtree(tmp, ignore_errors=True)
         raise
+    if staging.deferred:
+        # The parameters and optimizer state are copied in the background, while the loop
+        # runs its next forward and backward (which do not change them); the prepared
+        # optimizers' next step waits for the copy.
+        for optimizer in guarded:
+            optimizer._step_guard = staging.copied.wait
+        _unguard_when_copied(staging, guarded)
     finish = None
     if owner:
         ranks = [rank for rank, folder in enumerate(folders) if folder == mine]
