@@ -262,3 +262,25 @@ def test_interpreter_exit_waits_for_the_pending_write(tmp_path):
     assert "returned" in result.stdout
     assert manifest.problems(tmp_path / "ckpt") == []
     assert (tmp_path / "ckpt" / "model.safetensors").exists()
+
+
+def test_next_step_waits_for_the_background_copy(tmp_path):
+    """The parameters and Adam moments are copied after save_state returns; a step at once must wait."""
+    accelerator = Accelerator(cpu=True)
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Linear(1024, 1024) for _ in range(4)])  # 16 MB + 32 MB of moments
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    model, optimizer = accelerator.prepare(model, optimizer)
+    accelerator.backward(model(torch.randn(4, 1024)).square().mean())
+    optimizer.step()
+    accelerator.save_state(tmp_path / "sync")
+    accelerator.save_state(tmp_path / "async", async_save=True)
+    optimizer.step()  # changes every parameter and moment in place, at once
+    optimizer.step()
+    accelerator.wait_for_everyone()
+    first = load_file(tmp_path / "sync" / "model.safetensors")
+    second = load_file(tmp_path / "async" / "model.safetensors")
+    assert all(torch.equal(first[k], second[k]) for k in first)
+    assert (tmp_path / "sync" / "optimizer.bin").read_bytes() == (
+        tmp_path / "async" / "optimizer.bin"
+    ).read_bytes()
