@@ -529,6 +529,11 @@ class Accelerator:
             return _NO_CONTEXT
         backend = self.backend
         default = type(backend).no_sync is Backend.no_sync
+        if len(models) == 1:  # the usual case, without building a list
+            model = models[0]
+            if default and not _has_no_sync(model):  # the default does nothing without one
+                return _NO_CONTEXT
+            return backend.no_sync(model)
         contexts = [
             backend.no_sync(model)
             for model in models

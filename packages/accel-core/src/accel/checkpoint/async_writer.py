@@ -1,12 +1,15 @@
 """Asynchronous checkpoints: ``save_state(..., async_save=True)``.
 
-The training loop is blocked only while the state is *staged*: every tensor a checkpoint
-file would hold is copied off the training tensors (into CPU memory, pinned when it comes
-from a GPU; tensors sharing a storage, such as tied weights, still share their copy), and
-the small files (``meta.json``) are written into the temporary folder. The large files are
-then written by a background thread, after which the checkpoint is finished as a
-synchronous one is: its manifest is written and it is renamed into place (so it appears
-under its real name only when complete), and old checkpoints are pruned.
+The state is *staged*: every tensor a checkpoint file would hold is copied off the
+training tensors (into CPU memory, pinned when it comes from a GPU; tensors sharing a
+storage, such as tied weights, still share their copy; the buffers are kept for the next
+save, :class:`BufferPool`), and the small files are written into the temporary folder. The
+CPU parameters and state tensors of the prepared optimizers are copied in the background
+thread instead, while the loop runs its next forward and backward; those optimizers'
+``step`` waits for that copy (``AcceleratedOptimizer._step_guard``). The files are then
+written by the same thread, after which the checkpoint is finished as a synchronous one
+is: its manifest is written and it is renamed into place (so it appears under its real
+name only when complete), and old checkpoints are pruned.
 
 How the files are written is unchanged: the backends' ``save_model_state`` /
 ``save_optimizer_state`` and the checkpoint manager call
@@ -225,6 +228,7 @@ class AsyncCheckpointWriter:
         """Write ``staging``'s files into ``tmp`` in a background thread, then mark this rank done and ``finish()``."""
         self.wait()
         self._target = target
+        self._staged = staging.copied
 
         def run() -> None:
             try:
@@ -248,6 +252,14 @@ class AsyncCheckpointWriter:
 
         self._thread = threading.Thread(target=run, name="accel-async-checkpoint", daemon=False)
         self._thread.start()
+
+    def wait_staged(self) -> None:
+        """Block until the pending save has copied everything (what the next optimizer step waits for)."""
+        staged = self._staged
+        if staged is not None:
+            staged.wait()
+
+    _staged: threading.Event | None = None
 
     def release_buffers(self) -> None:
         """Wait for the pending write, then free the CPU memory kept for the next save's copy."""
