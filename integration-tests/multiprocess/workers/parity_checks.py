@@ -20,7 +20,8 @@ from accel.utils import gather, reduce
 from torch.utils.data import BatchSampler, DataLoader, Dataset, SequentialSampler
 
 REFERENCE = (
-    Path(__file__).resolve().parents[3] / "packages/accel-core/tests/data/accelerate_batch_shards.json"
+    Path(__file__).resolve().parents[3]
+    / "packages/accel-core/tests/data/accelerate_batch_shards.json"
 )
 
 
