@@ -9,7 +9,6 @@ run sees exactly the batches an uninterrupted one would have seen.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -21,10 +20,15 @@ from torch.utils.data import (
     IterableDataset,
     RandomSampler,
     Sampler,
-    SequentialSampler,
     default_collate,
 )
 
+from accel.data.samplers import (
+    BatchSamplerShard,
+    IterableDatasetShard,
+    SeedableRandomSampler,
+    SkipBatchSampler,
+)
 from accel.distributed.operations import send_to_device
 from accel.faults import preemption
 from accel.state import GradientState, PartialState
@@ -41,288 +45,6 @@ _LOADER_KWARGS = (
     "pin_memory_device",
     "in_order",
 )
-
-
-class SeedableRandomSampler(RandomSampler):
-    """A ``RandomSampler`` whose order depends only on ``initial_seed + epoch``.
-
-    ``data_seed`` sets the seed; without it the seed is ``torch.initial_seed()`` at
-    construction. A ``generator`` passed in is re-seeded before each iteration
-    (otherwise the sampler makes its own), so every process drawing with the same
-    seed and epoch gets the same permutation. Each full iteration moves to the next
-    epoch; :meth:`set_epoch` chooses one explicitly.
-    """
-
-    def __init__(
-        self,
-        data_source: Any,
-        replacement: bool = False,
-        num_samples: int | None = None,
-        generator: torch.Generator | None = None,
-        data_seed: int | None = None,
-    ):
-        super().__init__(data_source, replacement, num_samples, generator)
-        self.initial_seed = int(data_seed) if data_seed is not None else torch.initial_seed()
-        self.epoch = 0
-
-    @property
-    def seed(self) -> int:
-        """The seed the permutation of epoch 0 is drawn with (``initial_seed``)."""
-        return self.initial_seed
-
-    @seed.setter
-    def seed(self, value: int) -> None:
-        self.initial_seed = int(value)
-
-    def set_epoch(self, epoch: int) -> None:
-        """Choose the permutation of ``epoch``."""
-        self.epoch = epoch
-
-    def __iter__(self) -> Iterator[int]:
-        if self.generator is None:
-            self.generator = torch.Generator()
-        generator = self.generator
-        generator.manual_seed(self.initial_seed + self.epoch)
-        n = len(self.data_source)
-        if self.replacement or self.num_samples != n:
-            yield from super().__iter__()
-        else:  # RandomSampler's order, without its generator frame in between
-            yield from torch.randperm(n, generator=generator).tolist()
-            torch.randperm(
-                n, generator=generator
-            )  # as RandomSampler: the same generator state after
-        self.set_epoch(self.epoch + 1)
-
-
-class BatchSamplerShard(BatchSampler):
-    """This process's batches of a batch sampler, and a number of leading batches to skip.
-
-    Without ``split_batches`` process ``i`` takes batches ``i, i + n, i + 2n, ...``;
-    with it, a slice of ``batch_size // n`` samples of every batch. With
-    ``even_batches`` the last round is completed with samples from the start
-    (whole batches when the batch sampler has no ``batch_size``) so every process
-    gets as many full batches as the others; the padding always comes after the
-    real samples, so the real ones form a prefix of a gathered round (see
-    :attr:`last_round_valid`).
-
-    Without ``even_batches`` nothing is repeated and nothing is dropped (unless the
-    batch sampler has ``drop_last``): a process left without samples in the last
-    round simply stops one batch earlier, as in Accelerate. Batch samplers that
-    yield batches of varying sizes are sharded batch by batch. With
-    :attr:`empty_batches` (``DataLoaderConfiguration(even_batches=False,
-    empty_batches=True)``) such a process gets an empty batch (``[]``) instead, so
-    every process takes the same number of steps and collectives such as
-    ``gather_for_metrics`` stay matched.
-    """
-
-    def __init__(
-        self,
-        batch_sampler: Any,
-        num_processes: int = 1,
-        process_index: int = 0,
-        split_batches: bool = False,
-        even_batches: bool = True,
-    ):
-        batch_size = getattr(batch_sampler, "batch_size", None)
-        if split_batches and (batch_size is None or batch_size % num_processes != 0):
-            raise ValueError(
-                f"split_batches=True needs a batch size ({batch_size}) that is a multiple of the number of processes ({num_processes})"
-            )
-        self.batch_sampler = batch_sampler
-        self.sampler = getattr(batch_sampler, "sampler", None)
-        self.batch_size = batch_size
-        self.drop_last = getattr(batch_sampler, "drop_last", False)
-        self.num_processes = num_processes
-        self.process_index = process_index
-        self.split_batches = split_batches
-        self.even_batches = even_batches
-        self.skip = 0
-        self.last_round_valid = 0
-        self.empty_batches = False
-
-    @property
-    def total_batch_size(self) -> int | None:
-        """Samples per step across all processes."""
-        if self.batch_size is None:
-            return None
-        return self.batch_size if self.split_batches else self.batch_size * self.num_processes
-
-    @property
-    def total_length(self) -> int:
-        """Batches of the wrapped batch sampler (all processes together)."""
-        return len(self.batch_sampler)
-
-    def set_epoch(self, epoch: int) -> None:
-        """Forward the epoch to the wrapped batch sampler and its sampler, when they take one."""
-        for target in (self.batch_sampler, self.sampler):
-            if target is not None and hasattr(target, "set_epoch"):
-                target.set_epoch(epoch)
-
-    def __len__(self) -> int:
-        base = len(self.batch_sampler)
-        n = self.num_processes
-        if self.split_batches or n == 1:
-            return base
-        if base % n == 0 or self.drop_last:
-            return base // n
-        if self.even_batches or self.empty_batches:
-            return base // n + 1
-        return base // n + (1 if self.process_index < base % n else 0)
-
-    def __iter__(self) -> Iterator[list[int]]:
-        skip, self.skip = self.skip, 0
-        if self.num_processes == 1 and self._fixed_batches():
-            # One process, torch's BatchSampler over a sampler of known length: its batches
-            # as they are (no Python frame per batch), the last one's size known in advance.
-            batches = iter(self.batch_sampler)
-            return itertools.islice(batches, skip, None) if skip else batches
-        return self._skipping(skip)
-
-    def _fixed_batches(self) -> bool:
-        """For torch's BatchSampler over a sequential or random sampler: set :attr:`last_round_valid`."""
-        if type(self.batch_sampler) is not BatchSampler or not isinstance(
-            self.sampler, (SequentialSampler, RandomSampler)
-        ):
-            return False
-        length, size = len(self.sampler), self.batch_size
-        if length and size:
-            self.last_round_valid = size if self.drop_last else (length % size or size)
-        return True
-
-    def _skipping(self, skip: int) -> Iterator[list[int]]:
-        for index, batch in enumerate(self._rounds()):
-            if index >= skip:
-                yield batch
-
-    def _rounds(self) -> Iterator[list[int]]:
-        n, rank = self.num_processes, self.process_index
-        if n == 1:
-            for batch in self.batch_sampler:
-                self.last_round_valid = len(batch)
-                yield list(batch)
-            return
-        if self.split_batches:
-            yield from self._split_rounds(n, rank)
-        else:
-            yield from self._whole_rounds(n, rank)
-
-    def _complete(self, batch: list[int]) -> bool:
-        return self.batch_size is None or len(batch) == self.batch_size
-
-    def _whole_rounds(self, n: int, rank: int) -> Iterator[list[int]]:
-        head: list[list[int]] = []  # the first batches, to complete the last round
-        current: list[list[int]] = []
-        ready: list[list[int]] | None = None  # a full round, yielded once another batch shows up
-        for batch in self.batch_sampler:
-            batch = list(batch)
-            if ready is not None:
-                self.last_round_valid = sum(len(b) for b in ready)
-                yield ready[rank]
-                ready = None
-            if len(head) < n:
-                head.append(batch)
-            current.append(batch)
-            if len(current) == n:
-                ready, current = current, []
-        last = ready if ready is not None else current
-        if not last:
-            return
-        self.last_round_valid = sum(len(b) for b in last)
-        if len(last) == n and all(self._complete(b) for b in last):
-            yield last[rank]
-            return
-        if self.drop_last:
-            return
-        if not self.even_batches:
-            if rank < len(last):
-                yield last[rank]
-            elif self.empty_batches:
-                yield []
-            return
-        if self.batch_size is None:  # batches of no fixed size: complete with whole first batches
-            if rank < len(last):
-                yield last[rank]
-            else:
-                yield list(head[(rank - len(last)) % len(head)])
-            return
-        full = self.batch_size
-        flat = [i for b in last for i in b]
-        cycle = [i for b in head for i in b]
-        while len(flat) < full * n:
-            flat.extend(cycle[: full * n - len(flat)])
-        yield flat[rank * full : (rank + 1) * full]
-
-    def _split_rounds(self, n: int, rank: int) -> Iterator[list[int]]:
-        head: list[int] = []
-        full = self.batch_size
-        per = full // n
-        for batch in self.batch_sampler:
-            batch = list(batch)
-            if not head:
-                head = list(batch)
-            self.last_round_valid = len(batch)
-            if len(batch) < full:
-                if self.drop_last:
-                    continue
-                if self.even_batches:
-                    while len(batch) < full:
-                        batch.extend(head[: full - len(batch)])
-                elif len(batch) <= per * rank:
-                    if self.empty_batches:
-                        yield []
-                    continue
-            yield batch[rank * per : (rank + 1) * per]
-
-
-class IterableDatasetShard(IterableDataset):
-    """This process's samples of an iterable dataset, in rounds of ``batch_size * num_processes``."""
-
-    def __init__(
-        self,
-        dataset: IterableDataset,
-        batch_size: int = 1,
-        drop_last: bool = False,
-        num_processes: int = 1,
-        process_index: int = 0,
-        split_batches: bool = False,
-    ):
-        if split_batches and batch_size % num_processes != 0:
-            raise ValueError(
-                f"split_batches=True needs a batch size ({batch_size}) that is a multiple of the number of processes ({num_processes})"
-            )
-        self.dataset = dataset
-        self.batch_size = batch_size
-        self.drop_last = drop_last
-        self.num_processes = num_processes
-        self.process_index = process_index
-        self.split_batches = split_batches
-        self.last_round_valid = 0
-
-    def set_epoch(self, epoch: int) -> None:
-        """Forward the epoch to the wrapped dataset."""
-        if hasattr(self.dataset, "set_epoch"):
-            self.dataset.set_epoch(epoch)
-
-    def __iter__(self) -> Iterator[Any]:
-        per = self.batch_size // self.num_processes if self.split_batches else self.batch_size
-        round_size = per * self.num_processes
-        start = self.process_index * per
-        head: list[Any] = []
-        buffer: list[Any] = []
-        for item in self.dataset:
-            buffer.append(item)
-            if len(buffer) == round_size:
-                if not head:
-                    head = list(buffer)
-                self.last_round_valid = round_size
-                yield from buffer[start : start + per]
-                buffer = []
-        if buffer and not self.drop_last:
-            self.last_round_valid = len(buffer)
-            cycle = head or list(buffer)
-            while len(buffer) < round_size:
-                buffer.extend(cycle[: round_size - len(buffer)])
-            yield from buffer[start : start + per]
 
 
 class DataLoaderShard(DataLoader):
@@ -850,36 +572,6 @@ def skip_first_batches(dataloader: DataLoader, num_batches: int = 0) -> DataLoad
         return DataLoader(dataset, sampler=sampler, batch_size=None, **kwargs)
     sampler = SkipBatchSampler(dataloader.batch_sampler, num_batches)
     return DataLoader(dataset, batch_sampler=sampler, **kwargs)
-
-
-class SkipBatchSampler(BatchSampler):
-    """The batches of ``batch_sampler`` after its first ``skip_batches`` ones, at every iteration."""
-
-    def __init__(self, batch_sampler: Any, skip_batches: int = 0):
-        self.batch_sampler = batch_sampler
-        self.sampler = getattr(batch_sampler, "sampler", None)
-        self.batch_size = getattr(batch_sampler, "batch_size", None)
-        self.drop_last = getattr(batch_sampler, "drop_last", False)
-        self.skip_batches = skip_batches
-
-    def set_epoch(self, epoch: int) -> None:
-        """Forward the epoch to the wrapped batch sampler (and its sampler)."""
-        for target in (self.batch_sampler, self.sampler):
-            if target is not None and hasattr(target, "set_epoch"):
-                target.set_epoch(epoch)
-
-    def __iter__(self) -> Iterator[list[int]]:
-        for index, batch in enumerate(self.batch_sampler):
-            if index >= self.skip_batches:
-                yield batch
-
-    @property
-    def total_length(self) -> int:
-        """Batches of the wrapped batch sampler, skipped ones included."""
-        return len(self.batch_sampler)
-
-    def __len__(self) -> int:
-        return max(len(self.batch_sampler) - self.skip_batches, 0)
 
 
 class SkipDataLoader(DataLoader):
