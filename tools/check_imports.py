@@ -33,7 +33,7 @@ PACKAGES = ROOT / "packages"
 
 LAYERS: list[tuple[str, ...]] = [
     ("accel.catalog", "accel.errors", "accel.environment"),
-    ("accel.types", "accel.kwargs", "accel.hookspecs", "accel.devices"),
+    ("accel.types", "accel.kwargs", "accel.hookspecs", "accel.devices", "accel.contexts"),
     ("accel.plugins", "accel._lazy"),
     ("accel.config", "accel.parallelism_config"),
     ("accel.faults",),

@@ -18,6 +18,9 @@ from accel import environment
 from accel.backends.base import Backend
 from accel.checkpoint.manager import CheckpointManager
 from accel.connector import Connector
+from accel.contexts import NO_CONTEXT as _NO_CONTEXT
+from accel.contexts import Contexts as _Contexts
+from accel.contexts import has_no_sync as _has_no_sync
 from accel.distributed.operations import (
     gather_object,
     gather_uneven,
@@ -40,45 +43,6 @@ from accel.state import AcceleratorState, GradientState
 from accel.tracking.manager import TrackerManager
 
 logger = get_logger(__name__)
-
-
-class _NoContext:
-    """A reusable context manager that does nothing (cheaper than ``contextlib.nullcontext()``)."""
-
-    __slots__ = ()
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc_info: Any) -> None:
-        return None
-
-
-_NO_CONTEXT = _NoContext()
-
-
-class _Contexts:
-    """Several context managers entered in order and exited in reverse (an ``ExitStack``)."""
-
-    __slots__ = ("contexts", "stack")
-
-    def __init__(self, contexts: list[contextlib.AbstractContextManager]):
-        self.contexts = contexts
-        self.stack = contextlib.ExitStack()
-
-    def __enter__(self) -> None:
-        with contextlib.ExitStack() as stack:
-            for context in self.contexts:
-                stack.enter_context(context)
-            self.stack = stack.pop_all()
-
-    def __exit__(self, *exc_info: Any) -> bool | None:
-        return self.stack.__exit__(*exc_info)
-
-
-def _has_no_sync(model: Any) -> bool:
-    """Whether ``model`` has a ``no_sync`` (DDP, FSDP1), looked up without ``Module.__getattr__``."""
-    return callable(getattr(type(model), "no_sync", None)) or "no_sync" in vars(model)
 
 
 class Accelerator:
