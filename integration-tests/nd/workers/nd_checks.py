@@ -5,6 +5,7 @@ reference built in the same process, and asserts the composed model matches it:
 
 - ``tp``: tensor parallelism over all processes (2): loss and gradients equal the unsplit model's;
 - ``fsdp_tp``: dp_shard=2 x tp=2 (4 processes); also loaders, gather_for_metrics, clipping;
+  every parity mode also checks gather_for_metrics of objects and uneven tensors;
 - ``hsdp``: dp_replicate=2 x dp_shard=2 (4 processes);
 - ``save``: dp_shard=2 x tp=2 trains 2 steps and saves a sharded checkpoint;
 - ``load4``: dp_shard=4 loads it, trains 2 more steps, saves again;
@@ -153,6 +154,35 @@ def check_loaders(acc: Accelerator, layout: dict[str, int]) -> None:
     assert sorted(gathered.tolist()) == list(map(float, range(20))), gathered.tolist()
 
 
+def check_metrics(acc: Accelerator) -> None:
+    """gather_for_metrics of python objects, with ``use_gather_object`` and of uneven tensors
+    (``even_batches=False``): every sample once, in the order one process reads them
+    (15 samples: the last round is padded, or uneven, on 2 and 4 data-parallel ranks)."""
+    from accel.utils import gather_across_data_parallel_groups
+
+    one_process = list(range(15))
+    data = torch.arange(15)
+    names: list = []
+    objects: list = []
+    for b in acc.prepare(DataLoader(data, batch_size=2)):
+        names += acc.gather_for_metrics([f"s{v}" for v in b.tolist()])
+        objects += acc.gather_for_metrics(list(b), use_gather_object=True)
+    assert names == [f"s{v}" for v in one_process], names
+    assert [int(t) for t in objects] == one_process, objects
+    acc.even_batches = False
+    try:
+        uneven = [acc.gather_for_metrics({"x": b}) for b in acc.prepare(DataLoader(data, 2))]
+    finally:
+        acc.even_batches = True
+    assert torch.cat([u["x"] for u in uneven]).tolist() == one_process, uneven
+    # the free functions agree: one entry per data-parallel rank
+    dp_size, dp_rank = acc.backend.data_parallel_shard()
+    ranks = gather_across_data_parallel_groups(torch.tensor([dp_rank]))
+    assert ranks.tolist() == list(range(dp_size)), ranks
+    padded = acc.pad_across_processes(torch.ones(dp_rank + 1))
+    assert padded.tolist() == [1.0] * (dp_rank + 1) + [0.0] * (dp_size - dp_rank - 1), padded
+
+
 def run_parity(layout: dict[str, int], steps: int = 3) -> None:
     acc = accelerator_for(layout, sharded=layout.get("dp_shard_size", 1) > 1)
     assert acc.distributed_type == "FSDP", acc.distributed_type
@@ -194,6 +224,7 @@ def run_parity(layout: dict[str, int], steps: int = 3) -> None:
         assert abs(mean - reference.losses[step]) < 1e-5, (step, mean, reference.losses[step])
     check_weights(acc, model, reference, "after training")
     check_loaders(acc, layout)
+    check_metrics(acc)
     acc.print(f"ok parity {layout}")
 
 

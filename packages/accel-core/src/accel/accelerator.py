@@ -22,8 +22,6 @@ from accel.contexts import NO_CONTEXT as _NO_CONTEXT
 from accel.contexts import Contexts as _Contexts
 from accel.contexts import has_no_sync as _has_no_sync
 from accel.distributed.operations import (
-    gather_object,
-    gather_uneven,
     is_tensor_structure,
     pad_across_processes,
     recursively_apply,
@@ -589,19 +587,22 @@ class Accelerator:
 
         The samples a prepared data loader added to even out its last round are
         dropped; with ``even_batches=False`` batches of different sizes are gathered
-        as they are. Non-tensor data (or ``use_gather_object``) goes through
-        :func:`~accel.utils.gather_object`.
+        as they are. Non-tensor data (or ``use_gather_object``) goes through the backend's
+        :meth:`~accel.backends.Backend.gather_object`, uneven tensors through its
+        :meth:`~accel.backends.Backend.gather_uneven`, so that the three paths run over the
+        same processes (the data-parallel ones under N-D parallelism).
         """
-        if use_gather_object or not is_tensor_structure(input_data):
-            data = gather_object(input_data)
+        objects = use_gather_object or not is_tensor_structure(input_data)
+        if objects:
+            data = self.backend.gather_object(input_data)
         elif self.even_batches:
             data = self.backend.gather(input_data)
         else:
-            data = gather_uneven(input_data)
+            data = self.backend.gather_uneven(input_data)
         remainder = self.gradient_state.remainder
         if not (self.gradient_state.end_of_dataloader and remainder > 0):
             return data
-        if isinstance(data, list) and not is_tensor_structure(data):
+        if objects:  # one list of every process's objects (of tensors, too, with use_gather_object)
             return data[:remainder]
         return recursively_apply(lambda t: t[:remainder], data)
 

@@ -9,8 +9,9 @@ process state built from it (``accelerator.torch_device_mesh``). In TorchTitan's
 
 :class:`NDParallelMixin` gives the backend what depends on the layout beyond wrapping:
 loaders shard over the data-parallel ranks only (the ranks of one TP / CP group read the
-same batch), ``gather`` / ``reduce`` go over the data-parallel group when TP / CP ranks hold
-copies, and ``context_parallel`` splits buffers along their sequence dimension.
+same batch), the collectives (``gather``, ``gather_object``, ``gather_uneven``, ``reduce``:
+what ``gather_for_metrics`` and ``reduce`` use) go over the data-parallel group when TP / CP
+ranks hold copies, and ``context_parallel`` splits buffers along their sequence dimension.
 """
 
 from __future__ import annotations
@@ -278,15 +279,50 @@ def clip_grad_norm_(parameters: Any, max_norm: float, norm_type: float = 2.0) ->
 
 
 def _gather_over(group: Any, tensor: torch.Tensor) -> torch.Tensor:
+    """Concatenate ``tensor`` from the ranks of ``group``, in group-rank order."""
     if tensor.ndim == 0:
         tensor = tensor[None]
+    tensor = tensor.detach().contiguous()  # the gathered copy carries no autograd history
     parts = [torch.empty_like(tensor) for _ in range(dist.get_world_size(group))]
-    dist.all_gather(parts, tensor.contiguous(), group=group)
+    dist.all_gather(parts, tensor, group=group)
     return torch.cat(parts, dim=0)
 
 
+def _gather_uneven_over(group: Any, tensor: torch.Tensor) -> torch.Tensor:
+    """:func:`_gather_over` for first dimensions that differ across the ranks of ``group``."""
+    if tensor.ndim == 0:
+        tensor = tensor[None]
+    sizes = _gather_over(group, torch.tensor([tensor.shape[0]], device=tensor.device)).tolist()
+    longest = max(sizes)
+    if longest == 0:  # empty everywhere
+        return tensor
+    if tensor.shape[0] < longest:
+        padding = tensor.new_zeros((longest - tensor.shape[0], *tensor.shape[1:]))
+        tensor = torch.cat([tensor, padding])
+    chunks = _gather_over(group, tensor).split(longest)
+    return torch.cat([chunk[:size] for chunk, size in zip(chunks, sizes)])
+
+
+def _gather_object_over(group: Any, obj: Any) -> list[Any]:
+    """Every rank of ``group``'s ``obj`` in group-rank order; lists are concatenated."""
+    everyone: list[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(everyone, obj, group=group)
+    if all(isinstance(o, list) for o in everyone):
+        return [x for o in everyone for x in o]
+    return everyone
+
+
+_REDUCTIONS = ("sum", "mean", "max", "none")  # core's reduce: "none" sums without dividing
+
+
 class NDParallelMixin:
-    """Layout-dependent steps of a backend using :class:`NDLayout` (``self.nd``, set in ``setup``)."""
+    """Layout-dependent steps of a backend using :class:`NDLayout` (``self.nd``, set in ``setup``).
+
+    When TP / CP ranks hold copies of one batch, the collectives the Accelerator calls
+    (``gather``, ``gather_object``, ``gather_uneven``, ``reduce``) run over the
+    data-parallel group: one copy per data-parallel rank, in data-parallel-rank order,
+    which is the order the loaders shard in.
+    """
 
     nd: NDLayout | None = None
     """The layout, or None when the run has no parallelism config mesh."""
@@ -297,34 +333,69 @@ class NDParallelMixin:
             return super().data_parallel_shard()  # type: ignore[misc]
         return self.nd.dp_size, self.nd.dp_rank
 
+    def _copies(self) -> bool:
+        return self.nd is not None and self.nd.has_copies
+
     def gather(self, tensor: Any) -> Any:
         """With TP / CP copies: concatenate over the data-parallel group (each sample once)."""
-        if self.nd is None or not self.nd.has_copies:
+        if not self._copies():
             return super().gather(tensor)  # type: ignore[misc]
         from accel.distributed.operations import recursively_apply
 
         group = self.nd.dp_group()
         if group is None:
             return tensor
-        return recursively_apply(lambda t: _gather_over(group, t), tensor)
+        return recursively_apply(lambda t: _gather_over(group, t), tensor, error_on_other_type=True)
 
-    def reduce(self, tensor: Any, reduction: str = "sum", scale: float = 1.0) -> Any:
-        """With TP / CP copies: reduce over the data-parallel group (copies counted once)."""
-        if self.nd is None or not self.nd.has_copies:
-            return super().reduce(tensor, reduction, scale)  # type: ignore[misc]
+    def gather_uneven(self, tensor: Any) -> Any:
+        """With TP / CP copies: :meth:`gather` for first dimensions that differ across DP ranks."""
+        if not self._copies():
+            return super().gather_uneven(tensor)  # type: ignore[misc]
         from accel.distributed.operations import recursively_apply
 
         group = self.nd.dp_group()
+        if group is None:
+            return tensor
+        return recursively_apply(
+            lambda t: _gather_uneven_over(group, t), tensor, error_on_other_type=True
+        )
+
+    def gather_object(self, obj: Any) -> list[Any]:
+        """With TP / CP copies: each data-parallel rank's ``obj`` once (lists concatenated)."""
+        if not self._copies():
+            return super().gather_object(obj)  # type: ignore[misc]
+        group = self.nd.dp_group()
+        if group is None:
+            return obj if isinstance(obj, list) else [obj]
+        return _gather_object_over(group, obj)
+
+    def reduce(self, tensor: Any, reduction: str = "sum", scale: float = 1.0) -> Any:
+        """With TP / CP copies: reduce over the data-parallel group (copies counted once).
+
+        ``reduction`` as core's ``reduce``: ``sum``, ``mean`` (floor division for integers),
+        ``max``, or ``none`` (a sum).
+        """
+        if not self._copies():
+            return super().reduce(tensor, reduction, scale)  # type: ignore[misc]
+        if reduction not in _REDUCTIONS:
+            raise ValueError(
+                f"reduce(reduction={reduction!r}): use one of {', '.join(_REDUCTIONS)}"
+            )
+        from accel.distributed.operations import recursively_apply
+
+        group = self.nd.dp_group()
+        size = self.nd.dp_size
 
         def one(t: torch.Tensor) -> torch.Tensor:
             out = t.clone()
             if group is not None:
-                dist.all_reduce(out, group=group)
+                op = dist.ReduceOp.MAX if reduction == "max" else dist.ReduceOp.SUM
+                dist.all_reduce(out, op=op, group=group)
             if reduction == "mean":
-                out /= self.nd.dp_size
+                out = out / size if out.is_floating_point() else out // size
             return out * scale if scale != 1.0 else out
 
-        return recursively_apply(one, tensor)
+        return recursively_apply(one, tensor, error_on_other_type=True)
 
     def context_parallel(
         self,

@@ -193,10 +193,36 @@ class Backend:
 
     # -- collectives --------------------------------------------------------
     def gather(self, tensor: Any) -> Any:
-        """Concatenate ``tensor`` (nested) from every process; default: through torch.distributed."""
+        """Concatenate ``tensor`` (nested) from every process; default: through torch.distributed.
+
+        ``gather``, :meth:`gather_object`, :meth:`gather_uneven` and :meth:`reduce` are the
+        Accelerator's collectives (``gather``, ``gather_for_metrics``, ``reduce``): a backend
+        overriding one to run over a subgroup overrides all four alike.
+        """
         from accel.distributed.operations import gather
 
         return gather(tensor)
+
+    def gather_object(self, obj: Any) -> list[Any]:
+        """Gather a picklable ``obj`` from every process, in process order (lists are concatenated).
+
+        ``gather_for_metrics`` calls it for non-tensor data and ``use_gather_object=True``;
+        default: :func:`accel.distributed.operations.gather_object`. A backend whose ranks
+        hold copies of one batch (tensor / context parallelism) gathers one copy per batch.
+        """
+        from accel.distributed.operations import gather_object
+
+        return gather_object(obj)
+
+    def gather_uneven(self, tensor: Any) -> Any:
+        """Concatenate ``tensor`` (nested) whose first dimension differs across processes.
+
+        ``gather_for_metrics`` calls it with ``even_batches=False``; default:
+        :func:`accel.distributed.operations.gather_uneven`. Over the same processes as :meth:`gather`.
+        """
+        from accel.distributed.operations import gather_uneven
+
+        return gather_uneven(tensor)
 
     def reduce(self, tensor: Any, reduction: str = "sum", scale: float = 1.0) -> Any:
         """All-reduce ``tensor`` (nested; ``sum`` or ``mean``); default: through torch.distributed."""

@@ -156,18 +156,19 @@ def verify_operation(function: Callable) -> Callable:
     return wrapper
 
 
-def _gather_one(tensor: torch.Tensor) -> torch.Tensor:
+def _gather_one(tensor: torch.Tensor, group: Any = None) -> torch.Tensor:
     if tensor.ndim == 0:
         tensor = tensor.clone()[None]
     tensor = tensor.detach().contiguous()  # the gathered copy carries no autograd history
-    if dist.get_backend() == "gloo":  # gloo has no all_gather_into_tensor
-        parts = [torch.empty_like(tensor) for _ in range(_world())]
-        dist.all_gather(parts, tensor)
+    world = dist.get_world_size(group)
+    if dist.get_backend(group) == "gloo":  # gloo has no all_gather_into_tensor
+        parts = [torch.empty_like(tensor) for _ in range(world)]
+        dist.all_gather(parts, tensor, group=group)
         return torch.cat(parts, dim=0)
     out = torch.empty(
-        (_world() * tensor.shape[0], *tensor.shape[1:]), dtype=tensor.dtype, device=tensor.device
+        (world * tensor.shape[0], *tensor.shape[1:]), dtype=tensor.dtype, device=tensor.device
     )
-    dist.all_gather_into_tensor(out, tensor)
+    dist.all_gather_into_tensor(out, tensor, group=group)
     return out
 
 
@@ -427,8 +428,24 @@ def copy_tensor_to_devices(tensor: torch.Tensor | None = None) -> torch.Tensor:
 
 
 def gather_across_data_parallel_groups(tensor: Any) -> Any:
-    """Gather ``tensor`` over the data-parallel processes (all processes when there is no model parallelism)."""
-    return gather(tensor)
+    """Gather ``tensor`` (nested) over the data-parallel processes only.
+
+    Under N-D parallelism with tensor / context parallelism (an
+    :class:`~accel.ParallelismConfig` whose mesh has ``tp`` or ``cp``), the ranks of one
+    TP / CP group hold the same samples: the gather runs over the mesh's ``dp`` group (one
+    copy per data-parallel rank, in data-parallel-rank order; unchanged with one such rank).
+    Otherwise over all processes, as :func:`gather`.
+    """
+    from accel.state import PartialState
+
+    config = PartialState._shared_state.get("parallelism_config")
+    mesh = PartialState._shared_state.get("device_mesh")
+    if config is None or mesh is None or not config.non_dp_dim_names:
+        return gather(tensor)
+    if not config.dp_dim_names:
+        return tensor
+    group = mesh["dp"].get_group()
+    return recursively_apply(lambda t: _gather_one(t, group), tensor, error_on_other_type=True)
 
 
 def pad_input_tensors(tensor: Any, batch_size: int, num_processes: int, dim: int = 0) -> Any:
