@@ -355,6 +355,16 @@ def test_gather_for_metrics_with_objects():
     assert gathered == [f"s{i}" for i in range(10)]
 
 
+def test_gather_for_metrics_of_a_tensor_list_as_objects():
+    """use_gather_object=True on a list of 0-dim tensors: the last round is cut as a list."""
+    accelerator = Accelerator(cpu=True)
+    loader = accelerator.prepare(DataLoader(torch.arange(5), batch_size=2))
+    gathered = []
+    for batch in loader:
+        gathered.extend(accelerator.gather_for_metrics(list(batch), use_gather_object=True))
+    assert [int(t) for t in gathered] == list(range(5))
+
+
 # -- gradient clipping ---------------------------------------------------------------------------------
 
 
