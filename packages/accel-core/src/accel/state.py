@@ -64,6 +64,25 @@ def _destroy_process_group() -> None:
         dist.destroy_process_group()
 
 
+def leave_process_group() -> None:
+    """End a successful run: wait for every process, then tear the process group down.
+
+    The barrier lets every collective still in flight finish (gloo's barrier waits for the
+    work issued before it) and keeps any process from closing its connections while another
+    still uses them, so no communication thread is left holding tensors while the
+    interpreter shuts down (an abort at exit). A failure to synchronise is ignored: the
+    process is exiting anyway. accel's worker entry point calls this when the script returns
+    normally; a script run otherwise gets the plain teardown at exit.
+    """
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    try:
+        dist.barrier()
+    except Exception:  # a peer already gone: nothing left to wait for
+        pass
+    _destroy_process_group()
+
+
 _State = TypeVar("_State", bound="PartialState")
 
 

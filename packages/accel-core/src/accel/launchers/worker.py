@@ -5,6 +5,8 @@
 * asks the kernel to send SIGTERM to this worker if its parent agent dies, so
   no worker is left running after the launcher is gone (Linux);
 * runs the script as ``__main__``;
+* when it succeeds, leaves the process group together with the other workers
+  (:func:`accel.state.leave_process_group`);
 * when it fails, records its rank and traceback for ``accel launch`` (in
   ``$ACCEL_LAUNCH_ERROR_DIR``) and for torchelastic's root-cause report.
 """
@@ -82,6 +84,13 @@ def _report(exc: BaseException | None, code: int) -> None:
             pass
 
 
+def _leave_process_group() -> None:
+    """After a successful script: every process leaves its process group together."""
+    state = sys.modules.get("accel.state")  # loaded only if the script used accel (and torch)
+    if state is not None:
+        state.leave_process_group()
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the script or module named in ``argv`` as ``__main__``."""
     argv = sys.argv[1:] if argv is None else argv
@@ -101,6 +110,8 @@ def main(argv: list[str] | None = None) -> None:
             runpy.run_path(path, run_name="__main__")
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not code:
+            _leave_process_group()
         flight.finish(code)
         if code:
             _report(None, code)
@@ -111,6 +122,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.stderr.write(_format(exc))
         sys.stderr.flush()
         raise SystemExit(1) from None
+    _leave_process_group()
     flight.finish(0)
 
 
