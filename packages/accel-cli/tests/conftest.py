@@ -81,3 +81,17 @@ def script(tmp_path):
 def clean_env_fixture():
     """The ``clean_env(tmp_path, plugins="", **extra)`` function."""
     return _clean_env
+
+
+@pytest.fixture
+def without_transformers(tmp_path, monkeypatch):
+    """Child interpreters cannot import transformers: estimate-memory uses accel's own builders.
+
+    Their figures are the seed table's; with transformers installed the CLI builds the model
+    through transformers instead (another largest layer for BERT, the rotary buffers counted).
+    """
+    site = tmp_path / "no-transformers"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import sys\nsys.modules['transformers'] = None\n")
+    path = os.environ.get("PYTHONPATH")
+    monkeypatch.setenv("PYTHONPATH", f"{site}{os.pathsep}{path}" if path else str(site))

@@ -439,5 +439,15 @@ def _llama(c: dict) -> Any:
             self.embed_tokens = _embedding(c["vocab_size"], h)
             self.layers = nn.ModuleList(DecoderLayer() for _ in range(c["num_hidden_layers"]))
             self.norm = RMSNorm()
+            self.rotary_emb = RotaryEmbedding()
+
+    class RotaryEmbedding(nn.Module):
+        """The rotary frequencies transformers keeps as buffers (counted by its estimate too)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            half = int(head_dim * c.get("partial_rotary_factor", 1.0)) // 2
+            self.register_buffer("inv_freq", torch.empty(half), persistent=False)
+            self.register_buffer("original_inv_freq", torch.empty(half), persistent=False)
 
     return DecoderModel()

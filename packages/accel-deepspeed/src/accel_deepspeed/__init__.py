@@ -20,8 +20,11 @@ __all__ = [
     "convert_zero_checkpoint_to_fp32_state_dict",
     "get_fp32_state_dict_from_zero_checkpoint",
     "load_state_dict_from_zero_checkpoint",
+    "sequence_parallel_group",
+    "sequence_parallel_loss",
 ]
 
+_SEQUENCE_PARALLEL = {"sequence_parallel_group", "sequence_parallel_loss"}
 _WRAPPERS = {"DeepSpeedEngineWrapper", "DeepSpeedOptimizerWrapper", "DeepSpeedSchedulerWrapper"}
 _FP32 = {
     "convert_zero_checkpoint_to_fp32_state_dict",
@@ -35,6 +38,10 @@ def __getattr__(name: str):
         from . import fp32
 
         return getattr(fp32, name)
+    if name in _SEQUENCE_PARALLEL:  # imports torch: only when asked for
+        from . import sequence_parallel
+
+        return getattr(sequence_parallel, name)
     if name in _WRAPPERS:  # imports torch: only when asked for
         from . import wrappers
 

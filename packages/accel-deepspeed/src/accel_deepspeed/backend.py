@@ -24,6 +24,14 @@ from accel.precision import Precision
 from .auto import AutoContext, Filled, fill_auto
 from .config import DeepSpeedPlugin
 from .dummy import DummyOptim, DummyScheduler
+from .sequence_parallel import (
+    SequenceParallelLayout,
+    SequenceSlicingCollate,
+    check_layout,
+    initialize_groups,
+    is_transformers_model,
+    register_attention,
+)
 from .wrappers import DeepSpeedEngineWrapper, DeepSpeedOptimizerWrapper, DeepSpeedSchedulerWrapper
 
 MODEL_NAME = "pytorch_model"
@@ -81,6 +89,50 @@ class DeepSpeedBackend(Backend):
         self._micro_batch: tuple[int, str] | None = None
         self._last_forward: list[Any] = []
         self._warned_clip = False
+        self.sequence_parallel: SequenceParallelLayout | None = self._sequence_parallel_layout()
+        """Where this process sits in DeepSpeed's sequence-parallel groups (``sp_size > 1``), else None."""
+        self.mpu: Any = None
+        """DeepSpeed's sequence-parallel groups given to ``deepspeed.initialize`` (None without SP)."""
+
+    def _sequence_parallel_layout(self) -> SequenceParallelLayout | None:
+        acc = self.accelerator
+        config = getattr(acc.state, "parallelism_config", None)
+        if config is None:
+            return None
+        if config.sp_size == 1:
+            if config.tp_size > 1 or config.cp_size > 1:
+                raise ConfigError(
+                    f"ParallelismConfig(tp_size={config.tp_size}, cp_size={config.cp_size}) is applied "
+                    "by the FSDP plugin, not DeepSpeed: launch without --use_deepspeed, or use "
+                    "DeepSpeed's AutoTP (tensor_parallel.autotp_size in the DeepSpeed config)"
+                )
+            return None
+        if acc.dataloader_config.dispatch_batches:
+            raise ConfigError(
+                "DeepSpeed sequence parallelism cuts every batch on each process: "
+                "dispatch_batches=True is not supported with sp_size > 1"
+            )
+        return check_layout(
+            config, acc.num_processes, acc.process_index, self.plugin.deepspeed_config
+        )
+
+    def data_parallel_shard(self) -> tuple[int, int]:
+        """With sequence parallelism, loaders shard over ``world / sp_size``: an SP group reads one batch."""
+        if self.sequence_parallel is None:
+            return super().data_parallel_shard()
+        return self.sequence_parallel.dp_size, self.sequence_parallel.dp_rank
+
+    def prepare_data_loader(self, dataloader: Any, device_placement: bool = True) -> Any:
+        """The usual prepared loader; with sequence parallelism each batch is cut to this rank's slice."""
+        loader = super().prepare_data_loader(dataloader, device_placement)
+        layout = self.sequence_parallel
+        if layout is not None:
+            handler = self.accelerator.state.parallelism_config.sp_handler
+            fixed = None if handler.sp_seq_length_is_variable else handler.sp_seq_length
+            loader.collate_fn = SequenceSlicingCollate(
+                loader.collate_fn, layout.sp_rank, layout.sp_size, fixed
+            )
+        return loader
 
     # -- prepare ----------------------------------------------------------------
     def prepare(self, objects: list[Any], device_placement: list[bool]) -> list[Any]:
@@ -126,9 +178,10 @@ class DeepSpeedBackend(Backend):
         if not isinstance(size, int) or self._micro_batch is not None:
             return
         if self.accelerator.split_batches:
+            shards = self.data_parallel_shard()[0]
             self._micro_batch = (
-                size // self.accelerator.num_processes,
-                f"the data loader's batch_size {size} / {self.accelerator.num_processes} processes (split_batches)",
+                size // shards,
+                f"the data loader's batch_size {size} / {shards} data-parallel processes (split_batches)",
             )
         else:
             self._micro_batch = (size, f"the data loader's batch_size {size}")
@@ -136,7 +189,7 @@ class DeepSpeedBackend(Backend):
     def _context(self, model: torch.nn.Module, optimizer: Any, scheduler: Any) -> AutoContext:
         acc, plugin = self.accelerator, self.plugin
         ctx = AutoContext(
-            num_processes=acc.num_processes,
+            num_processes=self.data_parallel_shard()[0],
             gradient_accumulation_steps=acc.gradient_accumulation_steps,
             gradient_accumulation_source=f"the Accelerator's gradient_accumulation_steps ({self._steps_source})",
             mixed_precision=acc.mixed_precision,
@@ -221,6 +274,8 @@ class DeepSpeedBackend(Backend):
         )
         self.plugin.set_moe_leaf_modules(model)
         kwargs: dict[str, Any] = {"model": model, "config": config}
+        if self.sequence_parallel is not None:
+            kwargs["mpu"] = self._sequence_parallel_mpu(model, config)
         if isinstance(optimizer, DummyOptim):
             kwargs["model_parameters"] = optimizer.params
         elif optimizer is not None:
@@ -243,6 +298,23 @@ class DeepSpeedBackend(Backend):
             else None
         )
         return engine, wrapped_optimizer, wrapped_scheduler
+
+    def _sequence_parallel_mpu(self, model: torch.nn.Module, config: dict[str, Any]) -> Any:
+        """The groups for ``deepspeed.initialize``; a transformers model's attention becomes Ulysses."""
+        layout = self.sequence_parallel
+        if not is_transformers_model(model):
+            self.mpu = initialize_groups(layout.sp_size)
+            return self.mpu
+        micro = config.get("train_micro_batch_size_per_gpu")
+        if not isinstance(micro, int):
+            raise ConfigError(
+                "DeepSpeed sequence parallelism needs the micro-batch size for Ulysses attention: "
+                "pass the training data loader to the same accelerator.prepare() call as the "
+                "model, or set train_micro_batch_size_per_gpu in the DeepSpeed config"
+            )
+        handler = self.accelerator.state.parallelism_config.sp_handler
+        self.mpu = register_attention(model, handler, layout.sp_size, micro)
+        return self.mpu
 
     @staticmethod
     def _offload_ready(optimizer: torch.optim.Optimizer, config: dict[str, Any]) -> Any:
