@@ -52,7 +52,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("accel.precision", "accel.backends", "accel.quantization", "accel.big_model.hooks"),
     ("accel.big_model", "accel.inference"),
     ("accel.checkpoint.async_writer",),
-    ("accel.prepared", "accel.tracking", "accel.checkpoint"),
+    ("accel.prepared", "accel.process_helpers", "accel.tracking", "accel.checkpoint"),
     ("accel.connector",),
     ("accel.accelerator",),
     ("accel.launchers",),

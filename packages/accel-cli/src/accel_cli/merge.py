@@ -102,7 +102,7 @@ def _read_dcp(source: Path, scratch: Path) -> Any:
     import torch
 
     try:
-        import torch.distributed.checkpoint as dcp
+        from accel.checkpoint.dcp_files import RawReader
         from torch.distributed.checkpoint.format_utils import _EmptyStateDictLoadPlanner
         from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
     except ImportError:
@@ -114,8 +114,8 @@ def _read_dcp(source: Path, scratch: Path) -> Any:
 
     from accel.progress import progress_bar
 
-    class Reader(dcp.FileSystemReader):
-        """A FileSystemReader advancing a bar per checkpoint file it opens."""
+    class Reader(RawReader):
+        """accel's DCP reader (raw and standard files) advancing a bar per file it opens."""
 
         def read_data(self, plan, planner):  # noqa: ANN001, ANN201 (torch's signature)
             files = sorted({self.storage_data[i.storage_index].relative_path for i in plan.items})

@@ -8,6 +8,7 @@ everything numeric of the :class:`~accel.precision.Precision`.
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -37,13 +38,14 @@ from accel.kwargs import (
 from accel.logging import get_logger
 from accel.precision.base import Precision
 from accel.prepared import PreparedObjects
+from accel.process_helpers import ProcessHelpers
 from accel.state import AcceleratorState, GradientState
 from accel.tracking.manager import TrackerManager
 
 logger = get_logger(__name__)
 
 
-class Accelerator:
+class Accelerator(ProcessHelpers):
     """Prepare models, optimizers, data loaders and schedulers for the configured hardware and strategy.
 
     Arguments follow Accelerate's: ``mixed_precision``, ``gradient_accumulation_steps``,
@@ -57,7 +59,9 @@ class Accelerator:
     :class:`~accel.prepared.PreparedObjects`), :attr:`backend` and :attr:`precision` (chosen
     by :class:`~accel.connector.Connector`), :attr:`checkpoints` (a
     :class:`~accel.checkpoint.manager.CheckpointManager`) and :attr:`tracking` (a
-    :class:`~accel.tracking.manager.TrackerManager`).
+    :class:`~accel.tracking.manager.TrackerManager`). What it says about the processes
+    (``device``, ``process_index``, ``is_main_process``, ``on_main_process``,
+    ``split_between_processes``, ...) comes from :class:`~accel.process_helpers.ProcessHelpers`.
     """
 
     def __init__(
@@ -161,57 +165,7 @@ class Accelerator:
             steps = env_steps
         return GradientAccumulationPlugin(num_steps=steps)
 
-    # -- identity -----------------------------------------------------------
-    @property
-    def device(self) -> torch.device:
-        """The device this process computes on."""
-        return self.state.device
-
-    @property
-    def distributed_type(self) -> str:
-        """The distributed type (``DistributedType.NO``, ``MULTI_GPU``, ``FSDP``, ...)."""
-        return self.state.distributed_type
-
-    @property
-    def num_processes(self) -> int:
-        """Total number of processes."""
-        return self.state.num_processes
-
-    @property
-    def process_index(self) -> int:
-        """Global rank of this process."""
-        return self.state.process_index
-
-    @property
-    def local_process_index(self) -> int:
-        """Rank of this process on its machine."""
-        return self.state.local_process_index
-
-    @property
-    def is_main_process(self) -> bool:
-        """True on global rank 0."""
-        return self.state.is_main_process
-
-    @property
-    def is_local_main_process(self) -> bool:
-        """True on local rank 0."""
-        return self.state.is_local_main_process
-
-    @property
-    def is_last_process(self) -> bool:
-        """True on the last rank."""
-        return self.state.is_last_process
-
-    @property
-    def use_distributed(self) -> bool:
-        """True with more than one process."""
-        return self.state.use_distributed
-
-    @property
-    def mixed_precision(self) -> str:
-        """The mixed-precision mode."""
-        return self.state.mixed_precision
-
+    # -- configuration (identity and process helpers: accel.process_helpers) ----
     @property
     def split_batches(self) -> bool:
         """Whether batches are split across processes rather than one per process."""
@@ -269,16 +223,6 @@ class Accelerator:
         """The fp16 gradient scaler, if any."""
         return self.precision.scaler
 
-    @property
-    def parallelism_config(self) -> Any:
-        """The :class:`~accel.ParallelismConfig` (``parallelism_config=`` or ``accel launch``), or None."""
-        return self.state.parallelism_config
-
-    @property
-    def torch_device_mesh(self) -> Any:
-        """The named ``DeviceMesh`` of :attr:`parallelism_config` (``dp_shard``, ``tp``, ``dp``, ...), or None."""
-        return self.state.device_mesh
-
     def maybe_context_parallel(
         self,
         buffers: list[torch.Tensor] | None = None,
@@ -291,63 +235,11 @@ class Accelerator:
         """
         return self.backend.context_parallel(buffers, buffer_seq_dims, no_restore_buffers)
 
-    # -- process helpers (delegated to the state) ---------------------------
-    def print(self, *args: Any, **kwargs: Any) -> None:
-        """``print`` once per machine."""
-        self.state.print(*args, **kwargs)
-
+    # -- synchronisation ----------------------------------------------------
     def wait_for_everyone(self) -> None:
         """Barrier across processes (after this process's pending asynchronous checkpoint writes)."""
         self.checkpoints.async_writer.wait()
         self.backend.wait_for_everyone()
-
-    def on_main_process(self, function: Callable | None = None) -> Callable:
-        """Decorator: run only on the main process."""
-        return self.state.on_main_process(function)
-
-    def on_local_main_process(self, function: Callable | None = None) -> Callable:
-        """Decorator: run only on each machine's main process."""
-        return self.state.on_local_main_process(function)
-
-    def on_last_process(self, function: Callable | None = None) -> Callable:
-        """Decorator: run only on the last process."""
-        return self.state.on_last_process(function)
-
-    def on_process(
-        self, function: Callable | None = None, process_index: int | None = None
-    ) -> Callable:
-        """Decorator: run only on rank ``process_index``."""
-        return self.state.on_process(function, process_index=process_index)
-
-    def on_local_process(
-        self,
-        function: Callable | None = None,
-        local_process_index: int | None = None,
-        *,
-        local_process_idx: int | None = None,
-    ) -> Callable:
-        """Decorator: run only on local rank ``local_process_index`` (``local_process_idx``, the seed's spelling)."""
-        if local_process_index is None:
-            local_process_index = local_process_idx
-        return self.state.on_local_process(function, local_process_index=local_process_index)
-
-    @contextlib.contextmanager
-    def main_process_first(self) -> Iterator[None]:
-        """The main process runs the block first."""
-        with self.state.main_process_first():
-            yield
-
-    @contextlib.contextmanager
-    def local_main_process_first(self) -> Iterator[None]:
-        """Each machine's main process runs the block first."""
-        with self.state.local_main_process_first():
-            yield
-
-    @contextlib.contextmanager
-    def split_between_processes(self, inputs: Any, apply_padding: bool = False) -> Iterator[Any]:
-        """This process's share of ``inputs``."""
-        with self.state.split_between_processes(inputs, apply_padding=apply_padding) as share:
-            yield share
 
     # -- prepare ------------------------------------------------------------
     def prepare(self, *args: Any, device_placement: list[bool] | None = None) -> Any:
@@ -431,27 +323,40 @@ class Accelerator:
         steps = self.gradient_state.plugin_kwargs["num_steps"]
         if steps > 1:
             loss = loss / steps
-        backend, precision = self.backend, self.precision
-        if backend is not self._backward_for[0] or precision is not self._backward_for[1]:
-            self._resolve_backward()
-        backward = self._backward_impl
+        backward = self._backward_impl  # decided when the backend or the precision is set
         if backward is None:  # neither the backend nor the precision changes Tensor.backward
             loss.backward(**kwargs) if kwargs else loss.backward()
         else:
             backward(loss, **kwargs)
 
     def _resolve_backward(self) -> None:
-        """Decide once per (backend, precision) pair which ``backward`` :meth:`backward` calls."""
-        backend, precision = self.backend, self.precision
-        if type(backend).backward is not Backend.backward:
+        """Decide which ``backward`` :meth:`backward` calls, once per (backend, precision) pair."""
+        backend, precision = vars(self).get("_backend"), vars(self).get("_precision")
+        if backend is not None and type(backend).backward is not Backend.backward:
             self._backward_impl: Callable | None = backend.backward
-        elif type(precision).backward is not Precision.backward:
+        elif precision is not None and type(precision).backward is not Precision.backward:
             self._backward_impl = precision.backward
         else:
             self._backward_impl = None
-        self._backward_for = (backend, precision)
 
-    _backward_for: tuple[Any, Any] = (None, None)
+    def _set_backend(self, backend: Backend) -> None:
+        self._backend = backend
+        self._resolve_backward()
+
+    def _set_precision(self, precision: Precision) -> None:
+        self._precision = precision
+        self._resolve_backward()
+
+    backend = property(
+        operator.attrgetter("_backend"),  # a C-level getter: no Python frame per read
+        _set_backend,
+        doc="The :class:`~accel.backends.Backend` of this run (chosen by the connector).",
+    )
+    precision = property(
+        operator.attrgetter("_precision"),
+        _set_precision,
+        doc="The :class:`~accel.precision.Precision` of this run (a backend may replace it).",
+    )
     _backward_impl: Callable | None = None
 
     def _do_sync(self) -> None:
@@ -491,9 +396,11 @@ class Accelerator:
             return _NO_CONTEXT
         backend = self.backend
         default = type(backend).no_sync is Backend.no_sync
-        if len(models) == 1:  # the usual case, without building a list
+        if len(models) == 1:  # the usual case, without building a list (or a has_no_sync call)
             model = models[0]
-            if default and not _has_no_sync(model):  # the default does nothing without one
+            if default and not (  # the default does nothing without a no_sync
+                callable(getattr(type(model), "no_sync", None)) or "no_sync" in vars(model)
+            ):
                 return _NO_CONTEXT
             return backend.no_sync(model)
         contexts = [

@@ -200,3 +200,17 @@ def test_batch_sampler_given_as_sampler_is_prepared():
     assert [b.tolist() for b in single] == [[0, 1], [2, 3], [4, 5]]
     skipped = skip_first_batches(loader, 1)
     assert [b.tolist() for b in skipped] == [[2, 3], [4, 5]]
+
+
+def test_seedable_random_sampler_moves_to_the_next_epoch_only_when_used_up():
+    sampler = SeedableRandomSampler(list(range(6)), data_seed=3)
+    iterator = iter(sampler)
+    first = [next(iterator) for _ in range(5)]
+    assert sampler.epoch == 0  # a partial iteration stays in its epoch
+    assert (
+        first + list(iterator)
+        == torch.randperm(6, generator=torch.Generator().manual_seed(3)).tolist()
+    )
+    assert sampler.epoch == 1
+    with_replacement = SeedableRandomSampler(list(range(6)), replacement=True, data_seed=3)
+    assert len(list(with_replacement)) == 6 and with_replacement.epoch == 1

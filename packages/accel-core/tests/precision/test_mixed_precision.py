@@ -162,3 +162,28 @@ def test_a_deep_copy_of_a_prepared_model_runs_its_own_weights():
     plain = accelerator.unwrap_model(copy_, keep_fp32_wrapper=False)
     assert "forward" not in plain.__dict__
     assert torch.equal(plain(x), torch.ones(2, 4))
+
+
+def test_an_overridden_forward_context_still_wraps_the_forward():
+    # The wrapped forward enters torch.autocast directly only when forward_context and
+    # autocast are the base ones; a subclass's forward_context (TE's fp8 autocast) is used.
+    from accel.precision.native import BF16Precision
+
+    entered = []
+
+    class Recording(BF16Precision):
+        names = ()
+
+        def forward_context(self, model):
+            entered.append(model)
+            return torch.autocast(device_type="cpu", enabled=False)
+
+    model = _linear()
+    precision = Recording("bf16", torch.device("cpu"))
+    assert precision._direct_autocast() is None
+    precision.wrap_model(model)
+    inner = _record_output_dtype(model)
+    model(torch.randn(2, 8))
+    assert entered == [model] and inner == [torch.float32]
+    plain = BF16Precision("bf16", torch.device("cpu"))
+    assert plain._direct_autocast() is not None

@@ -295,6 +295,24 @@ class FSDPBackend(NDParallelMixin, Backend):
         )
 
     @property
+    def supports_async_save(self) -> bool:
+        """``save_state(async_save=True)`` runs in the background except for FSDP1 sharded
+        states (ShardedTensors, which core's staging does not copy)."""
+        return not (self.version == 1 and self.sharded and not self._local_kind)
+
+    def _checkpoint_group(self) -> Any:
+        """During an asynchronous save, a gloo group of every process for DCP's collectives
+        in the writer thread (made once, by every process at the same save); else None."""
+        from accel.checkpoint.layout import is_staging
+
+        if not is_staging():
+            return None
+        group = getattr(self, "_dcp_group", None)
+        if group is None:
+            group = self._dcp_group = dist.new_group(backend="gloo")
+        return group
+
+    @property
     def sharded(self) -> bool:
         """Whether checkpoints are written as DCP shards."""
         return self.plugin.state_dict_type != "FULL_STATE_DICT"
@@ -318,8 +336,10 @@ class FSDPBackend(NDParallelMixin, Backend):
             for key, value in self._local_state(model).items()
             if key.endswith("_flat_param")
         }
+        from accel.checkpoint.layout import write_object
+
         target.mkdir(parents=True, exist_ok=True)
-        torch.save(shards, target / f"rank{self.accelerator.process_index}.pt")
+        write_object(shards, target / f"rank{self.accelerator.process_index}.pt")
 
     def _load_local(self, model: torch.nn.Module, target: Path, weights_only: bool) -> None:
         from accel.errors import CheckpointError
@@ -348,10 +368,12 @@ class FSDPBackend(NDParallelMixin, Backend):
         target = folder / f"pytorch_model_fsdp_{index}"
         if self._local_kind:
             return self._save_local(model, target)
-        import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict import get_model_state_dict
 
-        dcp.save({"model": get_model_state_dict(model)}, checkpoint_id=target)
+        from . import dcp_io
+
+        state = {"model": get_model_state_dict(model)}
+        dcp_io.save_or_stage(state, target, self._checkpoint_group())
 
     def load_model_state(
         self,
@@ -369,14 +391,14 @@ class FSDPBackend(NDParallelMixin, Backend):
             )
         if self._local_kind:
             return self._load_local(model, shards, weights_only)
-        import torch.distributed.checkpoint as dcp
+        from accel.checkpoint import dcp_files
         from torch.distributed.checkpoint.state_dict import (
             get_model_state_dict,
             set_model_state_dict,
         )
 
         state = {"model": get_model_state_dict(model)}
-        dcp.load(state, checkpoint_id=shards)
+        dcp_files.load(state, shards)
         set_model_state_dict(model, state["model"], options=self._options(strict=strict))
 
     def save_optimizer_state(
@@ -390,12 +412,10 @@ class FSDPBackend(NDParallelMixin, Backend):
         if model is None:
             return super().save_optimizer_state(optimizer, folder, index, model)
         if self.sharded:
-            import torch.distributed.checkpoint as dcp
+            from . import dcp_io
 
-            dcp.save(
-                {"optimizer": get_optimizer_state_dict(model, inner)},
-                checkpoint_id=folder / f"optimizer_{index}",
-            )
+            state = {"optimizer": get_optimizer_state_dict(model, inner)}
+            dcp_io.save_or_stage(state, folder / f"optimizer_{index}", self._checkpoint_group())
             return
         # On a CPU device "offloading" copies nothing, and FSDP1's gathered optimizer states
         # then share one buffer (exp_avg came back equal to exp_avg_sq): offload only from GPUs.
@@ -427,12 +447,13 @@ class FSDPBackend(NDParallelMixin, Backend):
         shards = folder / f"optimizer_{index}"
         if shards.exists():
             import torch.distributed.checkpoint as dcp
+            from accel.checkpoint import dcp_files
 
             state = {"optimizer": get_optimizer_state_dict(model, inner)}
             # FSDP1's optimizer state holds ShardedTensors; flattening them in the load planner
             # loses the param_groups entry ("Missing key ... optimizer.param_groups").
             planner = dcp.DefaultLoadPlanner(flatten_sharded_tensors=self.version != 1)
-            dcp.load(state, checkpoint_id=shards, planner=planner)
+            dcp_files.load(state, shards, planner=planner)
             set_optimizer_state_dict(model, inner, state["optimizer"])
             return
         full = read_object(optimizer_file(folder, index), weights_only)

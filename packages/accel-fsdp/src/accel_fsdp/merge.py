@@ -10,14 +10,14 @@ from typing import Any
 
 def load_dcp_state_dict(checkpoint_dir: str | os.PathLike) -> dict[str, Any]:
     """Read a whole DCP checkpoint into memory without a process group."""
-    from torch.distributed.checkpoint import FileSystemReader
+    from accel.checkpoint.dcp_files import RawReader
     from torch.distributed.checkpoint.format_utils import _EmptyStateDictLoadPlanner
     from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 
     state_dict: dict[str, Any] = {}
     _load_state_dict(
         state_dict,
-        storage_reader=FileSystemReader(os.fspath(checkpoint_dir)),
+        storage_reader=RawReader(os.fspath(checkpoint_dir)),  # accel's raw files and standard ones
         planner=_EmptyStateDictLoadPlanner(),
         no_dist=True,
     )

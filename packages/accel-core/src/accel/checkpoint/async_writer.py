@@ -5,7 +5,7 @@ training tensors (into CPU memory, pinned when it comes from a GPU; tensors shar
 storage, such as tied weights, still share their copy; the buffers are kept for the next
 save, :class:`BufferPool`), and the small files are written into the temporary folder. The
 CPU parameters and state tensors of the prepared optimizers are copied in the background
-thread instead, while the loop runs its next forward and backward; those optimizers'
+thread instead (with up to :data:`COPY_THREADS` threads), while the loop runs its next forward and backward; those optimizers'
 ``step`` waits for that copy (``AcceleratedOptimizer._step_guard``). The files are then
 written by the same thread, after which the checkpoint is finished as a synchronous one
 is: its manifest is written and it is renamed into place (so it appears under its real
@@ -22,8 +22,11 @@ With several processes each one stages and writes its own files; when it is done
 leaves a marker file in the temporary folder, and the process that finishes the folder
 (the main process, or each process saving to a folder of its own) waits in its background
 thread for the markers of every process writing there before the manifest and the rename.
-No collective runs in a background thread. A process whose write failed leaves a failure
-marker instead, so the folder is abandoned (and removed), never published.
+No collective of the training loop's process groups runs in a background thread (a
+backend handing over a write with :func:`~accel.checkpoint.layout.write_or_stage` that
+needs collectives, such as FSDP's ``torch.distributed.checkpoint`` save, uses a group of
+its own). A process whose write failed leaves a failure marker instead, so the folder is
+abandoned (and removed), never published.
 
 A save waits for the previous one; a failure is raised, as a
 :class:`~accel.errors.CheckpointError`, by the next call that checks
@@ -94,6 +97,22 @@ class BufferPool:
         self._free.clear()
 
 
+COPY_THREADS = int(os.environ.get("ACCEL_ASYNC_COPY_THREADS", min(4, os.cpu_count() or 1)))
+"""Threads copying the deferred tensors (the copy is bound by memory bandwidth)."""
+
+
+def _copy_all(
+    pairs: list[tuple[torch.UntypedStorage, torch.UntypedStorage]], errors: list[BaseException]
+) -> None:
+    """Copy each ``(source, copy)`` pair of storages; a failure is appended to ``errors``."""
+    try:
+        for source, copied in pairs:
+            target = torch.empty(0, dtype=torch.uint8).set_(copied)
+            target.copy_(torch.empty(0, dtype=torch.uint8).set_(source))
+    except BaseException as error:
+        errors.append(error)
+
+
 class Staging:
     """Collects the writes of one save (through :data:`~accel.checkpoint.layout.WRITE_SINK`) with copied tensors."""
 
@@ -111,8 +130,15 @@ class Staging:
         self._pin = torch.cuda.is_available()
 
     def __call__(self, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
-        """Keep ``function(*args)`` for later, with the tensors in ``args`` copied now."""
-        self.writes.append((function, self.snapshot(args)))
+        """Keep ``function(*args)`` for later, with the tensors in ``args`` copied now.
+
+        Shared storages are recognised within one call only: between calls a temporary
+        tensor (a gathered full state dict) may be freed and its address reused.
+        """
+        try:
+            self.writes.append((function, self.snapshot(args)))
+        finally:
+            self._memo.clear()
 
     def snapshot(self, value: Any) -> Any:
         """``value`` with every tensor replaced by a CPU copy (shared storages stay shared)."""
@@ -164,12 +190,30 @@ class Staging:
         self._memo.clear()
 
     def copy_deferred(self) -> None:
-        """Make the deferred copies (in the calling thread), then set :attr:`copied`."""
+        """Make the deferred copies (in the calling thread and up to :data:`COPY_THREADS` - 1
+        more, the storages split evenly by bytes), then set :attr:`copied`."""
         try:
-            while self.deferred:
-                source, copied = self.deferred.pop()
-                target = torch.empty(0, dtype=torch.uint8).set_(copied)
-                target.copy_(torch.empty(0, dtype=torch.uint8).set_(source))
+            pairs, self.deferred = self.deferred, []
+            lanes: list[list[tuple[torch.UntypedStorage, torch.UntypedStorage]]] = [
+                [] for _ in range(max(1, min(COPY_THREADS, len(pairs))))
+            ]
+            loads = [0] * len(lanes)
+            for pair in sorted(pairs, key=lambda p: -p[0].nbytes()):
+                lane = loads.index(min(loads))
+                lanes[lane].append(pair)
+                loads[lane] += pair[0].nbytes()
+            errors: list[BaseException] = []
+            helpers = [
+                threading.Thread(target=_copy_all, args=(lane, errors), daemon=True)
+                for lane in lanes[1:]
+            ]
+            for helper in helpers:
+                helper.start()
+            _copy_all(lanes[0], errors)
+            for helper in helpers:
+                helper.join()
+            if errors:
+                raise errors[0]
         finally:
             self.copied.set()
 
@@ -342,12 +386,18 @@ def _guardable(optimizers: list[Any]) -> tuple[list[Any], set[int]]:
     for optimizer in guarded:
         for group in optimizer.param_groups:
             for param in group["params"]:
-                pointers.add(param.untyped_storage().data_ptr())
+                pointers.add(_storage_pointer(param))
         for state in optimizer.state.values():
             for value in state.values() if isinstance(state, dict) else ():
                 if isinstance(value, torch.Tensor) and value.numel() > 1:
-                    pointers.add(value.untyped_storage().data_ptr())
+                    pointers.add(_storage_pointer(value))
     return guarded, pointers
+
+
+def _storage_pointer(tensor: torch.Tensor) -> int:
+    """The data pointer of ``tensor``'s storage (a DTensor's: its local tensor's)."""
+    local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
+    return local.untyped_storage().data_ptr()
 
 
 def _unguard_when_copied(staging: Staging, guarded: list[Any]) -> None:

@@ -129,6 +129,29 @@ def list_checkpoints(folder: str | os.PathLike) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
+def is_staging() -> bool:
+    """Whether an asynchronous save is staging in this context (see :func:`write_or_stage`)."""
+    return WRITE_SINK.get() is not None
+
+
+def write_or_stage(function: Callable[..., Any], *args: Any) -> Any:
+    """Call ``function(*args)``, or hand it to the asynchronous save that is staging.
+
+    For a backend that writes its own checkpoint files (e.g. with
+    ``torch.distributed.checkpoint``) and wants ``save_state(..., async_save=True)``: while
+    an asynchronous save stages (:data:`WRITE_SINK` is set), the tensors in ``args``
+    (plain tensors, in dicts, lists and tuples: pass a DTensor's local tensor) are copied,
+    the prepared optimizers' parameters and state before their next ``step``, and
+    ``function`` runs later in the background writer thread, with the copies, before the
+    checkpoint is finished (manifest, rename). ``function`` must not run a collective on a
+    process group the training loop uses. Otherwise it runs now; docs/plugins.md.
+    """
+    sink = WRITE_SINK.get()
+    if sink is None:
+        return function(*args)
+    return sink(function, args)
+
+
 def write_object(obj: Any, path: Path) -> None:
     """``torch.save`` to ``path`` through a temporary file."""
     sink = WRITE_SINK.get()

@@ -210,10 +210,12 @@ class DataLoaderShard(DataLoader):
         # Decided once per epoch, not per batch: how batches are placed, whether a subclass
         # records consumed batches. The position counter is written to the instance dict
         # directly: DataLoader.__setattr__ costs more than the rest of a batch's bookkeeping.
+        # The preemption handler is looked up here too: with preemption off, a batch costs no
+        # call for it (a handler installed mid-epoch is seen from the next epoch).
         place = None if self.device is None else _placer(self.device, self.non_blocking)
         cpu = place is not None and torch.device(self.device).type == "cpu"
         consumed = None if type(self)._consumed is DataLoaderShard._consumed else self._consumed
-        point = preemption.preemption_point
+        handler = preemption.active()
         position = vars(self)
         self.gradient_state._add_dataloader(self)
         self.end_of_dataloader = False
@@ -226,13 +228,22 @@ class DataLoaderShard(DataLoader):
                 if upcoming is _END:
                     self.end_of_dataloader = True
                     self.remainder = self._final_remainder()
-                if place is not None and not (cpu and _on_cpu(current)):
-                    current = place(current)
+                if place is not None:
+                    if not cpu:
+                        current = place(current)
+                    elif type(current) in _SEQUENCES:  # checked here, without a call per batch
+                        for item in current:
+                            if type(item) is not _TENSOR or not item.is_cpu:
+                                current = place(current)
+                                break
+                    elif type(current) is not _TENSOR or not current.is_cpu:
+                        current = place(current)
                 position["batches_yielded"] += 1
                 if consumed is not None:
                     consumed()
                 yield current
-                point()  # the ranks agree to stop after a step (opt-in)
+                if handler is not None and handler.pending:  # preemption_point(), inlined
+                    handler.check()  # the ranks agree to stop after a step (opt-in)
                 current = upcoming
             self.epoch += 1
             self.batches_yielded = 0
@@ -241,19 +252,10 @@ class DataLoaderShard(DataLoader):
 
 
 _END = object()
-
-
-def _on_cpu(batch: Any) -> bool:
-    """True for a CPU tensor, or a list or tuple of CPU tensors: placing it on the CPU changes nothing."""
-    kind = type(batch)
-    if kind is torch.Tensor:
-        return batch.is_cpu
-    if kind is list or kind is tuple:
-        for item in batch:
-            if type(item) is not torch.Tensor or not item.is_cpu:
-                return False
-        return True
-    return False
+_TENSOR = torch.Tensor
+_SEQUENCES = (list, tuple)
+"""Batch types whose CPU tensors :meth:`DataLoaderShard.__iter__` checks in place: a CPU
+tensor, or a list or tuple of them, needs no placement on the CPU."""
 
 
 def _placer(device: torch.device | str, non_blocking: bool) -> Callable[[Any], Any]:

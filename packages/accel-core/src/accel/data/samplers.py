@@ -21,8 +21,9 @@ class SeedableRandomSampler(RandomSampler):
     ``data_seed`` sets the seed; without it the seed is ``torch.initial_seed()`` at
     construction. A ``generator`` passed in is re-seeded before each iteration
     (otherwise the sampler makes its own), so every process drawing with the same
-    seed and epoch gets the same permutation. Each full iteration moves to the next
-    epoch; :meth:`set_epoch` chooses one explicitly.
+    seed and epoch gets the same permutation, drawn when the iteration starts
+    (``iter(sampler)``). Each full iteration moves to the next epoch; :meth:`set_epoch`
+    chooses one explicitly.
     """
 
     def __init__(
@@ -54,16 +55,27 @@ class SeedableRandomSampler(RandomSampler):
         if self.generator is None:
             self.generator = torch.Generator()
         generator = self.generator
-        generator.manual_seed(self.initial_seed + self.epoch)
         n = len(self.data_source)
         if self.replacement or self.num_samples != n:
-            yield from super().__iter__()
-        else:  # RandomSampler's order, without its generator frame in between
-            yield from torch.randperm(n, generator=generator).tolist()
-            torch.randperm(
-                n, generator=generator
-            )  # as RandomSampler: the same generator state after
+            return self._drawn(generator)
+        # RandomSampler's order as a C-level iterator over the permutation: no generator
+        # frame resumes per sample (a batch sampler's islice takes them in C); the tail
+        # runs once the permutation is used up.
+        generator.manual_seed(self.initial_seed + self.epoch)
+        order = torch.randperm(n, generator=generator).tolist()
+        return itertools.chain(order, self._finish(generator, n))
+
+    def _drawn(self, generator: torch.Generator) -> Iterator[int]:
+        """RandomSampler's own draw (with replacement, or ``num_samples`` samples), seeded by the epoch."""
+        generator.manual_seed(self.initial_seed + self.epoch)
+        yield from super().__iter__()
         self.set_epoch(self.epoch + 1)
+
+    def _finish(self, generator: torch.Generator, n: int) -> Iterator[int]:
+        """End of a full permutation: the generator state RandomSampler leaves, then the next epoch."""
+        torch.randperm(n, generator=generator)
+        self.set_epoch(self.epoch + 1)
+        yield from ()
 
 
 class BatchSamplerShard(BatchSampler):

@@ -204,10 +204,12 @@ def step_done() -> None:
 
 
 def preemption_point() -> None:
-    """Where ranks agree to stop: the prepared data loaders call it before each batch.
+    """Where ranks agree to stop: the prepared data loaders do the same before each batch.
 
     Does nothing unless preemption handling is on and an optimizer step happened since
     the last call. Call it yourself after each step in a loop without a prepared loader.
+    (A prepared loader looks the handler up when an epoch starts, so with preemption off
+    its batches cost no call; a handler installed mid-epoch is seen from the next epoch.)
     """
     if _active is not None and _active.pending:
         _active.check()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import types
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -22,37 +23,63 @@ class FullPrecision(Precision):
 class _AutocastPrecision(Precision):
     dtype: torch.dtype = torch.bfloat16
 
-    _autocast_kwargs: dict[str, Any] | None = None
+    _default_autocast: Callable[[], contextlib.AbstractContextManager] | None = None
 
     def autocast(self, autocast_handler: Any = None) -> contextlib.AbstractContextManager:
         if autocast_handler is not None:
-            kwargs = autocast_handler.to_kwargs()
-        else:  # this precision's own AutocastKwargs: read once, not on every forward
-            kwargs = self._autocast_kwargs
-            if kwargs is None:
-                handler = self.handlers.get("AutocastKwargs")
-                kwargs = handler.to_kwargs() if handler is not None else {}
-                self._autocast_kwargs = kwargs
-        return torch.autocast(device_type=self.device.type, dtype=self.dtype, **kwargs)
+            return torch.autocast(
+                device_type=self.device.type, dtype=self.dtype, **autocast_handler.to_kwargs()
+            )
+        default = self._default_autocast
+        if default is None:
+            default = self._default_autocast = self._autocast_factory()
+        return default()
+
+    def _autocast_factory(self) -> Callable[[], contextlib.AbstractContextManager]:
+        """``torch.autocast`` with this precision's own ``AutocastKwargs``, read once, not on every forward."""
+        handler = self.handlers.get("AutocastKwargs")
+        kwargs = handler.to_kwargs() if handler is not None else {}
+        return functools.partial(
+            torch.autocast, device_type=self.device.type, dtype=self.dtype, **kwargs
+        )
 
     def forward_context(self, model: torch.nn.Module) -> contextlib.AbstractContextManager:
         """The context a wrapped ``model``'s forward runs under (default: :meth:`autocast`)."""
         return self.autocast()
+
+    def _direct_autocast(self) -> Callable[[], contextlib.AbstractContextManager] | None:
+        """What a wrapped forward may enter directly, decided when the model is wrapped.
+
+        The ``torch.autocast`` factory when neither :meth:`forward_context` nor :meth:`autocast`
+        is overridden (no Python frame in between per forward); None otherwise.
+        """
+        kind = type(self)
+        if (
+            kind.forward_context is _AutocastPrecision.forward_context
+            and kind.autocast is _AutocastPrecision.autocast
+        ):
+            if self._default_autocast is None:
+                self._default_autocast = self._autocast_factory()
+            return self._default_autocast
+        return None
 
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
         if getattr(model.forward, "_accel_precision", None) is not None:
             return model
         original = model.forward
         precision = self
+        direct = self._direct_autocast()
         function = getattr(original, "__func__", None)
         if function is not None and getattr(original, "__self__", None) is model:
             # Bind the wrapper as a method of ``model`` (as Accelerate does): copy.deepcopy of the
             # prepared model then rebinds it to the copy instead of running the original's forward.
             @functools.wraps(function)
             def method(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
-                with precision.forward_context(module):
+                with direct() if direct is not None else precision.forward_context(module):
                     outputs = function(module, *args, **kwargs)
-                return _outputs_to_fp32(outputs)
+                if type(outputs) is _TENSOR:  # _outputs_to_fp32's short path, without a call
+                    return outputs.float() if outputs.dtype in _HALF else outputs
+                return convert_to_fp32(outputs)
 
             method._accel_precision = self  # type: ignore[attr-defined]
             method._accel_original_forward = function  # type: ignore[attr-defined]
@@ -62,7 +89,7 @@ class _AutocastPrecision(Precision):
 
         @functools.wraps(original)
         def forward(*args: Any, **kwargs: Any) -> Any:
-            with precision.forward_context(model):
+            with direct() if direct is not None else precision.forward_context(model):
                 outputs = original(*args, **kwargs)
             return _outputs_to_fp32(outputs)
 
@@ -73,11 +100,12 @@ class _AutocastPrecision(Precision):
 
 
 _HALF = (torch.float16, torch.bfloat16)
+_TENSOR = torch.Tensor
 
 
 def _outputs_to_fp32(outputs: Any) -> Any:
     """:func:`~accel.utils.convert_to_fp32`, with a short path for a single tensor."""
-    if type(outputs) is torch.Tensor:
+    if type(outputs) is _TENSOR:
         return outputs.float() if outputs.dtype in _HALF else outputs
     return convert_to_fp32(outputs)
 
