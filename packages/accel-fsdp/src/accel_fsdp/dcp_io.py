@@ -17,7 +17,6 @@ from accel.checkpoint.dcp_files import save
 from accel.checkpoint.layout import write_or_stage
 from torch.distributed.tensor import DTensor
 
-
 FORMAT_ENV = "ACCEL_FSDP_CHECKPOINT_FORMAT"
 """``dcp`` (default): standard DCP files; ``raw``: accel's raw-bytes files (faster, accel reads them)."""
 
