@@ -134,3 +134,29 @@ def test_one_process_without_launcher(faults, tmp_path):
     assert proc.returncode == 75, err[-3000:]
     assert "every rank stopped after optimizer step" in err
     assert (project / "checkpoints" / "checkpoint_0").is_dir()
+
+
+@pytest.mark.skipif(
+    __import__("shutil").which(os.environ.get("CXX", "c++")) is None,
+    reason="DeepSpeed JIT-builds its CPU ops with a C++ compiler: apt-get install g++",
+)
+def test_sigterm_under_deepspeed_saves_and_exits_75(launch, faults, tmp_path):
+    """DeepSpeed's optimizer wrapper steps inside the engine: it must still mark the step."""
+    project = tmp_path / "p"
+    project.mkdir()
+    extensions = os.environ.get(
+        "TORCH_EXTENSIONS_DIR",
+        str(Path(__file__).resolve().parents[2] / ".cache" / "torch_extensions"),
+    )
+    run = launch(
+        "--cpu", "--num_processes", "2", "--use_deepspeed", "--zero_stage", "2", "--preemption",
+        TRAIN, project, "--step-sleep", "0.3",
+        plugins="ddp,deepspeed", DS_ACCELERATOR="cpu", TORCH_EXTENSIONS_DIR=extensions,
+    )  # fmt: skip
+    faults.wait_for(lambda: _steps(project) >= 2, 400, "2 training steps", run)
+    run.signal(signal.SIGTERM)
+    result = run.wait(timeout=120)
+    assert result.returncode == 75, result.stderr[-4000:]
+    assert (project / "checkpoints" / "checkpoint_0").is_dir()
+    stopped = {_steps(project, 0), _steps(project, 1)}
+    assert len(stopped) == 1 and stopped.pop() < STEPS

@@ -5,7 +5,8 @@ reference built in the same process, and asserts the composed model matches it:
 
 - ``tp``: tensor parallelism over all processes (2): loss and gradients equal the unsplit model's;
 - ``fsdp_tp``: dp_shard=2 x tp=2 (4 processes); also loaders, gather_for_metrics, clipping;
-  every parity mode also checks gather_for_metrics of objects and uneven tensors;
+  every parity mode also checks gather_for_metrics of objects and uneven tensors, and that
+  ``split_between_processes`` and ``dispatch_batches=True`` split over the data-parallel ranks;
 - ``hsdp``: dp_replicate=2 x dp_shard=2 (4 processes);
 - ``save``: dp_shard=2 x tp=2 trains 2 steps and saves a sharded checkpoint;
 - ``load4``: dp_shard=4 loads it, trains 2 more steps, saves again;
@@ -183,6 +184,60 @@ def check_metrics(acc: Accelerator) -> None:
     assert padded.tolist() == [1.0] * (dp_rank + 1) + [0.0] * (dp_size - dp_rank - 1), padded
 
 
+def _by_dp_rank(acc: Accelerator, value) -> dict[int, list]:
+    """Every rank's ``value``, grouped by data-parallel rank (one list entry per TP / CP peer)."""
+    dp_size, dp_rank = acc.backend.data_parallel_shard()
+    everyone: list = [None] * acc.num_processes
+    dist.all_gather_object(everyone, (dp_rank, value))
+    grouped: dict[int, list] = {}
+    for rank, item in everyone:
+        grouped.setdefault(rank, []).append(item)
+    assert sorted(grouped) == list(range(dp_size)), grouped.keys()
+    assert all(len(peers) == acc.num_processes // dp_size for peers in grouped.values()), grouped
+    return grouped
+
+
+def check_split_and_dispatch(acc: Accelerator) -> None:
+    """``split_between_processes`` and ``dispatch_batches=True`` cut over the data-parallel ranks:
+    TP peers get the same share / batch, data-parallel ranks disjoint ones covering the input."""
+    dp_size = acc.backend.data_parallel_shard()[0]
+    inputs = list(range(11))  # uneven on 2 and 4 data-parallel ranks
+    shares: dict[bool, list] = {}
+    for pad in (False, True):
+        with acc.split_between_processes(inputs, apply_padding=pad) as share:
+            grouped = _by_dp_rank(acc, list(share))
+        for peers in grouped.values():  # TP peers: the same share
+            assert all(p == peers[0] for p in peers), (pad, grouped)
+        shares[pad] = [grouped[r][0] for r in range(dp_size)]
+    assert [v for s in shares[False] for v in s] == inputs, shares  # disjoint, in order, all
+    longest = -(-len(inputs) // dp_size)
+    padded = [s + [inputs[-1]] * (longest - len(s)) for s in shares[False]]
+    assert shares[True] == padded, shares
+    with acc.split_between_processes({"x": torch.arange(8), "y": list("abcdefgh")}) as share:
+        grouped = _by_dp_rank(acc, (share["x"].tolist(), share["y"]))
+    for peers in grouped.values():
+        assert all(p == peers[0] for p in peers), grouped
+    assert [v for r in range(dp_size) for v in grouped[r][0][0]] == list(range(8)), grouped
+
+    acc.dataloader_config.dispatch_batches = True
+    try:
+        loader = acc.prepare(DataLoader(torch.arange(16).float(), batch_size=2))
+        seen = [b.tolist() for b in loader]
+    finally:
+        acc.dataloader_config.dispatch_batches = False
+    grouped = _by_dp_rank(acc, seen)
+    for peers in grouped.values():  # TP peers: the same batches
+        assert all(p == peers[0] for p in peers), grouped
+    steps = 16 // (2 * dp_size)
+    assert all(len(grouped[r][0]) == steps for r in range(dp_size)), grouped
+    for step in range(steps):  # the data-parallel ranks' parts of one global batch: in order
+        parts = [v for r in range(dp_size) for v in grouped[r][0][step]]
+        assert parts == [float(v) for v in range(step * 2 * dp_size, (step + 1) * 2 * dp_size)], (
+            step,
+            grouped,
+        )
+
+
 def run_parity(layout: dict[str, int], steps: int = 3) -> None:
     acc = accelerator_for(layout, sharded=layout.get("dp_shard_size", 1) > 1)
     assert acc.distributed_type == "FSDP", acc.distributed_type
@@ -225,6 +280,7 @@ def run_parity(layout: dict[str, int], steps: int = 3) -> None:
     check_weights(acc, model, reference, "after training")
     check_loaders(acc, layout)
     check_metrics(acc)
+    check_split_and_dispatch(acc)
     acc.print(f"ok parity {layout}")
 
 

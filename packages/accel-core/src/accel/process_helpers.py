@@ -3,8 +3,9 @@
 :class:`ProcessHelpers` holds what an :class:`~accel.Accelerator` says about the process
 it runs in (``device``, ``process_index``, ``is_main_process``, ...) and the helpers that
 run code on some processes only (``on_main_process``, ``main_process_first``,
-``split_between_processes``, ``print``). Each one reads or calls ``self.state``; the
-Accelerator inherits them, so they are used as ``accelerator.is_main_process``.
+``split_between_processes``, ``print``). Each one reads or calls ``self.state`` (the
+split asks ``self.backend`` for the data-parallel shard); the Accelerator inherits them,
+so they are used as ``accelerator.is_main_process``.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from accel.state import split_inputs
+
 if TYPE_CHECKING:
     import torch
 
+    from accel.backends.base import Backend
     from accel.state import AcceleratorState
 
 
@@ -25,6 +29,8 @@ class ProcessHelpers:
 
     state: AcceleratorState
     """The process-wide :class:`~accel.state.AcceleratorState` every member delegates to."""
+    backend: Backend
+    """The :class:`~accel.backends.base.Backend`; ``split_between_processes`` asks it for the data-parallel shard."""
 
     # -- who this process is ----------------------------------------------------
     @property
@@ -136,6 +142,12 @@ class ProcessHelpers:
 
     @contextlib.contextmanager
     def split_between_processes(self, inputs: Any, apply_padding: bool = False) -> Iterator[Any]:
-        """This process's share of ``inputs``."""
-        with self.state.split_between_processes(inputs, apply_padding=apply_padding) as share:
-            yield share
+        """This process's contiguous share of ``inputs`` (list, tuple, dict of sequences, tensor).
+
+        Split over the backend's data-parallel ranks (``backend.data_parallel_shard()``), as
+        the data loaders are: under tensor / context parallelism every rank of one group gets
+        the same share. With ``apply_padding`` every share has the same length, the last
+        element repeated.
+        """
+        num_shards, shard = self.backend.data_parallel_shard()
+        yield split_inputs(inputs, num_shards, shard, apply_padding)

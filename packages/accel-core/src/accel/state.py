@@ -279,8 +279,10 @@ class PartialState:
         """Yield this process's contiguous share of ``inputs`` (list, tuple, dict of sequences, tensor).
 
         With ``apply_padding`` every share has the same length, the last element repeated.
+        The split is over every process of the world; ``Accelerator.split_between_processes``
+        splits over the data-parallel ranks of its backend instead.
         """
-        yield _split(inputs, self.num_processes, self.process_index, apply_padding)
+        yield split_inputs(inputs, self.num_processes, self.process_index, apply_padding)
 
     def destroy_process_group(self) -> None:
         """Tear down the process group (end of a run)."""
@@ -292,7 +294,12 @@ class PartialState:
         cls._shared_state.clear()
 
 
-def _split(inputs: Any, world: int, rank: int, pad: bool) -> Any:
+def split_inputs(inputs: Any, world: int, rank: int, pad: bool = False) -> Any:
+    """Share ``rank`` of ``world`` contiguous shares of ``inputs`` (list, tuple, dict of sequences, tensor).
+
+    The first ``len(inputs) % world`` shares hold one element more; with ``pad`` every
+    share has the longest length, completed by repeating the last element.
+    """
     if world == 1:
         return inputs
     if isinstance(inputs, dict):
@@ -301,7 +308,7 @@ def _split(inputs: Any, world: int, rank: int, pad: bool) -> Any:
             raise ValueError(
                 "split_between_processes: every value of the dict must have the same length"
             )
-        return {k: _split(v, world, rank, pad) for k, v in inputs.items()}
+        return {k: split_inputs(v, world, rank, pad) for k, v in inputs.items()}
     length = len(inputs)
     per, extra = divmod(length, world)
     start = rank * per + min(rank, extra)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from accel.faults import preemption
 from accel.optimizer import AcceleratedOptimizer
 from accel.scheduler import AcceleratedScheduler
 
@@ -52,7 +53,13 @@ class DeepSpeedOptimizerWrapper(AcceleratedOptimizer):
         """Nothing: the engine zeroes gradients after its step."""
 
     def step(self, closure: Any = None) -> None:
-        """Nothing: the engine stepped in ``accelerator.backward``."""
+        """Nothing to compute (the engine stepped in ``accelerator.backward``); marks the step.
+
+        On a synchronising step the next batch becomes a point where the processes may
+        agree to stop for a preemption, as after any prepared optimizer's step.
+        """
+        if self.gradient_state.sync_gradients:
+            preemption.step_done()
 
     @property
     def step_was_skipped(self) -> bool:

@@ -328,7 +328,8 @@ class NDParallelMixin:
     """The layout, or None when the run has no parallelism config mesh."""
 
     def data_parallel_shard(self) -> tuple[int, int]:
-        """Loaders shard over the data-parallel ranks only: TP / CP peers read the same batch."""
+        """Loaders (also dispatched ones) and ``split_between_processes`` shard over the
+        data-parallel ranks only: TP / CP peers get the same data."""
         if self.nd is None:
             return super().data_parallel_shard()  # type: ignore[misc]
         return self.nd.dp_size, self.nd.dp_rank

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 from accel.errors import ConfigError
+from accel.faults import preemption
 from accel.optimizer import AcceleratedOptimizer
 
 from .config import MegatronLMPlugin
@@ -163,6 +164,7 @@ class MegatronLMOptimizerWrapper(AcceleratedOptimizer):
         from .cpu import cpu_execution
 
         self._accelerate_step_called = True
+        preemption.step_done()  # the next batch is a point where ranks may agree to stop
         with cpu_execution(self.on_cpu):
             if self.on_cpu:
                 self.optimizer.prepare_grads()

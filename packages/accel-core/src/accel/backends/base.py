@@ -114,7 +114,13 @@ class Backend:
         )
 
     def data_parallel_shard(self) -> tuple[int, int]:
-        """``(number of shards, this process's shard)`` data loaders split over; default: every process."""
+        """``(number of shards, this process's shard)`` that data is split over; default: every process.
+
+        The prepared data loaders (also with ``dispatch_batches``) and
+        ``Accelerator.split_between_processes`` use it. Backends with tensor / context
+        parallelism override it with the data-parallel size and rank, so the ranks of one
+        group get the same data; the default is ``(num_processes, process_index)``.
+        """
         return self.accelerator.num_processes, self.accelerator.process_index
 
     def prepare_data_loader(self, dataloader: Any, device_placement: bool = True) -> Any:

@@ -321,7 +321,10 @@ class DataLoaderDispatcher(DataLoaderShard):
     ``batch_size * num_processes`` (``batch_size`` with ``split_batches``); with
     ``even_batches`` the last one is completed with samples from the first.
     ``slice_fn(batch, slice)`` cuts a process's part (default: every tensor along
-    the first dimension).
+    the first dimension). ``num_processes`` / ``process_index`` are the data-parallel
+    count and rank the batch is cut by (default: the whole world); under tensor or
+    context parallelism every rank of one group gets the same part. The batch itself
+    is broadcast from the main process to every rank.
     """
 
     def __init__(
@@ -330,12 +333,19 @@ class DataLoaderDispatcher(DataLoaderShard):
         split_batches: bool = False,
         even_batches: bool = True,
         slice_fn: Any = None,
+        num_processes: int | None = None,
+        process_index: int | None = None,
         **kwargs: Any,
     ):
         super().__init__(dataset, **kwargs)
         self.split_batches = split_batches
         self.even_batches = even_batches
         self.slice_fn = slice_fn
+        state = PartialState()
+        self.num_processes = state.num_processes if num_processes is None else num_processes
+        """Number of data-parallel parts each global batch is cut into."""
+        self.process_index = state.process_index if process_index is None else process_index
+        """Which part this process receives."""
         self._last_valid = -1
         self._first: Any = None  # the epoch's first global batch: what pads its last one
 
@@ -363,9 +373,9 @@ class DataLoaderDispatcher(DataLoaderShard):
             slice_tensors,
         )
 
-        state = PartialState()
-        n, rank = state.num_processes, state.process_index
-        iterator = super()._batches(skip_by_reading) if state.is_main_process else None
+        n, rank = self.num_processes, self.process_index
+        is_main = PartialState().is_main_process
+        iterator = super()._batches(skip_by_reading) if is_main else None
         first = self._first if self.batches_yielded else None  # restored with a position
         while True:
             batch = next(iterator, _END) if iterator is not None else None
@@ -510,6 +520,8 @@ def prepare_data_loader(
             split_batches=split_batches,
             even_batches=even_batches,
             slice_fn=slice_fn_for_dispatch,
+            num_processes=n,
+            process_index=rank,
             **common,
             **kwargs,
         )
