@@ -35,6 +35,7 @@ def test_the_report_names_rank_1_and_the_collective(launch, tmp_path, mode, op, 
     ended = time.time()
     assert result.returncode != 0
     err = result.stderr
+    assert "accel launch: hang in collective" in err, err[-3000:]
     block = err[err.index("accel launch: hang in collective") :]
     print(block)
     assert block.startswith(f"accel launch: hang in collective {op} (called at ")

@@ -332,7 +332,10 @@ class Accelerator(ProcessHelpers):
     def _resolve_backward(self) -> None:
         """Decide which ``backward`` :meth:`backward` calls, once per (backend, precision) pair."""
         backend, precision = vars(self).get("_backend"), vars(self).get("_precision")
-        if backend is not None and type(backend).backward is not Backend.backward:
+        # a stand-in (connector.MissingBackend) has no class-level backward: the base one runs
+        if backend is not None and getattr(type(backend), "backward", Backend.backward) is not (
+            Backend.backward
+        ):
             self._backward_impl: Callable | None = backend.backward
         elif precision is not None and type(precision).backward is not Precision.backward:
             self._backward_impl = precision.backward
