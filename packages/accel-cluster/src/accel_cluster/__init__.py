@@ -8,4 +8,16 @@ Each registers through the ``accel`` entry-point group; importing this package i
 neither torch nor the SageMaker SDK.
 """
 
-__version__ = "0.1.0"
+
+def __getattr__(name: str) -> str:
+    """``__version__``: the installed distribution's version (read on first use)."""
+    if name != "__version__":
+        raise AttributeError(f"module 'accel_cluster' has no attribute {name!r}")
+    from importlib import metadata
+
+    try:
+        version = metadata.version("accel-cluster")
+    except metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
+        version = "0+unknown"
+    globals()["__version__"] = version
+    return version
