@@ -95,6 +95,10 @@ def _launch(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
             "set dp_shard_size > 1",
         ),
         (["--parallelism_config_tp_size", "0"], "--parallelism_config_tp_size"),
+        (
+            ["--use_deepspeed", "--parallelism_config_sp_size", "3"],
+            "sp_size=3 must divide num_processes (4)",
+        ),
     ],
 )
 def test_bad_sizes_exit_2_with_one_line(flags, needle, tmp_path):

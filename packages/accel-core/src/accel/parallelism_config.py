@@ -361,8 +361,8 @@ class ParallelismConfig:
         """Check the layout against the run: the sizes' product must equal ``num_processes``.
 
         All sizes 1 on several processes become ``dp_replicate_size = num_processes``
-        (every process a replica). DeepSpeed's sequence parallelism builds its own groups
-        and is not checked. Raises :class:`~accel.errors.ConfigError` naming the sizes.
+        (every process a replica). DeepSpeed's sequence parallelism builds its own groups:
+        there only ``sp_size`` dividing ``num_processes`` is checked. Raises :class:`~accel.errors.ConfigError` naming the sizes.
         """
         if self.total_size == 1 and num_processes > 1:
             self.dp_replicate_size = num_processes
@@ -372,7 +372,13 @@ class ParallelismConfig:
                 f"--use_deepspeed (distributed type is {distributed_type})"
             )
         if self.sp_enabled and self.sp_backend == "deepspeed":
-            return  # DeepSpeed makes its sequence-parallel groups over the whole world
+            # DeepSpeed makes its sequence-parallel groups over the whole world: blocks of sp_size
+            if num_processes % self.sp_size:
+                raise ConfigError(
+                    f"sp_size={self.sp_size} must divide num_processes ({num_processes}): each "
+                    "sequence-parallel group is sp_size consecutive processes"
+                )
+            return
         if self.total_size != num_processes:
             sizes = " x ".join(f"{name}_size={size}" for name, size in self._sizes.items())
             raise ConfigError(

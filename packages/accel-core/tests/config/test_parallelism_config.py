@@ -112,11 +112,13 @@ def test_total_size_must_match_the_world_and_names_the_sizes():
     assert everyone_replicates.dp_replicate_size == 3
 
 
-def test_sequence_parallelism_needs_deepspeed_and_skips_the_size_check():
+def test_sequence_parallelism_needs_deepspeed_and_only_divides_the_world():
     config = ParallelismConfig(sp_size=4)
     assert isinstance(config.sp_handler, DeepSpeedSequenceParallelConfig)
     assert config.sp_handler.sp_seq_length_is_variable is True
     config.validate_world(8, "DEEPSPEED")  # DeepSpeed builds its own groups over the world
+    with pytest.raises(ConfigError, match=r"sp_size=4 must divide num_processes \(6\)"):
+        config.validate_world(6, "DEEPSPEED")
     with pytest.raises(ConfigError, match="needs DeepSpeed"):
         config.validate_world(4, "FSDP")
     assert config.build_device_mesh("cpu") is None
