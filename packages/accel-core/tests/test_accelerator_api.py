@@ -332,6 +332,28 @@ def test_regional_compilation_runs_with_the_eager_backend():
     torch.testing.assert_close(out, expected)
 
 
+def test_accumulate_enters_the_models_own_no_sync_on_accumulating_steps():
+    import contextlib
+
+    accelerator = Accelerator(cpu=True, gradient_accumulation_steps=2)
+    entered = []
+
+    class WithNoSync(nn.Linear):
+        @contextlib.contextmanager
+        def no_sync(self):
+            entered.append(accelerator.step)
+            yield
+
+    model = WithNoSync(2, 2)
+    for _ in range(4):
+        with accelerator.accumulate(model):
+            assert accelerator.sync_gradients == (accelerator.step % 2 == 0)
+    assert entered == [1, 3]  # the accumulating micro-batches only
+    with accelerator.accumulate(nn.Linear(2, 2)):  # no no_sync of its own: nothing to enter
+        assert not accelerator.sync_gradients
+    assert entered == [1, 3]
+
+
 # -- metrics --------------------------------------------------------------------------------------------
 
 

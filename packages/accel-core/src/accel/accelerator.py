@@ -344,6 +344,10 @@ class Accelerator(ProcessHelpers):
 
     def _set_backend(self, backend: Backend) -> None:
         self._backend = backend
+        # Decided once too: whether accumulate may skip models without a ``no_sync`` (without
+        # touching the backend and its classes on every accumulating micro-batch).
+        # (a stand-in such as connector.MissingBackend delegates to the base backend)
+        self._base_no_sync = getattr(type(backend), "no_sync", Backend.no_sync) is Backend.no_sync
         self._resolve_backward()
 
     def _set_precision(self, precision: Precision) -> None:
@@ -361,6 +365,7 @@ class Accelerator(ProcessHelpers):
         doc="The :class:`~accel.precision.Precision` of this run (a backend may replace it).",
     )
     _backward_impl: Callable | None = None
+    _base_no_sync = False
 
     def _do_sync(self) -> None:
         """Advance the micro-batch counter and set ``sync_gradients`` for this micro-batch."""
@@ -397,15 +402,17 @@ class Accelerator(ProcessHelpers):
         state.sync_gradients = False
         if options["sync_each_batch"] or not models:
             return _NO_CONTEXT
-        backend = self.backend
-        default = type(backend).no_sync is Backend.no_sync
-        if len(models) == 1:  # the usual case, without building a list (or a has_no_sync call)
+        if len(models) == 1 and self._base_no_sync:  # the usual case, decided without a call
             model = models[0]
-            if default and not (  # the default does nothing without a no_sync
+            if not (  # the base no_sync does nothing without a model's own no_sync
                 callable(getattr(type(model), "no_sync", None)) or "no_sync" in vars(model)
             ):
                 return _NO_CONTEXT
-            return backend.no_sync(model)
+            return self.backend.no_sync(model)
+        backend = self.backend
+        default = self._base_no_sync
+        if len(models) == 1:
+            return backend.no_sync(models[0])
         contexts = [
             backend.no_sync(model)
             for model in models

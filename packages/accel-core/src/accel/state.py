@@ -439,13 +439,6 @@ class GradientState:
     """Gradient-synchronisation bookkeeping shared by the Accelerator, data loaders, optimizers, schedulers."""
 
     _shared_state: dict[str, Any] = {}
-    _instance: GradientState | None = None
-
-    def __new__(cls, gradient_accumulation_plugin: Any = None):
-        instance = cls._instance
-        if instance is None or type(instance) is not cls:
-            instance = cls._instance = super().__new__(cls)
-        return instance
 
     def __init__(self, gradient_accumulation_plugin: Any = None):
         self.__dict__ = self._shared_state
