@@ -22,9 +22,6 @@ def accel_exports() -> dict[str, str]:
 @hookimpl
 def accel_env_info() -> dict[str, str]:
     """The installed bitsandbytes version, for ``accel env``."""
-    from importlib.metadata import PackageNotFoundError, version
+    from accel.imports import installed_version
 
-    try:
-        return {"bitsandbytes version": version("bitsandbytes")}
-    except PackageNotFoundError:
-        return {"bitsandbytes version": "not installed"}
+    return {"bitsandbytes version": installed_version("bitsandbytes", missing="not installed")}

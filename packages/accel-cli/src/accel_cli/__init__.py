@@ -8,11 +8,7 @@ def __getattr__(name: str) -> str:
     """``__version__``: accel-cli's installed version, read from its metadata on first use."""
     if name != "__version__":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import metadata
+    from accel.imports import installed_version
 
-    try:
-        value = metadata.version("accel-cli")
-    except metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
-        value = "0+unknown"
-    globals()["__version__"] = value
+    value = globals()["__version__"] = installed_version("accel-cli")
     return value

@@ -11,9 +11,7 @@ from accel.hookspecs import hookimpl
 @hookimpl
 def accel_env_info() -> dict[str, str]:
     """The installed accel-cli version, for ``accel env``."""
-    from importlib.metadata import PackageNotFoundError, version
+    from accel.imports import installed_version
 
-    try:
-        return {"accel-cli version": version("accel-cli")}
-    except PackageNotFoundError:
-        return {"accel-cli version": "not installed (running from source)"}
+    missing = "not installed (running from source)"
+    return {"accel-cli version": installed_version("accel-cli", missing=missing)}

@@ -13,11 +13,7 @@ def __getattr__(name: str) -> str:
     """``__version__``: the installed distribution's version (read on first use)."""
     if name != "__version__":
         raise AttributeError(f"module 'accel_cluster' has no attribute {name!r}")
-    from importlib import metadata
+    from accel.imports import installed_version
 
-    try:
-        version = metadata.version("accel-cluster")
-    except metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
-        version = "0+unknown"
-    globals()["__version__"] = version
-    return version
+    value = globals()["__version__"] = installed_version("accel-cluster")
+    return value

@@ -50,12 +50,9 @@ __all__ = sorted(_NAMES) + ["__version__"]
 
 def _installed_version() -> str:
     """accel-core's version as installed (the root VERSION file feeds every pyproject)."""
-    from importlib import metadata
+    from accel.imports import installed_version
 
-    try:
-        return metadata.version("accel-core")
-    except metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
-        return "0+unknown"
+    return installed_version("accel-core")
 
 
 def __getattr__(name: str) -> Any:

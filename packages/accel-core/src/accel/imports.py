@@ -37,6 +37,18 @@ def _found(*modules: str) -> bool:
     return True
 
 
+def installed_version(distribution: str, missing: str = "0+unknown") -> str:
+    """The installed version of ``distribution`` (e.g. ``"accel-cli"``), or ``missing``.
+
+    ``missing`` is returned when the distribution is not installed (a source tree on
+    ``sys.path``, or an optional library that is absent).
+    """
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return missing
+
+
 def compare_versions(
     library_or_version: str | Version, operation: str, requirement_version: str
 ) -> bool:

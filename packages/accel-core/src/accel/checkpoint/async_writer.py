@@ -51,6 +51,7 @@ from typing import Any
 
 import torch
 
+from accel import environment
 from accel.checkpoint import layout, manifest
 from accel.errors import CheckpointError
 from accel.logging import get_logger
@@ -97,7 +98,7 @@ class BufferPool:
         self._free.clear()
 
 
-COPY_THREADS = int(os.environ.get("ACCEL_ASYNC_COPY_THREADS", min(4, os.cpu_count() or 1)))
+COPY_THREADS = environment.get_int("ACCEL_ASYNC_COPY_THREADS", min(4, os.cpu_count() or 1)) or 1
 """Threads copying the deferred tensors (the copy is bound by memory bandwidth)."""
 
 
