@@ -25,6 +25,8 @@ Variants (the raw ones are the I/O floor: the same tensors, no framework):
 ``accel``        ``Accelerator.save_state`` / ``load_state`` (``accel-fsdp`` plugin with
                  ``FullyShardedDataParallelPlugin(fsdp_version=2,
                  state_dict_type="SHARDED_STATE_DICT")`` for ``fsdp``).
+``accel-raw``    (fsdp only) ``accel`` with ``ACCEL_FSDP_CHECKPOINT_FORMAT=raw``: sharded
+                 states in accel's raw-bytes DCP files instead of standard ones.
 ``accelerate``   the same with Accelerate (``uv run --group bench``), when it is installed.
 ``accel-async``  ``save_state(..., async_save=True)``: the state is copied and written in the
                  background; ``blocked s`` / ``stall s`` are how long the loop waits (worst
@@ -81,7 +83,16 @@ from typing import Any
 
 HIDDEN = 2048
 SCENARIOS = ("single", "ddp", "fsdp")
-VARIANTS = ("torch", "safetensors", "dcp", "accel", "accel-async", "accel-async-fb", "accelerate")
+VARIANTS = (
+    "torch",
+    "safetensors",
+    "dcp",
+    "accel",
+    "accel-raw",
+    "accel-async",
+    "accel-async-fb",
+    "accelerate",
+)
 FB_BATCH = 32
 """``accel-async-fb``: the batch of the forward/backward run between the save and the next step."""
 ASYNC_TARGET = 0.10
@@ -569,6 +580,8 @@ def run_worker(
         "ACCELERATE_USE_CPU": "1",
         "OMP_NUM_THREADS": "1" if scenario != "single" else os.environ.get("OMP_NUM_THREADS", ""),
     }
+    if variant == "accel-raw":
+        env["ACCEL_FSDP_CHECKPOINT_FORMAT"] = "raw"
     if not env["OMP_NUM_THREADS"]:
         del env["OMP_NUM_THREADS"]
     try:
@@ -600,7 +613,7 @@ def run_worker(
     if (
         scenario == "fsdp"
         and "FSDP" not in results[0]["kind"].upper()
-        and variant in ("accel", "accel-async", "accel-async-fb", "accelerate")
+        and variant in ("accel", "accel-raw", "accel-async", "accel-async-fb", "accelerate")
     ):
         return f"not sharded: the Accelerator ran as {results[0]['kind']} (FSDP needs a GPU there)"
     return results
@@ -675,7 +688,7 @@ def main() -> int:
     summaries: dict[str, dict[str, dict[str, float] | str]] = {}
     try:
         for scenario in scenarios:
-            variants = [v for v in wanted if v != "dcp" or scenario == "fsdp"]
+            variants = [v for v in wanted if v not in ("dcp", "accel-raw") or scenario == "fsdp"]
             raw: dict[str, list[list[dict]]] = {v: [] for v in variants}
             failed: dict[str, str] = {}
             for round_number in range(args.rounds):
@@ -740,6 +753,12 @@ def targets(summaries: dict[str, dict[str, dict[str, float] | str]]) -> bool:
             parts.append(f"durable save / raw floor {ratio:.2f}x (target <= {SAVE_TARGET})")
             load_floor = min(f["load_s"] for f in floors)
             parts.append(f"load / raw {accel['load_s'] / load_floor:.2f}x")
+            raw = rows.get("accel-raw")
+            if isinstance(raw, dict):
+                parts.append(
+                    f"accel-raw: durable save / raw floor {raw['durable_s'] / floor:.2f}x, "
+                    f"load / raw {raw['load_s'] / load_floor:.2f}x"
+                )
         dcp = rows.get("dcp")
         if isinstance(dcp, dict):
             parts.append(f"durable save / dcp {accel['durable_s'] / dcp['durable_s']:.2f}x")

@@ -32,6 +32,8 @@ from torch.distributed.checkpoint.planner import LoadItemType, WriteItemType
 from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
+from accel.checkpoint.torch_files import without_zip_crc
+
 RAW = "accel-raw"
 """The transform descriptor of a tensor stored as its raw bytes (C order, native endianness)."""
 
@@ -171,13 +173,16 @@ def save(
 ) -> None:
     """``dcp.save`` of ``state_dict`` into ``folder``.
 
-    ``raw=False`` (default): standard DCP files (``FileSystemWriter``, two writer threads),
-    which any DCP reader opens (``dcp.load``, ``format_utils.dcp_to_torch_save``, Accelerate).
+    ``raw=False`` (default): standard DCP files (``FileSystemWriter`` in this thread, its
+    ``torch.save`` records without zip CRCs: :mod:`~accel.checkpoint.torch_files`), which any
+    DCP reader opens (``dcp.load``, ``format_utils.dcp_to_torch_save``, Accelerate). A second
+    writer thread cost more CPU than it saved on 2 cores, with 2 processes saving at once.
     ``raw=True``: :class:`RawWriter`'s files, faster to write and read, opened by
     :func:`load` (:class:`RawReader`) only.
     """
-    writer = RawWriter(folder) if raw else dcp.FileSystemWriter(folder, thread_count=2)
-    dcp.save(state_dict, storage_writer=writer, process_group=process_group)
+    writer = RawWriter(folder) if raw else dcp.FileSystemWriter(folder)
+    with without_zip_crc():  # the standard files' torch.save records: torch.load never checks
+        dcp.save(state_dict, storage_writer=writer, process_group=process_group)
 
 
 def load(state_dict: dict[str, Any], folder: Any, planner: Any = None) -> None:

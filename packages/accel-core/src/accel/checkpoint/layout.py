@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from accel.checkpoint.torch_files import save_without_crc
 from accel.checkpoint.weights import (
     SAFE_WEIGHTS_INDEX_NAME,
     WEIGHTS_INDEX_NAME,
@@ -153,13 +154,13 @@ def write_or_stage(function: Callable[..., Any], *args: Any) -> Any:
 
 
 def write_object(obj: Any, path: Path) -> None:
-    """``torch.save`` to ``path`` through a temporary file."""
+    """``torch.save`` to ``path`` through a temporary file (no zip CRCs: ``torch_files``)."""
     sink = WRITE_SINK.get()
     if sink is not None:
         return sink(write_object, (obj, path))
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
+    save_without_crc(obj, tmp)
     os.replace(tmp, path)
 
 
