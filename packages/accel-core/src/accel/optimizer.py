@@ -24,8 +24,6 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
         self.optimizer = optimizer
         self.precision = precision  # a property: also decides which step function to call
         self.gradient_state = GradientState()
-        self._is_overflow = False
-        self._accelerate_step_called = False
 
     _step_guard: Any = None
     """Set while ``save_state(..., async_save=True)`` copies this optimizer's tensors: step waits."""
@@ -38,6 +36,7 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
     @precision.setter
     def precision(self, value: Any) -> None:
         self._precision = value
+        self._is_overflow = False  # only a precision's optimizer_step skips steps
         # Decided once: a precision that keeps the base ``optimizer_step`` (no scaler) needs no
         # indirection, so the wrapped optimizer's own ``step`` is called directly.
         self._precision_step = (
@@ -98,13 +97,11 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
         guard = self._step_guard
         if guard is not None:  # an asynchronous save is still copying the weights: wait for it
             guard()
-        self._accelerate_step_called = True
         preemption.step_done()  # the next batch is a point where ranks may agree to stop
         precision_step = self._precision_step
         if precision_step is not None:
             self._is_overflow = not precision_step(self.optimizer, closure)
             return None
-        self._is_overflow = False
         return self.optimizer.step(closure) if closure is not None else self.optimizer.step()
 
     def train(self) -> None:

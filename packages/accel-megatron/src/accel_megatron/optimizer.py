@@ -163,7 +163,6 @@ class MegatronLMOptimizerWrapper(AcceleratedOptimizer):
         """Clip and update; with fp16, a step skipped for overflow is recorded in ``step_was_skipped``."""
         from .cpu import cpu_execution
 
-        self._accelerate_step_called = True
         preemption.step_done()  # the next batch is a point where ranks may agree to stop
         with cpu_execution(self.on_cpu):
             if self.on_cpu:

@@ -9,6 +9,7 @@ run sees exactly the batches an uninterrupted one would have seen.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -221,10 +222,13 @@ class DataLoaderShard(DataLoader):
         self.end_of_dataloader = False
         self.remainder = -1
         try:
-            current = next(source, _END)
-            self.end_of_dataloader = current is _END
-            while current is not _END:
-                upcoming = next(source, _END)  # look ahead to know which batch is the last
+            batches = iter(source)
+            current = next(batches, _END)
+            if current is _END:
+                self.end_of_dataloader = True
+                batches = ()
+            # the batch after the current one is read first, to know which batch is the last
+            for upcoming in itertools.chain(batches, _LAST):
                 if upcoming is _END:
                     self.end_of_dataloader = True
                     self.remainder = self._final_remainder()
@@ -252,6 +256,8 @@ class DataLoaderShard(DataLoader):
 
 
 _END = object()
+_LAST = (_END,)
+"""What :meth:`DataLoaderShard.__iter__` appends to an epoch's batches: the end marker."""
 _TENSOR = torch.Tensor
 _SEQUENCES = (list, tuple)
 """Batch types whose CPU tensors :meth:`DataLoaderShard.__iter__` checks in place: a CPU
