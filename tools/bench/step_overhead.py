@@ -25,6 +25,7 @@ second plain loop whose ratio shows the noise floor.
     uv run --group bench python tools/bench/step_overhead.py     # adds Accelerate
     uv run python tools/bench/step_overhead.py --profile         # cProfile the accel loop
     uv run python tools/bench/step_overhead.py --per-call        # each accel call, tight loop
+    uv run python tools/bench/step_overhead.py --bytecodes       # bytecodes per step, per function
     uv run python tools/bench/step_overhead.py --scenario accum4 --rounds 31
 
 This is a benchmark, not a test: it exits 0 whatever the figures, unless
@@ -34,6 +35,7 @@ This is a benchmark, not a test: it exits 0 whatever the figures, unless
 from __future__ import annotations
 
 import argparse
+import collections
 import cProfile
 import io
 import pstats
@@ -329,6 +331,48 @@ def per_call_costs(args: argparse.Namespace) -> None:
     )
 
 
+def _bytecodes(run: Round) -> collections.Counter:
+    """Python bytecodes executed by one round of ``run``, per (file, function) (``sys.settrace``)."""
+    counts: collections.Counter = collections.Counter()
+
+    def trace(frame, event, arg):  # noqa: ANN001, ANN202 - the sys.settrace protocol
+        frame.f_trace_opcodes = True
+        frame.f_trace_lines = False
+
+        def local(frame, event, arg):  # noqa: ANN001, ANN202
+            if event == "opcode":
+                code = frame.f_code
+                where = code.co_filename.split("site-packages/")[-1].split("/src/")[-1]
+                counts[(where, code.co_name)] += 1
+            return local
+
+        return local
+
+    run()  # warm: the first round builds iterators and caches
+    sys.settrace(trace)
+    try:
+        run()
+    finally:
+        sys.settrace(None)
+    return counts
+
+
+def bytecode_counts(args: argparse.Namespace) -> None:
+    """Print the Python bytecodes per step of the plain and the accel loop, and where they differ."""
+    plain, accel = _bytecodes(plain_variant(args)), _bytecodes(accel_variant(args))
+    steps = args.steps
+    extra = sum(accel.values()) - sum(plain.values())
+    print(
+        f"bytecodes per step: plain {sum(plain.values()) / steps:.0f}, accel "
+        f"{sum(accel.values()) / steps:.0f} ({extra / steps:+.0f}, "
+        f"{extra / sum(plain.values()):+.1%})"
+    )
+    difference = {key: accel[key] - plain[key] for key in set(plain) | set(accel)}
+    for (where, name), count in sorted(difference.items(), key=lambda item: -abs(item[1]))[:15]:
+        if count:
+            print(f"{count / steps:>+9.1f}  {where}:{name}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=15, help="measured rounds per variant")
@@ -365,6 +409,11 @@ def main(argv: list[str] | None = None) -> int:
         help="cost of each accel call in a tight loop (torch work replaced by no-ops), instead",
     )
     parser.add_argument(
+        "--bytecodes",
+        action="store_true",
+        help="Python bytecodes per step of the plain and the accel loop (sys.settrace), instead",
+    )
+    parser.add_argument(
         "--fail-above",
         type=float,
         default=None,
@@ -378,6 +427,11 @@ def main(argv: list[str] | None = None) -> int:
     scenarios = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
     if args.per_call:
         per_call_costs(args)
+        return 0
+    if args.bytecodes:
+        for scenario in scenarios:
+            print(f"== scenario {scenario}")
+            bytecode_counts(argparse.Namespace(**{**vars(args), "scenario": scenario}))
         return 0
     if args.profile:
         for scenario in scenarios:
