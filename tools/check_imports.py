@@ -41,7 +41,12 @@ LAYERS: list[tuple[str, ...]] = [
     ("accel.logging", "accel.distributed", "accel.rng", "accel.memory", "accel.progress"),
     ("accel.precision.base",),
     ("accel.data", "accel.optimizer", "accel.scheduler"),
-    ("accel.models", "accel.checkpoint.weights", "accel.checkpoint.files"),
+    (
+        "accel.models",
+        "accel.checkpoint.weights",
+        "accel.checkpoint.files",
+        "accel.checkpoint.torch_files",
+    ),
     (
         "accel.checkpoint.layout",
         "accel.checkpoint.manifest",
