@@ -128,3 +128,19 @@ def test_order_does_not_consume_the_global_rng():
     torch.manual_seed(0)
     _train(loader)
     assert torch.equal(torch.rand(3), expected)
+
+
+@pytest.mark.parametrize("batches", [0, 1, 3])
+def test_every_batch_once_and_the_last_one_flagged(batches):
+    """An empty epoch yields nothing; otherwise only the last batch sees end_of_dataloader."""
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
+    accelerator = Accelerator(cpu=True)
+    loader = accelerator.prepare(DataLoader(TensorDataset(torch.arange(2 * batches)), batch_size=2))
+    seen, flags = [], []
+    for (batch,) in loader:
+        seen.extend(batch.tolist())
+        flags.append(loader.end_of_dataloader)
+    assert seen == list(range(2 * batches))
+    assert flags == [False] * (batches - 1) + [True] * (batches > 0)
+    assert loader.end_of_dataloader is True and loader.batches_yielded == 0

@@ -224,11 +224,10 @@ class DataLoaderShard(DataLoader):
         try:
             batches = iter(source)
             current = next(batches, _END)
-            if current is _END:
-                self.end_of_dataloader = True
-                batches = ()
             # the batch after the current one is read first, to know which batch is the last
-            for upcoming in itertools.chain(batches, _LAST):
+            following = itertools.chain(batches, _LAST) if current is not _END else ()
+            self.end_of_dataloader = current is _END
+            for upcoming in following:
                 if upcoming is _END:
                     self.end_of_dataloader = True
                     self.remainder = self._final_remainder()
