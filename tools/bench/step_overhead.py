@@ -42,6 +42,7 @@ import pstats
 import statistics
 import sys
 import time
+import types
 from collections.abc import Callable
 
 import torch
@@ -335,11 +336,11 @@ def _bytecodes(run: Round) -> collections.Counter:
     """Python bytecodes executed by one round of ``run``, per (file, function) (``sys.settrace``)."""
     counts: collections.Counter = collections.Counter()
 
-    def trace(frame, event, arg):  # noqa: ANN001, ANN202 - the sys.settrace protocol
+    def trace(frame: types.FrameType, event: str, arg: object) -> Callable | None:
         frame.f_trace_opcodes = True
         frame.f_trace_lines = False
 
-        def local(frame, event, arg):  # noqa: ANN001, ANN202
+        def local(frame: types.FrameType, event: str, arg: object) -> Callable:
             if event == "opcode":
                 code = frame.f_code
                 where = code.co_filename.split("site-packages/")[-1].split("/src/")[-1]
