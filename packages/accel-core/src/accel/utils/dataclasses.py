@@ -18,3 +18,4 @@ from accel.types import (  # noqa: F401
     PrecisionType,
     RNGType,
 )
+from accel.utils import __dir__, __getattr__  # noqa: E402, F401  (every other accel.utils name)

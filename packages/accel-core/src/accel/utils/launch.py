@@ -1,0 +1,3 @@
+"""Accelerate's ``accelerate.utils.launch`` path: every ``accel.utils`` name, resolved on first use."""
+
+from accel.utils import __dir__, __getattr__  # noqa: F401

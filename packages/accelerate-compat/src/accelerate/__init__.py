@@ -1,0 +1,103 @@
+"""The ``accelerate`` import name, backed by accel.
+
+transformers, PEFT, TRL and diffusers import ``accelerate``; with this distribution
+installed they run on accel. Every submodule ``accelerate.X`` *is* the module ``accel.X``
+(the same object, so a library that monkeypatches ``accelerate.big_modeling`` patches
+accel), except ``accelerate.commands``, which this package provides over accel's CLI.
+Top-level names (``accelerate.Accelerator``, ...) are accel's. ``__version__`` is the
+distribution's: the Accelerate API it mirrors plus accel's version
+(``1.15.0+accel.0.1.0``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+from typing import Any
+
+#: Submodules this package implements itself; every other ``accelerate.X`` is ``accel.X``.
+OWN_SUBPACKAGES = ("commands",)
+
+
+class _AliasLoader(importlib.abc.Loader):
+    """Loads ``accelerate.X`` by importing ``accel.X`` and returning that very module."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
+        return importlib.import_module(self.target)
+
+    def exec_module(self, module: Any) -> None:
+        """Nothing to run: the module was executed when accel imported it."""
+
+
+class _AliasFinder(importlib.abc.MetaPathFinder):
+    """Resolves ``accelerate.X`` to ``accel.X`` before the path finders see the name.
+
+    It must come first: an aliased package's ``__path__`` is accel's folder, where the
+    path finder would load a second copy of ``accel.X.Y`` under the name ``accelerate.X.Y``.
+    """
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if not fullname.startswith("accelerate."):
+            return None
+        rest = fullname[len("accelerate.") :]
+        if rest.split(".", 1)[0] in OWN_SUBPACKAGES:
+            return None  # the regular path finder loads this package's own files
+        accel_name = f"accel.{rest}"
+        try:
+            found = importlib.util.find_spec(accel_name)
+        except ModuleNotFoundError:
+            found = None
+        if found is None:
+            return None
+        return importlib.machinery.ModuleSpec(
+            fullname,
+            _AliasLoader(accel_name),
+            is_package=found.submodule_search_locations is not None,
+        )
+
+
+def _install_finder() -> None:
+    if not any(isinstance(finder, _AliasFinder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _AliasFinder())
+
+
+_install_finder()
+
+
+def _distribution_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("accelerate")
+    except PackageNotFoundError:  # run from a source tree without installing
+        from accel.imports import installed_version
+
+        return f"1.15.0+accel.{installed_version('accel-core')}"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        value = globals()["__version__"] = _distribution_version()
+        return value
+    if name.startswith("__"):
+        raise AttributeError(name)
+    import accel
+
+    try:
+        value = getattr(accel, name)
+    except AttributeError:
+        raise AttributeError(f"module 'accelerate' has no attribute {name!r}") from None
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    import accel
+
+    return sorted(set(globals()) | set(dir(accel)))

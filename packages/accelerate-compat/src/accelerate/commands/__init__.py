@@ -1,0 +1,1 @@
+"""Accelerate's command modules over accel's CLI (``accelerate config``, ``launch``, ``env``)."""
