@@ -316,12 +316,28 @@ class Accelerator(ProcessHelpers):
 
     # -- training step ------------------------------------------------------
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
-        """``loss.backward()`` with loss scaling and division by the accumulation steps."""
+        """``loss.backward()`` with loss scaling and division by the accumulation steps.
+
+        ``learning_rate=`` is for LOMO / AdaLomo optimizers (``lomo-optim``), which update the
+        weights during the backward pass: their ``fused_backward(loss, learning_rate)`` runs
+        instead. With other optimizers it is ignored.
+        """
         if self.checkpoints.async_writer.failed:  # an asynchronous save failed: say so now
             self.checkpoints.async_writer.raise_if_failed()
         steps = self.gradient_state.plugin_kwargs["num_steps"]
         if steps > 1:
             loss = loss / steps
+        if kwargs and "learning_rate" in kwargs:
+            learning_rate = kwargs.pop("learning_rate")
+            fused = [
+                opt.optimizer
+                for opt in self._optimizers
+                if callable(getattr(opt.optimizer, "fused_backward", None))
+            ]
+            if learning_rate is not None and fused:
+                for optimizer in fused:
+                    optimizer.fused_backward(loss, learning_rate)
+                return
         backward = self._backward_impl  # decided when the backend or the precision is set
         if backward is None:  # neither the backend nor the precision changes Tensor.backward
             loss.backward(**kwargs) if kwargs else loss.backward()

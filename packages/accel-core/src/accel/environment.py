@@ -2,6 +2,13 @@
 
 Everything the launcher decides reaches the worker processes as environment
 variables. Nothing else in accel reads ``os.environ`` for an ``ACCEL_*`` name.
+
+Accelerate's spelling of each variable means the same: when ``ACCEL_X`` is unset,
+``ACCELERATE_X`` is read instead (transformers' ``TrainingArguments`` and users of
+``accelerate launch`` set and read those), and ``ACCELERATE_USE_DEEPSPEED`` /
+``ACCELERATE_USE_FSDP`` / ``ACCELERATE_USE_MEGATRON_LM`` select the distributed type
+when ``ACCEL_DISTRIBUTED_TYPE`` is unset. The launcher exports both spellings
+(:func:`accelerate_names`).
 """
 
 from __future__ import annotations
@@ -87,14 +94,89 @@ _TRUE = {"1", "true", "yes", "on", "y"}
 _FALSE = {"0", "false", "no", "off", "n", ""}
 
 
+ACCEL_PREFIX = "ACCEL_"
+ACCELERATE_PREFIX = "ACCELERATE_"
+
+USE_FLAGS = {
+    "ACCELERATE_USE_DEEPSPEED": "DEEPSPEED",
+    "ACCELERATE_USE_FSDP": "FSDP",
+    "ACCELERATE_USE_MEGATRON_LM": "MEGATRON_LM",
+}
+"""Accelerate's per-strategy switches and the distributed type each one means."""
+
+
+def accelerate_name(name: str) -> str | None:
+    """Accelerate's spelling of an ``ACCEL_*`` variable (``ACCEL_X`` -> ``ACCELERATE_X``), else None."""
+    if name.startswith(ACCEL_PREFIX):
+        return ACCELERATE_PREFIX + name[len(ACCEL_PREFIX) :]
+    return None
+
+
+def _raw(name: str) -> str | None:
+    """``name``'s value; for an ``ACCEL_*`` name that is unset, its Accelerate spelling's."""
+    value = os.environ.get(name)
+    if value is not None:
+        return value
+    alias = accelerate_name(name)
+    if alias is None:
+        return None
+    value = os.environ.get(alias)
+    if value is None and name == DISTRIBUTED_TYPE:
+        for flag, distributed_type in USE_FLAGS.items():
+            if os.environ.get(flag, "").strip().lower() in _TRUE:
+                return distributed_type
+    return value
+
+
+EXPORTED_TO_ACCELERATE = frozenset(
+    {
+        MIXED_PRECISION,
+        USE_CPU,
+        TORCH_DEVICE,
+        DEBUG_MODE,
+        GRADIENT_ACCUMULATION_STEPS,
+        DYNAMO_BACKEND,
+        DYNAMO_MODE,
+        DYNAMO_USE_FULLGRAPH,
+        DYNAMO_USE_DYNAMIC,
+        DYNAMO_USE_REGIONAL_COMPILATION,
+        LOG_LEVEL,
+        CPU_AFFINITY,
+        DOWNCAST_BF16,
+        USE_PARALLELISM_CONFIG,
+        USE_SAGEMAKER,
+        SAGEMAKER_DISTRIBUTED_TYPE,
+    }
+)
+"""The launcher's variables that Accelerate's launcher also sets (as ``ACCELERATE_*``)."""
+
+
+def accelerate_names(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with Accelerate's spelling of each ``ACCEL_*`` variable added (for the workers).
+
+    transformers and other code written for Accelerate read ``ACCELERATE_MIXED_PRECISION``,
+    ``ACCELERATE_USE_FSDP``, ... from the environment of a launched process.
+    """
+    out = dict(env)
+    for name, value in env.items():
+        if name in EXPORTED_TO_ACCELERATE:
+            out.setdefault(accelerate_name(name) or name, value)
+    distributed_type = str(env.get(DISTRIBUTED_TYPE, "")).upper()
+    for flag, value in USE_FLAGS.items():
+        if distributed_type == value:
+            out.setdefault(flag, "true")
+    return out
+
+
 def get_str(name: str, default: str | None = None) -> str | None:
-    """The value of ``name``, or ``default`` when it is unset."""
-    return os.environ.get(name, default)
+    """The value of ``name`` (or of its Accelerate spelling), or ``default`` when unset."""
+    value = _raw(name)
+    return default if value is None else value
 
 
 def get_bool(name: str, default: bool = False) -> bool:
     """Parse ``name`` as a boolean (1/true/yes/on or 0/false/no/off)."""
-    value = os.environ.get(name)
+    value = _raw(name)
     if value is None:
         return default
     lowered = value.strip().lower()
@@ -107,7 +189,7 @@ def get_bool(name: str, default: bool = False) -> bool:
 
 def get_int(name: str, default: int | None = None) -> int | None:
     """Parse ``name`` as an integer."""
-    value = os.environ.get(name)
+    value = _raw(name)
     if value is None or value == "":
         return default
     try:
@@ -118,7 +200,7 @@ def get_int(name: str, default: int | None = None) -> int | None:
 
 def get_list(name: str) -> list[str] | None:
     """Parse ``name`` as a comma-separated list; None when unset."""
-    value = os.environ.get(name)
+    value = _raw(name)
     if value is None:
         return None
     return [item.strip() for item in value.split(",") if item.strip()]

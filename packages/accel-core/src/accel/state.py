@@ -13,6 +13,7 @@ import math
 import os
 import threading
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any, TypeVar
 
 import torch
@@ -86,10 +87,17 @@ def leave_process_group() -> None:
 _State = TypeVar("_State", bound="PartialState")
 
 
+def is_initialized() -> bool:
+    """Whether an ``AcceleratorState`` (hence an Accelerator) has been set up in this process."""
+    return AcceleratorState._is_set_up(AcceleratorState._shared_state)
+
+
 class PartialState:
     """The process: rank, local rank, world size, device; sets up the process group once.
 
     Works without any plugin, so distributed inference needs only accel-core.
+    ``backend=`` and ``timeout=`` (a ``timedelta`` or seconds) choose the process group's
+    backend and timeout, as in Accelerate; ``init_process_group_kwargs`` does the same.
     """
 
     _shared_state: dict[str, Any] = {}
@@ -99,6 +107,11 @@ class PartialState:
         if self.initialized:
             return
         pg_kwargs: InitProcessGroupKwargs | None = kwargs.pop("init_process_group_kwargs", None)
+        # Accelerate's keywords (transformers passes --ddp_backend / --ddp_timeout through them).
+        requested_backend: str | None = kwargs.pop("backend", None)
+        requested_timeout = kwargs.pop("timeout", None)
+        if isinstance(requested_timeout, (int, float)):
+            requested_timeout = timedelta(seconds=requested_timeout)
         self._cpu = cpu or environment.get_bool(environment.USE_CPU)
         self.debug = environment.get_bool(environment.DEBUG_MODE)
         rank, local_rank, world = environment.world_info()
@@ -106,7 +119,7 @@ class PartialState:
         self.local_process_index = local_rank
         self.num_processes = world
         self.device = _default_device(self._cpu, local_rank)
-        self.timeout = (pg_kwargs or InitProcessGroupKwargs()).timeout
+        self.timeout = requested_timeout or (pg_kwargs or InitProcessGroupKwargs()).timeout
         if world > 1:
             self.distributed_type = _multi_type(self.device)
             self.backend = _process_group_backend(self.device)
@@ -117,6 +130,8 @@ class PartialState:
                 and not (self.device.type == "cpu" and pg_kwargs.backend == "nccl")
             ):
                 self.backend = pg_kwargs.backend
+            if requested_backend:
+                self.backend = requested_backend
             if not dist.is_initialized():
                 if self.device.type == "cuda":
                     torch.cuda.set_device(self.device)

@@ -73,10 +73,16 @@ def plugin_environment(config: Mapping[str, Any]) -> dict[str, str]:
 
 
 def worker_environment(config: Mapping[str, Any]) -> dict[str, str]:
-    """What every worker gets, whatever the launcher: the settings, then the plugins' variables."""
+    """What every worker gets, whatever the launcher: the settings, then the plugins' variables.
+
+    Each ``ACCEL_*`` variable is also exported under Accelerate's spelling (``ACCELERATE_*``,
+    ``ACCELERATE_USE_FSDP``, ...), which transformers' ``TrainingArguments`` reads.
+    """
+    from .. import environment as E
+
     env = settings_environment(config)
     env.update(plugin_environment(config))
-    return env
+    return E.accelerate_names(env)
 
 
 def choose_launcher(config: Mapping[str, Any], name: str | None = None) -> Launcher:

@@ -27,7 +27,7 @@ def reset_accel_state() -> None:
 def clean_accel_state(monkeypatch):
     """Hide ``ACCEL_*`` variables and reset accel's singletons around each test."""
     for name in list(os.environ):
-        if name.startswith("ACCEL_"):
+        if name.startswith(("ACCEL_", "ACCELERATE_")):
             monkeypatch.delenv(name)
     reset_accel_state()
     yield
@@ -36,7 +36,7 @@ def clean_accel_state(monkeypatch):
 
 @pytest.fixture
 def subprocess_env():
-    """An environment for child Python processes: no ``ACCEL_*`` variables, one thread each."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCEL_")}
+    """An environment for child Python processes: no ``ACCEL_*`` / ``ACCELERATE_*`` variables, one thread each."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCEL_", "ACCELERATE_"))}
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
     return env

@@ -1,0 +1,109 @@
+"""Core behaviours the Hugging Face stack relies on: Accelerate's variable names,
+``PartialState(backend=, timeout=)``, ``backward(learning_rate=)`` with LOMO, ``state.is_initialized``."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import torch
+from accel import environment
+from accel.testing.processes import run_processes
+
+
+def test_accelerate_spelling_is_read_when_accels_is_unset(monkeypatch):
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "bf16")
+    assert environment.get_str(environment.MIXED_PRECISION) == "bf16"
+    monkeypatch.setenv("ACCELERATE_USE_CPU", "true")
+    assert environment.get_bool(environment.USE_CPU) is True
+    monkeypatch.setenv("ACCEL_MIXED_PRECISION", "fp16")  # accel's own name wins
+    assert environment.get_str(environment.MIXED_PRECISION) == "fp16"
+
+
+@pytest.mark.parametrize(
+    "flag, distributed_type",
+    [("ACCELERATE_USE_DEEPSPEED", "DEEPSPEED"), ("ACCELERATE_USE_FSDP", "FSDP")],
+)
+def test_use_flags_select_the_distributed_type(monkeypatch, flag, distributed_type):
+    assert environment.get_str(environment.DISTRIBUTED_TYPE) is None
+    monkeypatch.setenv(flag, "true")
+    assert environment.get_str(environment.DISTRIBUTED_TYPE) == distributed_type
+
+
+def test_accelerator_reads_accelerate_mixed_precision(monkeypatch):
+    from accel import Accelerator
+
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "bf16")
+    assert Accelerator(cpu=True).mixed_precision == "bf16"
+
+
+def test_launcher_exports_both_spellings():
+    from accel.launchers.planning import worker_environment
+
+    env = worker_environment(
+        {"mixed_precision": "bf16", "distributed_type": "FSDP", "use_cpu": True}
+    )
+    assert env["ACCEL_MIXED_PRECISION"] == env["ACCELERATE_MIXED_PRECISION"] == "bf16"
+    assert env["ACCELERATE_USE_FSDP"] == "true"
+    assert env["ACCELERATE_USE_CPU"] == "true"
+    assert "ACCELERATE_LAUNCH_CONFIG" not in env
+
+
+def test_is_initialized():
+    from accel import Accelerator, PartialState
+    from accel.state import is_initialized
+
+    PartialState(cpu=True)
+    assert not is_initialized()
+    Accelerator(cpu=True)
+    assert is_initialized()
+
+
+def test_backward_with_learning_rate_runs_lomos_fused_backward():
+    lomo_optim = pytest.importorskip("lomo_optim")
+    from accel import Accelerator
+
+    torch.manual_seed(0)
+    reference = torch.nn.Linear(4, 2)
+    model = torch.nn.Linear(4, 2)
+    model.load_state_dict(reference.state_dict())
+    x = torch.randn(8, 4)
+    lomo_optim.Lomo(reference, lr=0.1).fused_backward(reference(x).pow(2).mean(), 0.1)
+
+    accelerator = Accelerator(cpu=True)
+    model, optimizer = accelerator.prepare(model, lomo_optim.Lomo(model, lr=0.1))
+    accelerator.backward(model(x).pow(2).mean(), learning_rate=0.1)
+    torch.testing.assert_close(model.weight, reference.weight, rtol=0, atol=0)
+    assert not torch.equal(model.weight, torch.nn.Linear(4, 2).weight)
+
+
+def test_backward_learning_rate_is_ignored_by_other_optimizers():
+    from accel import Accelerator
+
+    accelerator = Accelerator(cpu=True)
+    model = torch.nn.Linear(4, 2)
+    model, optimizer = accelerator.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    accelerator.backward(model(torch.randn(3, 4)).sum(), learning_rate=0.1)
+    assert model.weight.grad is not None
+
+
+WORKER = textwrap.dedent(
+    """
+    from datetime import timedelta
+    import torch.distributed as dist
+    from accel import PartialState
+
+    state = PartialState(backend="cpu:gloo", timeout=timedelta(seconds=77))
+    assert state.num_processes == 2
+    assert state.backend == "cpu:gloo", state.backend
+    assert state.timeout == timedelta(seconds=77), state.timeout
+    assert dist.is_initialized()
+    state.wait_for_everyone()
+    """
+)
+
+
+def test_partial_state_backend_and_timeout(tmp_path):
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    run_processes(script, nproc=2, timeout=180)

@@ -1,0 +1,101 @@
+"""The ``accelerate`` command and ``accelerate.commands.{config,launch,env}`` over accel's CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = """
+import json, os, sys
+names = ["ACCEL_MIXED_PRECISION", "ACCELERATE_MIXED_PRECISION", "ACCELERATE_USE_CPU"]
+json.dump({n: os.environ.get(n) for n in names}, open(sys.argv[1], "w"))
+"""
+
+
+def _bin(name: str) -> str:
+    return str(Path(sys.executable).with_name(name))
+
+
+def test_accelerate_command_is_accels_cli(subprocess_env):
+    result = subprocess.run(
+        [_bin("accelerate"), "--help"],
+        capture_output=True,
+        text=True,
+        env=subprocess_env,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "launch" in result.stdout and "config" in result.stdout
+
+
+def test_accelerate_bad_flag_is_one_line_exit_2(subprocess_env, tmp_path):
+    script = tmp_path / "s.py"
+    script.write_text("pass\n")
+    result = subprocess.run(
+        [_bin("accelerate"), "launch", "--num_procesess", "2", str(script)],
+        capture_output=True,
+        text=True,
+        env=subprocess_env,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and "--num_processes" in result.stderr
+
+
+def test_load_config_from_file(tmp_path):
+    from accelerate.commands.config import default_config_file, load_config_from_file
+
+    assert isinstance(default_config_file, str) and default_config_file.endswith(
+        "default_config.yaml"
+    )
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "compute_environment: LOCAL_MACHINE\ndistributed_type: 'NO'\nmixed_precision: bf16\n"
+    )
+    config = load_config_from_file(str(path))
+    assert config.mixed_precision == "bf16"
+    assert config.to_dict()["distributed_type"] == "NO"
+    with pytest.raises(FileNotFoundError):
+        load_config_from_file(str(tmp_path / "missing.yaml"))
+
+
+def test_launch_command_runs_accels_launcher(tmp_path, monkeypatch):
+    """TRL's path: ``launch_command(launch_command_parser().parse_args([...]))``."""
+    from accel.testing.processes import clean_environment
+    from accelerate.commands.launch import launch_command, launch_command_parser
+
+    for key in list(__import__("os").environ):
+        monkeypatch.delenv(key)
+    for key, value in clean_environment().items():
+        monkeypatch.setenv(key, value)
+    script = tmp_path / "show_env.py"
+    script.write_text(SCRIPT)
+    out = tmp_path / "env.json"
+    args = launch_command_parser().parse_args(
+        ["--num_processes", "1", "--cpu", "--mixed_precision", "bf16", str(script), str(out)]
+    )
+    assert args.mixed_precision == "bf16"
+    launch_command(args)
+    seen = json.loads(out.read_text())
+    assert seen == {
+        "ACCEL_MIXED_PRECISION": "bf16",
+        "ACCELERATE_MIXED_PRECISION": "bf16",
+        "ACCELERATE_USE_CPU": "true",
+    }
+    failing = tmp_path / "fail.py"
+    failing.write_text("raise SystemExit(3)\n")
+    with pytest.raises(subprocess.CalledProcessError):
+        launch_command(
+            launch_command_parser().parse_args(["--num_processes", "1", "--cpu", str(failing)])
+        )
+
+
+def test_env_command(capsys):
+    from accelerate.commands.env import env_command
+
+    assert env_command() == 0
+    assert "PyTorch version" in capsys.readouterr().out
