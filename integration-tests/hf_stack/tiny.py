@@ -16,16 +16,28 @@ def gpt2(seed: int = 0):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(seed)
-    config = GPT2Config(vocab_size=VOCAB, n_positions=SEQ * 2, n_embd=32, n_layer=2, n_head=2)
+    config = GPT2Config(
+        vocab_size=VOCAB,
+        n_positions=SEQ * 2,
+        n_embd=32,
+        n_layer=2,
+        n_head=2,
+        bos_token_id=3,
+        eos_token_id=1,
+        pad_token_id=0,
+    )
     return GPT2LMHeadModel(config)
 
 
 def lm_dataset(rows: int = 48, seed: int = 1):
-    """``rows`` random token sequences with ``labels`` = ``input_ids`` (a datasets.Dataset)."""
+    """``rows`` arithmetic token sequences (random start, step 1 or 2) with ``labels`` = ``input_ids``."""
     import torch
     from datasets import Dataset
 
-    ids = torch.randint(0, VOCAB, (rows, SEQ), generator=torch.Generator().manual_seed(seed))
+    generator = torch.Generator().manual_seed(seed)
+    start = torch.randint(0, VOCAB, (rows, 1), generator=generator)
+    step = torch.randint(1, 3, (rows, 1), generator=generator)
+    ids = (start + step * torch.arange(SEQ)) % VOCAB  # learnable: the next token follows
     return Dataset.from_dict({"input_ids": ids.tolist(), "labels": ids.tolist()})
 
 
