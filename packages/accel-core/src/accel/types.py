@@ -88,3 +88,15 @@ class RNGType(_StrEnum):
     XLA = "xla"
     XPU = "xpu"
     GENERATOR = "generator"
+
+
+class CustomDtype(enum.Enum):
+    """Element types torch has no dtype for, which quantizers give the device-map planner.
+
+    ``infer_auto_device_map`` / ``compute_module_sizes`` count ``FP8`` as one byte per
+    element, ``INT4`` as half a byte and ``INT2`` as a quarter (Accelerate's enum, same values).
+    """
+
+    FP8 = "fp8"
+    INT4 = "int4"
+    INT2 = "int2"

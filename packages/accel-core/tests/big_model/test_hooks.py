@@ -36,10 +36,10 @@ def test_add_replace_append_and_remove():
     add_hook_to_module(layer, Times(3))  # replaces
     assert torch.equal(layer(x), torch.zeros(2))
     add_hook_to_module(layer, AddOne(), append=True)  # chained after Times
-    assert isinstance(layer._accel_hook, SequentialHook)
+    assert isinstance(layer._hf_hook, SequentialHook)
     assert torch.equal(layer(x), torch.full((2,), 3.0))
     remove_hook_from_module(layer)
-    assert "forward" not in layer.__dict__ and not hasattr(layer, "_accel_hook")
+    assert "forward" not in layer.__dict__ and not hasattr(layer, "_hf_hook")
     assert torch.equal(layer(x), x)
 
 
@@ -103,5 +103,5 @@ def test_blocks_and_execution_device_hooks():
     assert torch.equal(model(x), expected)
     remove_hook_from_module(model, recurse=True)
     attach_execution_device_hook(model, {"": "cpu"})
-    assert hasattr(model[0], "_accel_hook") and not hasattr(model[1], "_accel_hook")
+    assert hasattr(model[0], "_hf_hook") and not hasattr(model[1], "_hf_hook")
     assert torch.equal(model(x), expected)

@@ -21,6 +21,7 @@ import torch
 from accel import catalog
 from accel.big_model.modeling import find_tied_parameters
 from accel.memory import parse_size
+from accel.types import CustomDtype
 
 logger = logging.getLogger(__name__)
 
@@ -100,13 +101,16 @@ def _detected_memory() -> dict[Device, int]:
     return memory
 
 
-def get_max_memory(max_memory: Mapping[Any, int | str] | None = None) -> dict[Device, int]:
+def get_max_memory(max_memory: dict[Any, int | str] | None = None) -> dict[Device, int]:
     """Memory budget in bytes per device, fastest device first (indices, ``mps``, ``cpu``, ``disk``).
 
     Without ``max_memory``: the free memory of every accelerator and the available RAM. Given a
     dict such as ``{0: "10GiB", "cpu": "30GiB"}`` or ``{"cpu": "200KB", "disk": "1GB"}``: sizes
-    parsed to bytes and keys normalised (``"cuda:1"`` -> ``1``). Indices are not checked against
-    the hardware here, so a map can be planned for GPUs this machine does not have.
+    parsed to bytes and keys normalised (``"cuda:1"`` -> ``1``) in the returned dict. As in
+    Accelerate, the string sizes of the caller's dict are also replaced by their number of
+    bytes in place (transformers compares its values with numbers afterwards). Indices are
+    not checked against the hardware here, so a map can be planned for GPUs this machine does
+    not have.
     """
     if max_memory is None:
         return _detected_memory()
@@ -116,23 +120,36 @@ def get_max_memory(max_memory: Mapping[Any, int | str] | None = None) -> dict[De
         if device == "meta":
             raise ValueError("max_memory cannot budget the meta device")
         result[device] = _to_bytes(device, value)
+    if isinstance(max_memory, dict):
+        for key in list(max_memory):
+            if isinstance(max_memory[key], str):
+                max_memory[key] = result[normalize_device(key)]
     return dict(sorted(result.items(), key=lambda item: _device_rank(item[0])))
 
 
 # -- sizes -----------------------------------------------------------------------------------
 
 
-def _as_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
-    if dtype is None or isinstance(dtype, torch.dtype):
+def _as_dtype(dtype: str | torch.dtype | CustomDtype | None) -> torch.dtype | CustomDtype | None:
+    if dtype is None or isinstance(dtype, (torch.dtype, CustomDtype)):
         return dtype
+    if str(dtype).lower() in CustomDtype._value2member_map_:  # "int4", "fp8", "int2"
+        return CustomDtype(str(dtype).lower())
     value = getattr(torch, str(dtype).replace("torch.", ""), None)
     if not isinstance(value, torch.dtype):
         raise ValueError(f"unknown dtype {dtype!r}")
     return value
 
 
-def _element_bytes(dtype: torch.dtype) -> int | float:
-    """Bytes per element as Accelerate counts them: ``bool`` is one bit, 8-bit floats one byte."""
+_CUSTOM_BYTES = {CustomDtype.FP8: 1, CustomDtype.INT4: 1 / 2, CustomDtype.INT2: 1 / 4}
+"""Bytes per element of the quantized types torch has no dtype for."""
+
+
+def _element_bytes(dtype: torch.dtype | CustomDtype) -> int | float:
+    """Bytes per element as Accelerate counts them: ``bool`` is one bit, 8-bit floats one byte,
+    :class:`~accel.utils.CustomDtype` ``INT4`` half a byte."""
+    if isinstance(dtype, CustomDtype):
+        return _CUSTOM_BYTES[dtype]
     if dtype == torch.bool:
         return 1 / 8
     return dtype.itemsize
@@ -219,6 +236,16 @@ def _root_entries(model: torch.nn.Module) -> list[Entry]:
     return entries + list(model.named_buffers(recurse=False))
 
 
+def _class_names(classes: str | Iterable[str] | None) -> list[str]:
+    """``no_split_module_classes`` as a list: one class name, or any iterable (transformers
+    passes a set), or None."""
+    if classes is None:
+        return []
+    if isinstance(classes, str):
+        return [classes]
+    return list(classes)
+
+
 def _can_split(obj: Any, no_split: Iterable[str]) -> bool:
     return (
         isinstance(obj, torch.nn.Module)
@@ -238,7 +265,7 @@ def get_max_layer_size(
     ``no_split_module_classes``; bigger modules are searched. ``modules`` is a list of
     ``(name, module or tensor)`` (as in Accelerate) or a model (its own tensors and children).
     """
-    no_split = set(no_split_module_classes or ())
+    no_split = set(_class_names(no_split_module_classes))
     todo = _root_entries(modules) if isinstance(modules, torch.nn.Module) else list(modules)
     best, names = 0, []
     while todo:
@@ -293,7 +320,7 @@ def get_balanced_memory(
     per_device = total // (len(indices) - 1 if low_zero else len(indices))
 
     block = 0
-    no_split = list(no_split_module_classes or ())
+    no_split = _class_names(no_split_module_classes)
     if no_split:
         first_size: dict[str, int] = {}
         for name, size in sizes.items():
@@ -368,7 +395,7 @@ def infer_auto_device_map(
     planner = _Planner(
         model,
         budgets,
-        no_split=list(no_split_module_classes or ()),
+        no_split=_class_names(no_split_module_classes),
         sizes=compute_module_sizes(model, dtype=dtype, special_dtypes=special_dtypes),
         tied=[sorted(group) for group in find_tied_parameters(model)],
         verbose=verbose,

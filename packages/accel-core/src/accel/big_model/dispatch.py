@@ -141,9 +141,12 @@ def cpu_offload(
     """Keep the weights in CPU RAM; each layer is copied to ``execution_device`` for its forward.
 
     Only one layer's weights are on the execution device at a time. ``execution_device``
-    defaults to the first accelerator (the CPU when there is none).
+    defaults, as in Accelerate, to the device of the model's first parameter (the first
+    accelerator for a model without parameters).
     """
-    execution_device = execution_device or _default_execution_device()
+    if execution_device is None:
+        first = next(iter(model.parameters()), None)
+        execution_device = first.device if first is not None else _default_execution_device()
     if state_dict is None:
         state_dict = {name: t.to("cpu") for name, t in model.state_dict(keep_vars=True).items()}
         state_dict = {name: t.detach() for name, t in state_dict.items()}

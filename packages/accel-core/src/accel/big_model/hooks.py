@@ -22,17 +22,20 @@ import torch
 from accel import devices
 from accel.big_model.device_map import device_for
 from accel.big_model.modeling import (
+    check_device_same,
+    get_non_persistent_buffers,
     named_module_tensors,
     retie_parameters,
     set_module_tensor_to_device,
 )
 from accel.big_model.offload import PrefixedDataset
 from accel.distributed.operations import send_to_device
+from accel.memory import clear_device_cache
 
-HOOK_ATTR = "_accel_hook"
-"""Attribute holding a module's hook."""
-OLD_FORWARD_ATTR = "_accel_old_forward"
-"""Attribute holding a hooked module's original ``forward``."""
+HOOK_ATTR = "_hf_hook"
+"""Attribute holding a module's hook: Accelerate's name, which transformers, diffusers and PEFT read."""
+OLD_FORWARD_ATTR = "_old_forward"
+"""Attribute holding a hooked module's original ``forward`` (Accelerate's name)."""
 TIED_ATTR = "_accel_tied_parameters"
 """Attribute of a dispatched model: its tied parameter groups, tied again when hooks are removed."""
 
@@ -114,12 +117,20 @@ def _hooked_forward(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
     return hook.post_forward(module, output)
 
 
+def _is_graph_module(module: torch.nn.Module) -> bool:
+    # A torch.fx GraphModuleImpl whose instance ``forward`` is replaced stops seeing later
+    # changes to its graph, so (as Accelerate does) its forward is swapped on the class.
+    return "GraphModuleImpl" in str(type(module))
+
+
 def add_hook_to_module(
     module: torch.nn.Module, hook: ModelHook, append: bool = False
 ) -> torch.nn.Module:
     """Attach ``hook`` to ``module`` (replacing its hook, or chained after it with ``append``).
 
-    Returns the module, whose ``forward`` now runs the hook around the original forward.
+    The hook is stored in ``module._hf_hook`` and the original forward in
+    ``module._old_forward``, where Accelerate keeps them (transformers, diffusers and PEFT
+    look there). Returns the module, whose ``forward`` now runs the hook around the original.
     """
     current = getattr(module, HOOK_ATTR, None)
     if append and current is not None:
@@ -136,7 +147,10 @@ def add_hook_to_module(
     object.__setattr__(module, HOOK_ATTR, hook)
     wrapper = functools.partial(_hooked_forward, module)
     functools.update_wrapper(wrapper, original)
-    module.forward = wrapper
+    if _is_graph_module(module):
+        type(module).forward = wrapper
+    else:
+        module.forward = wrapper
     return module
 
 
@@ -147,7 +161,9 @@ def remove_hook_from_module(module: torch.nn.Module, recurse: bool = False) -> t
         hook.detach_hook(module)
     original = module.__dict__.pop(OLD_FORWARD_ATTR, None)
     if original is not None:
-        if (
+        if _is_graph_module(module):
+            type(module).forward = original
+        elif (
             getattr(original, "__self__", None) is module
             and getattr(original, "__func__", None) is type(module).forward
         ):
@@ -206,10 +222,22 @@ class AlignDevicesHook(ModelHook):
             Without a ``weights_map`` the module's own weights are copied to CPU RAM first.
         io_same_device: send the output back to the device the input came from.
         weights_map: mapping from tensor name (relative to the module) to its value, e.g. a
-            state dict in CPU RAM or an :class:`~accel.utils.offload.OffloadedWeightsLoader`.
-        offload_buffers: offload buffers too (by default they stay on the execution device).
+            state dict in CPU RAM or an :class:`~accel.utils.offload.OffloadedWeightsLoader`
+            (wrapped in a :class:`~accel.utils.offload.PrefixedDataset`, whose ``dataset``
+            PEFT reads).
+        offload_buffers: offload persistent buffers too (by default buffers stay on the
+            execution device; non-persistent ones always do, a state dict does not hold them).
         place_submodules: handle the tensors of all submodules, not only the module's own.
         skip_keys: keys of keyword arguments / output dicts not to move.
+        tied_params_map: ``{data_ptr of a tied weight: {device: tensor already there}}``
+            shared by the hooks of a model, so that a tied weight loaded by one module is
+            reused by the others instead of being copied again (see
+            :func:`~accel.utils.set_module_tensor_to_device`).
+
+    The attributes keep the argument names (PEFT rebuilds a hook from its ``__dict__``), and
+    after ``init_hook`` of an offloading hook ``original_devices`` maps every tensor of the
+    module to the device it had: ``meta`` marks a weight that lives only in ``weights_map``
+    (offloaded to disk), which :meth:`detach_hook` therefore leaves on the meta device.
     """
 
     def __init__(
@@ -221,6 +249,7 @@ class AlignDevicesHook(ModelHook):
         offload_buffers: bool = False,
         place_submodules: bool = False,
         skip_keys: str | list[str] | None = None,
+        tied_params_map: dict[int, dict[Any, torch.Tensor]] | None = None,
     ):
         self.execution_device = _as_torch_device(execution_device)
         self.offload = offload
@@ -229,47 +258,65 @@ class AlignDevicesHook(ModelHook):
         self.offload_buffers = offload_buffers
         self.place_submodules = place_submodules
         self.skip_keys = skip_keys
+        self.tied_params_map = tied_params_map
         self.input_device: torch.device | None = None
         self.original_devices: dict[str, torch.device] = {}
+        self.tied_params_names: set[str] = set()
+        """Offloaded tensors that are tied weights (they go through ``tied_params_map``)."""
+        self._offloaded: list[str] = []
+        """Names loaded from ``weights_map`` before each forward and dropped after it."""
+        self._tied_loaded: set[tuple[int, torch.device]] = set()
+        """Tied weights this forward put in ``tied_params_map``, removed again after it."""
 
     def __repr__(self) -> str:
         return (
             f"AlignDevicesHook(execution_device={self.execution_device}, offload={self.offload}, "
             f"io_same_device={self.io_same_device}, offload_buffers={self.offload_buffers}, "
-            f"place_submodules={self.place_submodules})"
+            f"place_submodules={self.place_submodules}, skip_keys={self.skip_keys!r})"
         )
 
     def init_hook(self, module: torch.nn.Module) -> torch.nn.Module:
         """Offload the weights to the meta device, or move them to the execution device."""
-        params = _names(
-            module.named_parameters(recurse=self.place_submodules, remove_duplicate=False)
-        )
-        buffers = _names(
-            module.named_buffers(recurse=self.place_submodules, remove_duplicate=False)
-        )
-        if self.offload:
-            if (
-                self.weights_map is None
-            ):  # as in Accelerate: offload the module's own weights to RAM
-                self.weights_map = {
-                    name: tensor.detach().to("cpu")
-                    for name, tensor in named_module_tensors(
-                        module, include_buffers=self.offload_buffers, recurse=self.place_submodules
-                    )
-                }
-            moved = dict(params)
-            if self.offload_buffers:
-                moved.update(buffers)
-            for name, device in moved.items():
-                self.original_devices[name] = device
-                set_module_tensor_to_device(module, name, "meta")
-            if not self.offload_buffers and self.execution_device is not None:
-                for name in buffers:
+        if self.execution_device is not None and self.execution_device.type == "meta":
+            self.tied_params_map = None  # every meta tensor has data_ptr 0: nothing to share
+        recurse = self.place_submodules
+        params = _names(module.named_parameters(recurse=recurse, remove_duplicate=False))
+        buffers = _names(module.named_buffers(recurse=recurse, remove_duplicate=False))
+        if not self.offload:
+            if self.execution_device is not None:
+                for name in [*params, *buffers]:
                     _place(module, name, self.execution_device, self.weights_map)
-        elif self.execution_device is not None:
-            for name in [*params, *buffers]:
+            return module
+        self.original_devices = {**params, **buffers}
+        if self.weights_map is None:  # as in Accelerate: offload the module's own weights to RAM
+            self.weights_map = {
+                name: tensor.detach().to("cpu")
+                for name, tensor in named_module_tensors(
+                    module, include_buffers=self.offload_buffers, recurse=recurse
+                )
+            }
+        transient = get_non_persistent_buffers(module, recurse=recurse, fqns=True)
+        self._offloaded = list(params)
+        if self.offload_buffers:
+            self._offloaded += [name for name in buffers if name not in transient]
+        for name in self._offloaded:
+            tensor = _tensor(module, name)
+            if self.tied_params_map is not None and tensor.data_ptr() in self.tied_params_map:
+                self.tied_params_names.add(name)
+            set_module_tensor_to_device(module, name, "meta")
+        if self.execution_device is not None:
+            # buffers not offloaded (all, or the non-persistent ones) live on the execution device
+            staying = buffers if not self.offload_buffers else transient & set(buffers)
+            for name in staying:
                 _place(module, name, self.execution_device, self.weights_map)
         return module
+
+    def _fp16_statistics(self, name: str, value: torch.Tensor | None) -> torch.Tensor | None:
+        """The ``SCB`` statistics stored next to an int8 weight in ``weights_map`` (bitsandbytes)."""
+        if value is None or value.dtype != torch.int8 or "weight" not in name:
+            return None
+        statistics = name.replace("weight", "SCB")
+        return self.weights_map[statistics] if statistics in self.weights_map else None
 
     def pre_forward(
         self, module: torch.nn.Module, *args: Any, **kwargs: Any
@@ -279,8 +326,24 @@ class AlignDevicesHook(ModelHook):
             self.input_device = find_device([args, kwargs])
         if self.offload:
             device = self.execution_device or torch.device("cpu")
-            for name in self.original_devices:
-                set_module_tensor_to_device(module, name, device, value=self.weights_map[name])
+            tied = self.tied_params_map
+            self._tied_loaded = set()
+            for name in self._offloaded:
+                value = self.weights_map[name]
+                if tied is not None and value is not None:
+                    pointer = value.data_ptr()
+                    if name in self.tied_params_names and pointer not in tied:
+                        tied[pointer] = {}
+                    if pointer in tied and device not in tied[pointer]:
+                        self._tied_loaded.add((pointer, device))
+                set_module_tensor_to_device(
+                    module,
+                    name,
+                    device,
+                    value=value,
+                    fp16_statistics=self._fp16_statistics(name, value),
+                    tied_params_map=tied,
+                )
         if self.execution_device is not None:
             args = send_to_device(args, self.execution_device)
             kwargs = send_to_device(kwargs, self.execution_device, skip_keys=self.skip_keys)
@@ -289,8 +352,13 @@ class AlignDevicesHook(ModelHook):
     def post_forward(self, module: torch.nn.Module, output: Any) -> Any:
         """Drop offloaded weights again; send the output back to the input's device."""
         if self.offload:
-            for name in self.original_devices:
+            for name in self._offloaded:
                 set_module_tensor_to_device(module, name, "meta")
+            # forget the tied weights this forward loaded, so their memory can be freed
+            for pointer, device in self._tied_loaded:
+                if self.tied_params_map is not None and pointer in self.tied_params_map:
+                    self.tied_params_map[pointer].pop(device, None)
+            self._tied_loaded = set()
         if (
             self.io_same_device
             and self.input_device is not None
@@ -300,13 +368,34 @@ class AlignDevicesHook(ModelHook):
         return output
 
     def detach_hook(self, module: torch.nn.Module) -> torch.nn.Module:
-        """Put offloaded weights back in the module, on the devices they came from (CPU for meta)."""
+        """Put offloaded tensors back on the devices they came from.
+
+        As in Accelerate, a tensor that was on the meta device when the hook was attached
+        (its only copy is in ``weights_map``, e.g. on disk) stays on the meta device.
+        """
         if self.offload:
             for name, device in self.original_devices.items():
-                target = torch.device("cpu") if device.type == "meta" else device
-                set_module_tensor_to_device(module, name, target, value=self.weights_map[name])
-            self.original_devices.clear()
+                if device.type == "meta":
+                    continue
+                value = None
+                if self.weights_map is not None and name in self.weights_map:
+                    value = self.weights_map[name]
+                set_module_tensor_to_device(
+                    module,
+                    name,
+                    device,
+                    value=value,
+                    fp16_statistics=self._fp16_statistics(name, value),
+                )
         return module
+
+
+def _tensor(module: torch.nn.Module, name: str) -> torch.Tensor:
+    """The parameter or buffer ``name`` (dotted, relative to ``module``)."""
+    prefix, _, attr = name.rpartition(".")
+    owner = module.get_submodule(prefix) if prefix else module
+    tensor = owner._parameters.get(attr)
+    return tensor if tensor is not None else owner._buffers[attr]
 
 
 def _names(items: Iterable[tuple[str, torch.Tensor]]) -> dict[str, torch.device]:
@@ -343,7 +432,8 @@ class CpuOffload(ModelHook):
     """Keep a whole model on the CPU and move it to ``execution_device`` when it runs.
 
     It stays there after its forward until ``prev_module_hook`` of the *next* model offloads
-    it (see :func:`accel.cpu_offload_with_hook`).
+    it (see :func:`accel.cpu_offload_with_hook`). ``execution_device`` defaults to the first
+    accelerator (the CPU when there is none).
     """
 
     def __init__(
@@ -361,13 +451,30 @@ class CpuOffload(ModelHook):
     def pre_forward(
         self, module: torch.nn.Module, *args: Any, **kwargs: Any
     ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        """Offload the previous model, bring this one to the execution device with its inputs."""
-        if self.prev_module_hook is not None:
-            self.prev_module_hook.offload()
+        """Offload the previous model, bring this one to the execution device with its inputs.
+
+        As in Accelerate, nothing moves when the previous model is already on the CPU or
+        this one already on the execution device (then the inputs are left as they are).
+        """
+        previous = self.prev_module_hook
+        if isinstance(previous, UserCpuOffloadHook):
+            device = _first_device(previous.model)
+            if device is not None and device.type != "cpu":
+                previous.offload()
+                clear_device_cache()
+        device = _first_device(module)
+        if device is not None and check_device_same(device, self.execution_device):
+            return args, kwargs
         module.to(self.execution_device)
         return send_to_device(args, self.execution_device), send_to_device(
             kwargs, self.execution_device
         )
+
+
+def _first_device(module: torch.nn.Module) -> torch.device | None:
+    """The device of the first parameter of ``module`` (None without parameters)."""
+    param = next(iter(module.parameters()), None)
+    return None if param is None else param.device
 
 
 class UserCpuOffloadHook:
@@ -399,13 +506,15 @@ def attach_execution_device_hook(
     execution_device: int | str | torch.device | Mapping[str, Any],
     skip_keys: str | list[str] | None = None,
     preload_module_classes: Iterable[str] | None = None,
+    tied_params_map: dict[int, dict[Any, torch.Tensor]] | None = None,
     module_name: str = "",
 ) -> None:
     """Add a hook moving the inputs to the execution device to every submodule that has weights.
 
     ``execution_device`` is one device, or a device map ``{module name: device}`` (the longest
     name prefixing a module gives its device). A class in ``preload_module_classes`` gets one
-    hook for all its submodules.
+    hook for all its submodules. ``tied_params_map`` is handed to the hooks (see
+    :class:`AlignDevicesHook`).
     """
     preload = set(preload_module_classes or ())
     is_preload = type(module).__name__ in preload
@@ -417,12 +526,18 @@ def attach_execution_device_hook(
     else:
         device = execution_device
     if device is not None and (_has_tensors(module) or is_preload):
-        add_hook_to_module(module, AlignDevicesHook(device, skip_keys=skip_keys), append=True)
+        hook = AlignDevicesHook(device, skip_keys=skip_keys, tied_params_map=tied_params_map)
+        add_hook_to_module(module, hook, append=True)
     if is_preload:
         return
     for name, child in module.named_children():
         attach_execution_device_hook(
-            child, execution_device, skip_keys, preload, module_name=_prefix(module_name) + name
+            child,
+            execution_device,
+            skip_keys,
+            preload,
+            tied_params_map=tied_params_map,
+            module_name=_prefix(module_name) + name,
         )
 
 
@@ -435,6 +550,7 @@ def attach_align_device_hook(
     module_name: str = "",
     skip_keys: str | list[str] | None = None,
     preload_module_classes: Iterable[str] | None = None,
+    tied_params_map: dict[int, dict[Any, torch.Tensor]] | None = None,
 ) -> None:
     """Give ``module`` and each submodule that has its own weights an :class:`AlignDevicesHook`.
 
@@ -442,19 +558,28 @@ def attach_align_device_hook(
     own tensors from ``weights_map`` (keys are full names under ``module_name``) for its
     forward. A class in ``preload_module_classes`` loads all its submodules' weights at once.
     The top module's hook sends outputs back to the input device when ``module_name`` is ``""``.
+    ``tied_params_map`` is shared by all the hooks (see :class:`AlignDevicesHook`).
     """
-    preload = set(preload_module_classes or ())
-    _attach_align(
-        module,
-        execution_device,
-        offload,
-        weights_map,
-        offload_buffers,
-        module_name,
-        skip_keys,
-        preload,
-        top=True,
+    options = _AttachOptions(
+        offload_buffers, skip_keys, set(preload_module_classes or ()), tied_params_map
     )
+    _attach_align(module, execution_device, offload, weights_map, module_name, options, top=True)
+
+
+class _AttachOptions:
+    """The arguments every hook of one attach call shares."""
+
+    def __init__(
+        self,
+        offload_buffers: bool,
+        skip_keys: Any,
+        preload: set[str],
+        tied_params_map: dict[int, dict[Any, torch.Tensor]] | None,
+    ):
+        self.offload_buffers = offload_buffers
+        self.skip_keys = skip_keys
+        self.preload = preload
+        self.tied_params_map = tied_params_map
 
 
 def _attach_align(
@@ -462,14 +587,12 @@ def _attach_align(
     execution_device: Any,
     offload: bool,
     weights_map: Mapping[str, torch.Tensor] | None,
-    offload_buffers: bool,
     module_name: str,
-    skip_keys: Any,
-    preload: set[str],
+    options: _AttachOptions,
     top: bool,
 ) -> None:
     has_tensors = _has_tensors(module)
-    is_preload = type(module).__name__ in preload
+    is_preload = type(module).__name__ in options.preload
     if has_tensors or is_preload or top:
         prefixed = None
         if weights_map is not None:
@@ -479,25 +602,17 @@ def _attach_align(
             offload=offload and (has_tensors or is_preload),
             io_same_device=top and module_name == "",
             weights_map=prefixed,
-            offload_buffers=offload_buffers,
+            offload_buffers=options.offload_buffers,
             place_submodules=is_preload,
-            skip_keys=skip_keys,
+            skip_keys=options.skip_keys,
+            tied_params_map=options.tied_params_map,
         )
         add_hook_to_module(module, hook, append=True)
     if is_preload:
         return
     for name, child in module.named_children():
-        _attach_align(
-            child,
-            execution_device,
-            offload,
-            weights_map,
-            offload_buffers,
-            _prefix(module_name) + name,
-            skip_keys,
-            preload,
-            top=False,
-        )
+        child_name = _prefix(module_name) + name
+        _attach_align(child, execution_device, offload, weights_map, child_name, options, top=False)
 
 
 def attach_align_device_hook_on_blocks(
@@ -509,6 +624,7 @@ def attach_align_device_hook_on_blocks(
     module_name: str = "",
     skip_keys: str | list[str] | None = None,
     preload_module_classes: Iterable[str] | None = None,
+    tied_params_map: dict[int, dict[Any, torch.Tensor]] | None = None,
 ) -> None:
     """Hooks for a model split in blocks: ``execution_device`` and ``offload`` are dicts keyed by
     block name (module or tensor names, as in a device map), or single values for all.
@@ -517,9 +633,11 @@ def attach_align_device_hook_on_blocks(
     offloaded block gets a hook per submodule (see :func:`attach_align_device_hook`), so one
     layer at a time is loaded. The tensors of a module that is not a block itself (its
     children are) are handled by a hook on that module. The top module sends outputs back to
-    the input device.
+    the input device. ``tied_params_map`` is shared by all the hooks.
     """
-    preload = set(preload_module_classes or ())
+    options = _AttachOptions(
+        offload_buffers, skip_keys, set(preload_module_classes or ()), tied_params_map
+    )
     if not isinstance(execution_device, Mapping) and not isinstance(offload, Mapping):
         execution_device = {module_name: execution_device}
         offload = {module_name: offload}
@@ -527,16 +645,7 @@ def attach_align_device_hook_on_blocks(
         execution_device = dict.fromkeys(offload, execution_device)
     elif not isinstance(offload, Mapping):
         offload = dict.fromkeys(execution_device, offload)
-    _attach_blocks(
-        module,
-        execution_device,
-        offload,
-        weights_map,
-        offload_buffers,
-        module_name,
-        skip_keys,
-        preload,
-    )
+    _attach_blocks(module, execution_device, offload, weights_map, module_name, options)
 
 
 def _attach_blocks(
@@ -544,29 +653,21 @@ def _attach_blocks(
     execution_device: Mapping[str, Any],
     offload: Mapping[str, bool],
     weights_map: Mapping[str, torch.Tensor] | None,
-    offload_buffers: bool,
     module_name: str,
-    skip_keys: Any,
-    preload: set[str],
+    options: _AttachOptions,
 ) -> None:
     is_root = module_name == ""
     if module_name in execution_device:
         device = execution_device[module_name]
         if offload.get(module_name, False):
-            _attach_align(
-                module,
-                device,
-                True,
-                weights_map,
-                offload_buffers,
-                module_name,
-                skip_keys,
-                preload,
-                top=True,
-            )
+            _attach_align(module, device, True, weights_map, module_name, options, top=True)
         else:
             hook = AlignDevicesHook(
-                device, io_same_device=is_root, place_submodules=True, skip_keys=skip_keys
+                device,
+                io_same_device=is_root,
+                place_submodules=True,
+                skip_keys=options.skip_keys,
+                tied_params_map=options.tied_params_map,
             )
             add_hook_to_module(module, hook, append=True)
         return
@@ -585,21 +686,13 @@ def _attach_blocks(
             weights_map=PrefixedDataset(weights_map, prefix)
             if offloaded and weights_map is not None
             else None,
-            offload_buffers=offload_buffers,
-            skip_keys=skip_keys,
+            offload_buffers=options.offload_buffers,
+            skip_keys=options.skip_keys,
+            tied_params_map=options.tied_params_map,
         )
         add_hook_to_module(module, hook, append=True)
     for name, child in module.named_children():
-        _attach_blocks(
-            child,
-            execution_device,
-            offload,
-            weights_map,
-            offload_buffers,
-            prefix + name,
-            skip_keys,
-            preload,
-        )
+        _attach_blocks(child, execution_device, offload, weights_map, prefix + name, options)
 
 
 def _hooks_of(module: torch.nn.Module) -> list[ModelHook]:

@@ -59,7 +59,10 @@ def set_module_tensor_to_device(
     device: int | str | torch.device,
     value: torch.Tensor | None = None,
     dtype: str | torch.dtype | None = None,
+    fp16_statistics: torch.Tensor | None = None,
+    tied_params_map: dict[int, dict[Any, torch.Tensor]] | None = None,
     non_blocking: bool = False,
+    clear_cache: bool = True,
 ) -> None:
     """Put the parameter or buffer ``tensor_name`` (dotted, e.g. ``"blocks.0.weight"``) on ``device``.
 
@@ -67,7 +70,16 @@ def set_module_tensor_to_device(
     ``dtype``, or to the current tensor's dtype when ``dtype`` is None, as ``load_state_dict``
     does. No copy is made when ``value`` already has the right device and dtype. A parameter
     stays a ``Parameter`` (``requires_grad`` kept); a meta tensor needs a ``value`` to leave
-    the meta device.
+    the meta device. The keywords are Accelerate's:
+
+    - ``fp16_statistics``: set as the new parameter's ``SCB`` attribute (the scales of a
+      bitsandbytes int8 weight), on ``device``;
+    - ``tied_params_map``: ``{data_ptr: {device: tensor}}`` for tied weights; when the data of
+      ``value`` (or of the current tensor) is a key and already has a copy on ``device``, that
+      copy is reused instead of making another; a new copy is recorded there;
+    - ``non_blocking``: asynchronous host-to-device copies where possible;
+    - ``clear_cache``: empty the accelerator's cache after moving a tensor to it (callers that
+      place many tensors in a row, as diffusers' loader does, pass False).
     """
     owner = module
     prefix, _, name = tensor_name.rpartition(".")
@@ -81,9 +93,19 @@ def set_module_tensor_to_device(
         raise ValueError(
             f"{type(module).__name__} has no parameter or buffer named {tensor_name!r}"
         )
+    # a tied weight already on ``device``: point at that copy (keyed by the device as given)
+    if tied_params_map is not None and not is_buffer:
+        for source in (value, old):
+            if source is None:
+                continue
+            copies = tied_params_map.get(source.data_ptr())
+            if copies is not None and device in copies:
+                owner._parameters[name] = copies[device]
+                return
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype.replace("torch.", ""))
     target = torch.device(device) if not isinstance(device, int) else _index_device(device)
+    source_value = value
     if value is None:
         if old is None:
             return
@@ -105,17 +127,85 @@ def set_module_tensor_to_device(
         dtype = None
     with torch.no_grad():
         new = value.to(device=target, dtype=dtype, non_blocking=non_blocking)
-    if new is old:
+    if new is old and fp16_statistics is None:
         return
-    if isinstance(new, torch.nn.Parameter):
-        new = new.data
-    if is_buffer:
-        owner._buffers[name] = new
-    else:
-        requires_grad = bool(old.requires_grad) if old is not None else False
-        owner._parameters[name] = torch.nn.Parameter(
-            new, requires_grad=requires_grad and new.is_floating_point()
-        )
+    if new is not old:
+        if isinstance(new, torch.nn.Parameter):
+            new = new.data
+        if is_buffer:
+            owner._buffers[name] = new
+        else:
+            new = _as_parameter(old, new)
+            owner._parameters[name] = new
+    if fp16_statistics is not None and not is_buffer:
+        owner._parameters[name].SCB = fp16_statistics.to(target, non_blocking=non_blocking)
+    if clear_cache and target.type not in ("cpu", "meta"):
+        from accel.memory import clear_device_cache  # a lower layer; imported when first needed
+
+        clear_device_cache()
+    if tied_params_map is not None and not is_buffer:
+        # remember the copy on ``device`` of a tied weight, for its other names
+        for source in (old, source_value):
+            if source is not None and source.data_ptr() in tied_params_map:
+                tied_params_map[source.data_ptr()].setdefault(device, owner._parameters[name])
+                break
+
+
+def _as_parameter(old: torch.Tensor | None, data: torch.Tensor) -> torch.nn.Parameter:
+    """``data`` as a plain ``Parameter``, keeping ``requires_grad`` and the flag transformers
+    sets on loaded weights (``_is_hf_initialized``).
+
+    The class of ``old`` is not kept: a quantized parameter class (bitsandbytes'
+    ``Int8Params``) carries state a bare rebuild would lose; accel-bnb's hooks wrap the
+    plain tensor again with that state.
+    """
+    requires_grad = bool(old.requires_grad) if old is not None else False
+    requires_grad = requires_grad and (data.is_floating_point() or data.is_complex())
+    param = torch.nn.Parameter(data, requires_grad=requires_grad)
+    initialized = getattr(old, "_is_hf_initialized", None)
+    if initialized is not None:
+        param._is_hf_initialized = initialized
+    return param
+
+
+def get_non_persistent_buffers(
+    module: torch.nn.Module, recurse: bool = False, fqns: bool = False
+) -> set[str]:
+    """Names of the buffers of ``module`` registered with ``persistent=False`` (no state dict holds them).
+
+    With ``recurse`` those of the submodules too, by their own names, or by their dotted names
+    relative to ``module`` with ``fqns``. A new set is returned (the module's is not changed).
+    """
+    names = set(module._non_persistent_buffers_set)
+    if recurse:
+        for sub_name, sub in module.named_modules():
+            if not sub_name:
+                continue
+            own = sub._non_persistent_buffers_set
+            names |= {f"{sub_name}.{b}" for b in own} if fqns else set(own)
+    return names
+
+
+def check_device_same(first_device: torch.device, second_device: torch.device) -> bool:
+    """Whether two devices are the same one: ``cuda`` (no index) and ``cuda:0`` are, unlike ``==``."""
+    if first_device.type != second_device.type:
+        return False
+    if first_device.type == "cpu":
+        return True
+    return (first_device.index or 0) == (second_device.index or 0)
+
+
+def is_peft_model(model: torch.nn.Module) -> bool:
+    """Whether ``model``, once unwrapped (DDP, compile, ...), is a PEFT ``PeftModel``; False without peft."""
+    import importlib.util
+
+    if importlib.util.find_spec("peft") is None:
+        return False
+    from peft import PeftModel
+
+    from accel.models import extract_model_from_parallel
+
+    return isinstance(extract_model_from_parallel(model), PeftModel)
 
 
 def _index_device(index: int) -> torch.device:

@@ -59,14 +59,21 @@ def offload_weight(
 def load_offloaded_weight(
     weight_file: str | os.PathLike, weight_info: Mapping[str, Any]
 ) -> torch.Tensor:
-    """The tensor of one index entry: a memory map of ``weight_file`` (or a safetensors slice)."""
-    dtype = _dtype(weight_info["dtype"])
+    """The tensor of one index entry: a memory map of ``weight_file`` (or a safetensors slice).
+
+    A safetensors entry may leave out ``"dtype"`` (PEFT writes such entries): the tensor then
+    keeps the dtype it has in the file.
+    """
     if "safetensors_file" in weight_info:
         from safetensors import safe_open
 
         with safe_open(weight_info["safetensors_file"], framework="pt", device="cpu") as f:
             tensor = f.get_tensor(weight_info.get("weight_name", ""))
+        if "dtype" not in weight_info:
+            return tensor
+        dtype = _dtype(weight_info["dtype"])
         return tensor if tensor.dtype == dtype else tensor.to(dtype)
+    dtype = _dtype(weight_info["dtype"])
     shape = tuple(weight_info["shape"])
     numel = 1
     for size in shape:

@@ -28,6 +28,7 @@ _add(
 _add(
     "accel.types",
     "ComputeEnvironment",
+    "CustomDtype",
     "DistributedType",
     "DynamoBackend",
     "LoggerType",
@@ -163,7 +164,10 @@ _add(
 )
 _add(
     "accel.big_model.modeling",
+    "check_device_same",
     "check_tied_parameters_in_config",
+    "get_non_persistent_buffers",
+    "is_peft_model",
     "extract_submodules_state_dict",
     "get_module_children_bottom_up",
     "named_module_tensors",
