@@ -107,3 +107,17 @@ def test_partial_state_backend_and_timeout(tmp_path):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     run_processes(script, nproc=2, timeout=180)
+
+
+def test_sizes_and_custom_dtypes_count_as_in_accelerate():
+    from accel.memory import dtype_byte_size, parse_size
+    from accel.types import CustomDtype
+
+    assert parse_size("8Gb") == 10**9  # a lowercase b after a decimal unit counts bits
+    assert parse_size("8GB") == 8 * 10**9
+    assert parse_size("2GiB") == 2 * 2**30
+    assert [dtype_byte_size(d) for d in (CustomDtype.INT2, CustomDtype.INT4, CustomDtype.FP8)] == [
+        0.25,
+        0.5,
+        1.0,
+    ]

@@ -136,14 +136,16 @@ def find_executable_batch_size(
 
 
 def parse_size(size: int | str) -> int:
-    """``"10GB"`` / ``"500MiB"`` / int -> bytes."""
+    """``"10GB"`` / ``"500MiB"`` / int -> bytes; a decimal unit with a lowercase ``b`` counts
+    bits (``"8Gb"`` is 10**9 bytes), as in Accelerate."""
     if isinstance(size, int):
         return size
     match = re.fullmatch(r"\s*([\d.]+)\s*([KMGT]?i?B)?\s*", size.upper().replace("IB", "iB"))
     if not match:
         raise ValueError(
-            f"max_shard_size={size!r}: use an int of bytes or a string like '10GB' or '500MB'"
+            f"size {size!r}: use an int of bytes or a string like '10GB', '500MB' or '2GiB'"
         )
+    bits = bool(match.group(2)) and size.rstrip().endswith("b") and "i" not in match.group(2)
     number = float(match.group(1))
     unit = (match.group(2) or "B").upper()
     factor = {
@@ -157,7 +159,7 @@ def parse_size(size: int | str) -> int:
         "GIB": 2**30,
         "TIB": 2**40,
     }[unit]
-    return int(number * factor)
+    return int(number * factor) // 8 if bits else int(number * factor)
 
 
 def convert_file_size_to_int(size: int | str) -> int:
@@ -174,8 +176,15 @@ def convert_bytes(size: float) -> str:
     return f"{round(size, 2)} PB"
 
 
-def dtype_byte_size(dtype: torch.dtype) -> float:
-    """Bytes one element of ``dtype`` takes (``0.125`` for ``torch.bool``, ``0.5`` for 4-bit types)."""
+def dtype_byte_size(dtype: Any) -> float:
+    """Bytes one element of ``dtype`` takes (``0.125`` for ``torch.bool``, ``0.5`` for 4-bit types).
+
+    Also :class:`accel.types.CustomDtype`: ``INT2`` 0.25, ``INT4`` 0.5, ``FP8`` 1.
+    """
+    from accel.types import CustomDtype
+
+    if isinstance(dtype, CustomDtype):
+        return {CustomDtype.INT2: 0.25, CustomDtype.INT4: 0.5, CustomDtype.FP8: 1.0}[dtype]
     if dtype == torch.bool:
         return 1 / 8
     if dtype in (
