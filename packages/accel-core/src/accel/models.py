@@ -19,23 +19,57 @@ def _is_parallel_wrapper(model: Any) -> bool:
 
 
 def extract_model_from_parallel(
-    model: torch.nn.Module, keep_fp32_wrapper: bool = True, keep_torch_compile: bool = True
+    model: torch.nn.Module,
+    keep_fp32_wrapper: bool = True,
+    keep_torch_compile: bool = True,
+    recursive: bool = False,
 ) -> torch.nn.Module:
-    """The user's model inside DDP-like wrappers and ``torch.compile``.
+    """The user's model inside DDP-like wrappers, FSDP1 and ``torch.compile``.
 
     With ``keep_torch_compile`` a compiled model is returned compiled, with the parallel
     wrapper removed inside it (``torch.compile(DDP(model))`` gives
     ``torch.compile(model)``, as in Accelerate). With ``keep_fp32_wrapper=False`` the mixed-precision forward wrapper is removed too.
+    With ``recursive`` the submodules are unwrapped as well, in place: every nested
+    parallel wrapper (FSDP1 units of an auto-wrapped model, XLA's FSDP wrappers: a
+    ``*DataParallel`` module with a ``module``) is replaced by the module it wraps
+    (transformers' Trainer does this to drop FSDP from a model after training). FSDP2
+    shards modules in place, so there is nothing to unwrap.
     """
+    import sys
+
+    fsdp_module = sys.modules.get("torch.distributed.fsdp")  # FSDP1 models exist only once imported
+    fsdp1 = getattr(fsdp_module, "FullyShardedDataParallel", None) if fsdp_module else None
+
+    def is_wrapper(module: Any) -> bool:
+        return _is_parallel_wrapper(module) or (fsdp1 is not None and isinstance(module, fsdp1))
+
     compiled = None
     if hasattr(model, "_orig_mod"):
         compiled = model
         model = model._orig_mod
-    while _is_parallel_wrapper(model):
+    while is_wrapper(model):
         model = model.module
     if hasattr(model, "_orig_mod"):
         compiled = compiled or model
         model = model._orig_mod
+    if recursive:
+
+        def nested_wrapper(module: Any) -> bool:
+            return is_wrapper(module) or (
+                "DataParallel" in type(module).__name__
+                and isinstance(getattr(module, "module", None), torch.nn.Module)
+            )
+
+        def unwrap_all(module: torch.nn.Module) -> torch.nn.Module:
+            while nested_wrapper(module):
+                module = module.module
+            for name, child in list(module.named_children()):
+                inner = unwrap_all(child)
+                if inner is not child:
+                    setattr(module, name, inner)
+            return module
+
+        model = unwrap_all(model)
     if not keep_fp32_wrapper:
         forward = model.__dict__.get("forward")
         original = getattr(forward, "_accel_original_forward", None)

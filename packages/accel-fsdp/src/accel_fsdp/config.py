@@ -8,6 +8,7 @@ in :data:`FSDP_SECTION`, which validates config files, makes the ``accel launch
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -25,8 +26,58 @@ SHARDING_STRATEGIES = (
 )
 """Sharding strategies; the config may also give their numbers 1-5."""
 AUTO_WRAP_POLICIES = ("TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP")
+"""Auto-wrap policies (``fsdp_auto_wrap_policy``)."""
 BACKWARD_PREFETCH = ("BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH")
-STATE_DICT_TYPES = ("FULL_STATE_DICT", "SHARDED_STATE_DICT", "LOCAL_STATE_DICT")
+"""Backward prefetch settings (FSDP1)."""
+STATE_DICT_TYPES = ("FULL_STATE_DICT", "LOCAL_STATE_DICT", "SHARDED_STATE_DICT")
+"""Checkpoint state dict types, in the order of torch's ``StateDictType`` (1-3)."""
+MIXED_PRECISION_DTYPES = {
+    "fp8": "bfloat16",
+    "fp16": "float16",
+    "bf16": "bfloat16",
+    "fp32": "float32",
+}
+"""What :meth:`FullyShardedDataParallelPlugin.set_mixed_precision` makes of a precision name
+(fp8 computes in bf16 outside the FP8 layers, as in Accelerate)."""
+
+
+RAM_EFFICIENT_LOADING_ENV = "FSDP_CPU_RAM_EFFICIENT_LOADING"
+"""Read by transformers' ``from_pretrained`` (with ``ACCELERATE_USE_FSDP``): only the main
+process loads the weights, the others get empty ones that FSDP fills from it."""
+
+
+USE_FSDP_ENV = "ACCELERATE_USE_FSDP"
+"""transformers' sign that FSDP is on (its ``is_fsdp_enabled``): read with
+:data:`RAM_EFFICIENT_LOADING_ENV`; it never reads accel's own variables."""
+
+
+def enable_fsdp_ram_efficient_loading() -> None:
+    """Make transformers' ``from_pretrained`` load weights on the main process only (the
+    others get empty ones, which FSDP fills from it): sets ``FSDP_CPU_RAM_EFFICIENT_LOADING``,
+    and ``ACCELERATE_USE_FSDP`` unless already set, as Accelerate does."""
+    os.environ.setdefault(USE_FSDP_ENV, "True")
+    os.environ[RAM_EFFICIENT_LOADING_ENV] = "True"
+
+
+def disable_fsdp_ram_efficient_loading() -> None:
+    """Every process loads the full weights in ``from_pretrained`` again."""
+    os.environ[RAM_EFFICIENT_LOADING_ENV] = "False"
+
+
+def _dtype_of(value: Any, names: dict[str, Any]) -> Any:
+    """A torch dtype from a precision name (``"bf16"``) or a dtype; ValueError otherwise."""
+    if isinstance(value, str):
+        if value.strip().lower() not in names:
+            raise ValueError(
+                f"Invalid mixed precision: {value!r}. Must be one of {', '.join(names)}"
+            )
+        return names[value.strip().lower()]
+    if value not in set(names.values()):
+        raise ValueError(
+            f"Invalid mixed precision: {value!r}. Must be one of {', '.join(names)} "
+            "or torch.float16, torch.bfloat16, torch.float32"
+        )
+    return value
 
 
 def _reshard(value: Any, label: str) -> Any:
@@ -147,15 +198,14 @@ class FullyShardedDataParallelPlugin:
 
     def __post_init__(self):
         section = FSDP_SECTION.read(defaults=False)  # the keys the launched config sets
+        given = {f.name for f in fields(self) if getattr(self, f.name) is not None}
         for f in fields(self):
             if getattr(self, f.name) is None and _key(f.name) in section:
                 setattr(self, f.name, section[_key(f.name)])
         self.fsdp_version = _convert("fsdp_version", self.fsdp_version) or 2
-        if (
-            self.sharding_strategy is None
-            and self.reshard_after_forward is not None
-            and self.fsdp_version == 2
-        ):
+        if self.sharding_strategy is None and self.reshard_after_forward is not None:
+            # FSDP2's boolean, or (FSDP1, as transformers' TrainingArguments passes it) a
+            # sharding strategy name in any case: "full_shard", "SHARD_GRAD_OP", ...
             value = _convert("reshard_after_forward", self.reshard_after_forward)
             if isinstance(value, str):
                 self.sharding_strategy = value
@@ -169,13 +219,7 @@ class FullyShardedDataParallelPlugin:
             self.backward_prefetch = _convert("backward_prefetch", self.backward_prefetch)
         if self.auto_wrap_policy is not None and not callable(self.auto_wrap_policy):
             self.auto_wrap_policy = _convert("auto_wrap_policy", self.auto_wrap_policy)
-        self.state_dict_type = _convert(
-            "state_dict_type", self.state_dict_type or "FULL_STATE_DICT"
-        )
-        if self.state_dict_type == "LOCAL_STATE_DICT" and self.fsdp_version == 2:
-            raise ConfigError(
-                "state_dict_type=LOCAL_STATE_DICT exists only for fsdp_version 1: use SHARDED_STATE_DICT with FSDP2"
-            )
+        self.set_state_dict_type(self.state_dict_type or "FULL_STATE_DICT")
         self.transformer_cls_names_to_wrap = _convert(
             "transformer_cls_names_to_wrap", self.transformer_cls_names_to_wrap
         )
@@ -195,6 +239,86 @@ class FullyShardedDataParallelPlugin:
             )
         if self.cpu_ram_efficient_loading:
             self.sync_module_states = True
+        if isinstance(self.mixed_precision_policy, str):  # "bf16": the torch policy, as Accelerate
+            self.set_mixed_precision(self.mixed_precision_policy, override=True)
+        if _key("cpu_ram_efficient_loading") in section or "cpu_ram_efficient_loading" in given:
+            # transformers' from_pretrained reads this variable (with ACCELERATE_USE_FSDP)
+            # to load the weights on the main process only, as Accelerate's plugin sets it
+            os.environ[RAM_EFFICIENT_LOADING_ENV] = str(bool(self.cpu_ram_efficient_loading))
+
+    def set_state_dict_type(self, state_dict_type: Any = None) -> None:
+        """Choose how checkpoints are written: ``FULL_STATE_DICT``, ``SHARDED_STATE_DICT`` or
+        ``LOCAL_STATE_DICT`` (FSDP1 only); a name in any case, its number 1-3 or torch's
+        ``StateDictType``. Without an argument the current value is checked again.
+
+        As in Accelerate, e.g. train with sharded checkpoints, then
+        ``set_state_dict_type("FULL_STATE_DICT")`` before saving the final model.
+        """
+        value = self.state_dict_type if state_dict_type is None else state_dict_type
+        value = getattr(value, "name", value)  # torch.distributed.fsdp.StateDictType
+        if isinstance(value, int) or (isinstance(value, str) and value.strip().isdigit()):
+            number = int(value)
+            if not 1 <= number <= len(STATE_DICT_TYPES):
+                raise ConfigError(
+                    f"state_dict_type={value!r}: use 1-{len(STATE_DICT_TYPES)} or one of {', '.join(STATE_DICT_TYPES)}"
+                )
+            value = STATE_DICT_TYPES[number - 1]
+        if isinstance(value, str):
+            value = value.strip().upper()
+        value = _convert("state_dict_type", value)
+        if value == "LOCAL_STATE_DICT" and self.fsdp_version == 2:
+            raise ConfigError(
+                "state_dict_type=LOCAL_STATE_DICT exists only for fsdp_version 1: use SHARDED_STATE_DICT with FSDP2"
+            )
+        self.state_dict_type = value
+
+    def set_mixed_precision(
+        self, mixed_precision: Any, buffer_autocast: bool = False, override: bool = False
+    ) -> None:
+        """Set ``mixed_precision_policy`` from a precision, as Accelerate's plugin does.
+
+        ``mixed_precision`` is ``"fp16"``, ``"bf16"``, ``"fp32"``, ``"fp8"`` (bf16 outside the
+        FP8 layers) or one of those torch dtypes. When no policy is set yet, or with
+        ``override``, the policy becomes torch's ``MixedPrecisionPolicy(param_dtype, reduce_dtype,
+        output_dtype)`` for FSDP2 or ``MixedPrecision(param_dtype, reduce_dtype, buffer_dtype)``
+        for FSDP1, all in that dtype (buffers in float32 with ``buffer_autocast``). A policy
+        given as a dict (dtypes or precision names by field) becomes that torch object; an
+        existing policy object is kept unless ``override``. Transformers calls this for QLoRA
+        (``set_mixed_precision(quant_storage_dtype, override=True)``).
+        """
+        import torch
+
+        names = {name: getattr(torch, dtype) for name, dtype in MIXED_PRECISION_DTYPES.items()}
+        dtype = _dtype_of(mixed_precision, names)
+        if self.fsdp_version == 2:
+            from torch.distributed.fsdp import MixedPrecisionPolicy as policy_type
+        else:
+            from torch.distributed.fsdp import MixedPrecision as policy_type
+        if override or self.mixed_precision_policy is None:
+            third = (
+                {"output_dtype": dtype}
+                if self.fsdp_version == 2
+                else {"buffer_dtype": torch.float32 if buffer_autocast else dtype}
+            )
+            self.mixed_precision_policy = policy_type(
+                param_dtype=dtype, reduce_dtype=dtype, **third
+            )
+        elif isinstance(self.mixed_precision_policy, dict):
+            allowed = {"param_dtype", "reduce_dtype"} | (
+                {"output_dtype"} if self.fsdp_version == 2 else {"buffer_dtype"}
+            )
+            unknown = sorted(set(self.mixed_precision_policy) - allowed)
+            if unknown:
+                raise ValueError(
+                    f"mixed_precision_policy has unknown keys {unknown}: FSDP{self.fsdp_version} "
+                    f"takes {sorted(allowed)}"
+                )
+            self.mixed_precision_policy = policy_type(
+                **{
+                    key: _dtype_of(value, names)
+                    for key, value in self.mixed_precision_policy.items()
+                }
+            )
 
     def set_auto_wrap_policy(self, model: Any) -> None:
         """Turn a named ``auto_wrap_policy`` into torch's policy callable for ``model``, as Accelerate does.

@@ -5,7 +5,8 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 
@@ -98,10 +99,43 @@ def ignored_modules(
     value = plugin.ignored_modules
     if value is None:
         return None
-    if isinstance(value, str):
-        pattern = re.compile(value)
+    return modules_named(model, value)
+
+
+def modules_named(model: torch.nn.Module, modules: Iterable[torch.nn.Module] | str) -> list:
+    """``modules`` as a list: a string is a regular expression that the submodules' names
+    of ``model`` must match in full (``"lm_head|.*\\.router"``); other values are kept."""
+    if isinstance(modules, str):
+        pattern = re.compile(modules)
         return [m for name, m in model.named_modules() if pattern.fullmatch(name)]
-    return list(value)
+    return list(modules)
+
+
+def get_module_class_from_name(module: torch.nn.Module, name: str) -> type | None:
+    """The class named ``name`` of ``module`` or of one of its submodules (the first met,
+    depth first), or None. PEFT builds its FSDP wrap policy with it."""
+    for submodule in module.modules():
+        if type(submodule).__name__ == name:
+            return type(submodule)
+    return None
+
+
+def get_parameters_from_modules(
+    modules: Iterable[torch.nn.Module] | str | None, model: torch.nn.Module, device: Any
+) -> set[torch.nn.Parameter]:
+    """The parameters of ``modules`` (FSDP2 leaves them unsharded: ``ignored_params``).
+
+    ``modules`` is None (no parameters), modules, or a regular expression matched in full
+    against the submodule names of ``model``; modules found by name are moved to ``device``
+    first, as Accelerate does (TRL passes ``fsdp_plugin.ignored_modules`` here).
+    """
+    if modules is None:
+        return set()
+    found = modules_named(model, modules)
+    if isinstance(modules, str):
+        for module in found:
+            module.to(device)
+    return {param for module in found for param in module.parameters()}
 
 
 def _post_order(module: torch.nn.Module) -> list[torch.nn.Module]:
