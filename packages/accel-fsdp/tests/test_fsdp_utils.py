@@ -216,3 +216,21 @@ def test_one_process_save_load_and_recursive_unwrap(tmp_path):
     assert done.returncode == 0, done.stderr[-6000:]
     assert "ok unwrap" in done.stdout and "ok roundtrip" in done.stdout
     assert "ok adapter" in done.stdout
+
+
+def test_fsdp_launch_exports_the_variables_transformers_and_peft_read():
+    from accel.launchers.planning import worker_environment
+
+    env = worker_environment(
+        {
+            "distributed_type": "FSDP",
+            "num_processes": 2,
+            "fsdp_config": {
+                "fsdp_cpu_ram_efficient_loading": True,
+                "fsdp_transformer_layer_cls_to_wrap": ["GPT2Block", "LlamaDecoderLayer"],
+            },
+        }
+    )
+    assert env["ACCELERATE_USE_FSDP"] == "true"
+    assert env["FSDP_CPU_RAM_EFFICIENT_LOADING"] == "true"
+    assert env["FSDP_TRANSFORMER_CLS_TO_WRAP"] == "GPT2Block,LlamaDecoderLayer"

@@ -136,7 +136,27 @@ def _exports(package: str, *names: str) -> tuple[Provided, ...]:
 
 EXPORTS: dict[str, Provided] = _table(
     *_exports("accel-ddp", "DDPCommunicationHookType", "DistributedDataParallelKwargs", "LocalSGD"),
-    *_exports("accel-fsdp", "FullyShardedDataParallelPlugin", "merge_fsdp_weights"),
+    *_exports(
+        "accel-fsdp",
+        "FullyShardedDataParallelPlugin",
+        "merge_fsdp_weights",
+        "save_fsdp_model",
+        "load_fsdp_model",
+        "save_fsdp_optimizer",
+        "load_fsdp_optimizer",
+        "get_module_class_from_name",
+        "get_parameters_from_modules",
+        "enable_fsdp_ram_efficient_loading",
+        "disable_fsdp_ram_efficient_loading",
+        "FSDP2_PYTORCH_VERSION",
+        "FSDP2_STATE_DICT_TYPE",
+        "FSDP_AUTO_WRAP_POLICY",
+        "FSDP_BACKWARD_PREFETCH",
+        "FSDP_MODEL_NAME",
+        "FSDP_PYTORCH_VERSION",
+        "FSDP_SHARDING_STRATEGY",
+        "FSDP_STATE_DICT_TYPE",
+    ),
     *_exports(
         "accel-deepspeed",
         "DeepSpeedPlugin",

@@ -48,10 +48,22 @@ def accel_launch_arguments(parser: Any) -> None:
 
 @hookimpl
 def accel_launch_environment(config: dict) -> dict[str, str]:
-    """``ACCEL_USE_PARALLELISM_CONFIG`` and ``PARALLELISM_CONFIG_*``; checks the sizes first."""
+    """``ACCEL_USE_PARALLELISM_CONFIG`` and ``PARALLELISM_CONFIG_*`` (checks the sizes first); for
+    an FSDP launch also the variables transformers and PEFT read themselves, under Accelerate's
+    names: ``FSDP_CPU_RAM_EFFICIENT_LOADING`` and ``FSDP_TRANSFORMER_CLS_TO_WRAP``."""
     from .nd_config import launch_environment
 
-    return launch_environment(config)
+    env = launch_environment(config)
+    if str(config.get("distributed_type") or "").upper() == "FSDP":
+        section = config.get("fsdp_config") or {}
+        loading = section.get("fsdp_cpu_ram_efficient_loading")
+        if loading is not None:
+            env["FSDP_CPU_RAM_EFFICIENT_LOADING"] = "true" if loading else "false"
+        classes = section.get("fsdp_transformer_layer_cls_to_wrap")
+        if classes:
+            names = classes if isinstance(classes, str) else ",".join(map(str, classes))
+            env["FSDP_TRANSFORMER_CLS_TO_WRAP"] = names
+    return env
 
 
 @hookimpl
