@@ -1,6 +1,6 @@
 """Regenerate the reference device maps of the parity test from Hugging Face Accelerate.
 
-    uv run --group bench python tools/gen_device_map_reference.py
+    uv run python tools/bench/accelerate_env.py tools/gen_device_map_reference.py
 
 Runs Accelerate's ``infer_auto_device_map`` and ``get_balanced_memory`` on every case of
 ``packages/accel-core/tests/big_model/device_map_zoo.py`` (models x budgets x options)
@@ -48,6 +48,12 @@ def main() -> None:
         os.environ["PYTHONHASHSEED"] = "0"
         os.execv(sys.executable, [sys.executable, *sys.argv])
     import accelerate
+
+    if "+accel" in accelerate.__version__:
+        raise SystemExit(
+            "this environment's accelerate is accel's compat distribution: run through "
+            "tools/bench/accelerate_env.py to use the real Accelerate"
+        )
     from accelerate.utils import get_balanced_memory, infer_auto_device_map
 
     zoo = _zoo()

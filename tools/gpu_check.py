@@ -6,9 +6,9 @@ Each check runs in its own Python process with a time limit (launched checks go 
     PASS|FAIL|SKIP <name> <seconds> <reason>
 
 then a step-time comparison of a small GPT trained in bf16: plain PyTorch, accel and
-Accelerate (when it is installed: ``uv run --group bench``), as ratios to plain PyTorch.
+Accelerate (when it is installed: ``tools/bench/accelerate_env.py tools/gpu_check.py``), as ratios to plain PyTorch.
 
-    uv run --group bench python tools/gpu_check.py            # on a CUDA machine
+    uv run python tools/bench/accelerate_env.py tools/gpu_check.py   # on a CUDA machine
     uv run python tools/gpu_check.py --only fp16_grad_scaler,bnb_4bit
     uv run python tools/gpu_check.py --list
     uv run python tools/gpu_check.py --dry-run                # on a CPU: CI keeps it from rotting
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -735,7 +736,9 @@ def check_step_time(ctx: Context, rounds: int = 7, steps: int = 20) -> str:
     import torch
 
     width, blocks, batch_size, length = 768, 6, 8, 256
-    have_accelerate = importlib.util.find_spec("accelerate") is not None
+    have_accelerate = importlib.util.find_spec("accelerate") is not None and "+accel" not in (
+        importlib.metadata.version("accelerate")
+    )
     batch = tokens(batch=batch_size, length=length, vocab=512)
     models = {"plain": gpt(width, blocks, heads=12, context=length)}
     models["accel"] = copy.deepcopy(models["plain"])
@@ -806,7 +809,9 @@ def check_step_time(ctx: Context, rounds: int = 7, steps: int = 20) -> str:
             f"{statistics.median(ratios):.3f}x plain"
         )
     if not have_accelerate:
-        lines.append("  (Accelerate not installed: uv run --group bench python tools/gpu_check.py)")
+        lines.append(
+            "  (Accelerate not in this environment: uv run python tools/bench/accelerate_env.py tools/gpu_check.py)"
+        )
     return "\n".join(lines)
 
 

@@ -27,7 +27,7 @@ Variants (the raw ones are the I/O floor: the same tensors, no framework):
                  state_dict_type="SHARDED_STATE_DICT")`` for ``fsdp``).
 ``accel-raw``    (fsdp only) ``accel`` with ``ACCEL_FSDP_CHECKPOINT_FORMAT=raw``: sharded
                  states in accel's raw-bytes DCP files instead of standard ones.
-``accelerate``   the same with Accelerate (``uv run --group bench``), when it is installed.
+``accelerate``   the same with Accelerate (run through ``tools/bench/accelerate_env.py``).
 ``accel-async``  ``save_state(..., async_save=True)``: the state is copied and written in the
                  background; ``blocked s`` / ``stall s`` are how long the loop waits (worst
                  case: the next optimizer step comes at once).
@@ -56,8 +56,8 @@ Ratios printed: durable save / the raw floor (the faster of ``torch`` and ``safe
 save and load / Accelerate's. Targets (issue 20): durable save <= 1.1x the floor and <=
 Accelerate's, load <= Accelerate's, extra RSS <= 1.1x the state size.
 
-    uv run --group bench python tools/bench/checkpoint_io.py --size-gb 0.3
-    uv run --group bench python tools/bench/checkpoint_io.py                  # 1.2 GB
+    uv run python tools/bench/accelerate_env.py tools/bench/checkpoint_io.py --size-gb 0.3
+    uv run python tools/bench/accelerate_env.py tools/bench/checkpoint_io.py                  # 1.2 GB
     uv run python tools/bench/checkpoint_io.py --scenarios single --variants accel --profile
 
 This is a benchmark, not a test: it exits 0 whatever the figures, unless ``--fail`` is given
@@ -68,7 +68,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import importlib.util
 import io
 import json
 import os
@@ -83,6 +82,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from accelerate_env import ACCELERATE_HINT, has_real_accelerate  # tools/bench/, beside this file
 
 HIDDEN = 2048
 SCENARIOS = ("single", "ddp", "fsdp")
@@ -678,8 +679,8 @@ def main() -> int:
     args.layers = layers_for(args.size_gb)
     scenarios = [s for s in args.scenarios.split(",") if s]
     wanted = [v for v in args.variants.split(",") if v]
-    if "accelerate" in wanted and importlib.util.find_spec("accelerate") is None:
-        print("accelerate is not installed: run with `uv run --group bench` to compare with it")
+    if "accelerate" in wanted and not has_real_accelerate():
+        print("Accelerate is not in this environment: " + ACCELERATE_HINT)
         wanted.remove("accelerate")
     real_gb = layers_for(args.size_gb) * (HIDDEN * HIDDEN + HIDDEN) * 4 * 3 / 1e9
     print(

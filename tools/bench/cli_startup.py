@@ -1,7 +1,7 @@
 """Wall time of the ``accel`` command against Accelerate's, in fresh processes.
 
 Measured, each ``--runs`` times, interleaved: ``accel --help``, ``accel launch --help``,
-``accel env`` and, when Accelerate is installed (``uv run --group bench ...``), the same
+``accel env`` and, when Accelerate is installed (``tools/bench/accelerate_env.py``), the same
 three ``accelerate`` commands. Baselines: ``python -c pass`` and ``python -c "import torch"``.
 Reported: the best and the median of each, and accel's median as a fraction of
 Accelerate's. ``accel launch --help`` has a budget of 0.25 s.
@@ -11,7 +11,7 @@ unmeasured run fills it, so the figures are those of a normal installation even 
 ``PYTHONDONTWRITEBYTECODE`` is set; ``--no-bytecode-cache`` measures the environment as is.
 
     uv run python tools/bench/cli_startup.py
-    uv run --group bench python tools/bench/cli_startup.py --runs 7
+    uv run python tools/bench/accelerate_env.py tools/bench/cli_startup.py --runs 7
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from accelerate_env import ACCELERATE_HINT, has_real_accelerate  # tools/bench/, beside this file
 
 BUDGET_S = {"accel launch --help": 0.25}
 
@@ -68,7 +70,7 @@ def main() -> int:
 
     py = sys.executable
     accel = _bin("accel")
-    accelerate = _bin("accelerate")
+    accelerate = _bin("accelerate") if has_real_accelerate() else None
     if accel is None:
         print("the `accel` command is not installed: uv sync first", file=sys.stderr)
         return 2
@@ -114,7 +116,7 @@ def main() -> int:
             line += f"  [budget {budget} s: {'ok' if ok else 'MISSED'} at best {min(times[mine]):.3f} s]"
         print(line)
     if accelerate is None:
-        print("(Accelerate is not installed: run with `uv run --group bench` to compare)")
+        print("(Accelerate is not in this environment: " + ACCELERATE_HINT + ")")
     if cache:
         shutil.rmtree(cache, ignore_errors=True)
     shutil.rmtree(config_dir, ignore_errors=True)

@@ -15,7 +15,7 @@ alternate the order of the variants; the files are read once beforehand so every
 finds them in the page cache.
 
     uv run python tools/bench/load_checkpoint.py
-    uv run --group bench python tools/bench/load_checkpoint.py     # adds Accelerate
+    uv run python tools/bench/accelerate_env.py tools/bench/load_checkpoint.py     # adds Accelerate
 
 Targets: accel's time to first output <= Accelerate's, its peak RSS above baseline
 <= 1.05x the checkpoint size. This is a benchmark, not a test: it exits 0 whatever the
@@ -25,7 +25,6 @@ figures, unless ``--fail`` is given and a target is missed.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import shutil
@@ -34,6 +33,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from accelerate_env import ACCELERATE_HINT, has_real_accelerate  # tools/bench/, beside this file
 
 HIDDEN = 4096
 RSS_TARGET = 1.05
@@ -203,10 +204,10 @@ def main() -> int:
         return 0
 
     variants = ["torch", "accel"]
-    if importlib.util.find_spec("accelerate") is not None:
+    if has_real_accelerate():
         variants.append("accelerate")
     else:
-        print("accelerate is not installed: run with `uv run --group bench` to compare with it")
+        print("Accelerate is not in this environment: " + ACCELERATE_HINT)
 
     folder = args.dir or tempfile.mkdtemp(prefix="accel-bench-ckpt-")
     try:

@@ -22,7 +22,7 @@ which a busy machine disturbs far less than wall-clock time. ``--control`` adds 
 second plain loop whose ratio shows the noise floor.
 
     uv run python tools/bench/step_overhead.py
-    uv run --group bench python tools/bench/step_overhead.py     # adds Accelerate
+    uv run python tools/bench/accelerate_env.py tools/bench/step_overhead.py   # + Accelerate
     uv run python tools/bench/step_overhead.py --profile         # cProfile the accel loop
     uv run python tools/bench/step_overhead.py --per-call        # each accel call, tight loop
     uv run python tools/bench/step_overhead.py --bytecodes       # bytecodes per step, per function
@@ -47,6 +47,7 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from accelerate_env import ACCELERATE_HINT, has_real_accelerate  # tools/bench/, beside this file
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -167,6 +168,9 @@ def accel_variant(args: argparse.Namespace) -> Round:
 
 
 def accelerate_variant(args: argparse.Namespace) -> Round | None:
+
+    if not has_real_accelerate():  # absent, or accel's compat distribution
+        return None
     try:
         from accelerate import Accelerator
         from accelerate.state import AcceleratorState, GradientState
@@ -466,7 +470,7 @@ def run_scenario(args: argparse.Namespace) -> float:
         if accelerate is not None:
             variants["accelerate"] = accelerate
         else:
-            print("accelerate is not installed: `uv run --group bench ...` adds it\n")
+            print("Accelerate is not in this environment: " + ACCELERATE_HINT + "\n")
     torch.set_num_threads(args.threads)  # in case a framework changed it
     times = measure(variants, args.rounds, args.warmup)
     ratios = report(times, args.steps)

@@ -1,0 +1,138 @@
+"""transformers' ``Trainer`` steps per second on accel against Accelerate, side by side.
+
+accel runs in the workspace (transformers imports accel through the accelerate-compat
+distribution); Accelerate runs in the reference venv of tools/accelerate_reference.py (built
+on first use: accelerate 1.15 with the workspace's torch, transformers and datasets). Each
+round starts one child process per variant, alternating which goes first; a child trains a
+tiny model with ``Trainer`` and times the steps after a warm-up (process CPU time by default,
+``--clock wall`` for wall-clock), so imports and model building are not counted. The report
+gives each variant's median steps per second and the median, over rounds, of accel's rate
+divided by Accelerate's in the same round (the target: at least 1.0).
+
+    uv run python tools/bench/trainer_speed.py                      # tiny BERT and GPT-2
+    uv run python tools/bench/trainer_speed.py --model gpt2 --rounds 9 --steps 200
+
+A benchmark, not a test: it exits 0 whatever the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+
+CHILD = """
+import json, os, sys, tempfile, time
+os.environ["HF_HUB_OFFLINE"] = "1"
+import torch
+torch.set_num_threads(1)
+from transformers import (BertConfig, BertForSequenceClassification, GPT2Config, GPT2LMHeadModel,
+                          Trainer, TrainerCallback, TrainingArguments)
+from datasets import Dataset
+
+model_name, steps, warmup, clock = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+now = time.process_time if clock == "cpu" else time.perf_counter
+torch.manual_seed(0)
+g = torch.Generator().manual_seed(1)
+rows = (steps + warmup) * 8
+if model_name == "bert":
+    model = BertForSequenceClassification(BertConfig(vocab_size=128, hidden_size=32,
+        num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, max_position_embeddings=64))
+    ids = torch.randint(0, 128, (rows, 32), generator=g)
+    data = Dataset.from_dict({"input_ids": ids.tolist(), "labels": (ids[:, 0] % 2).tolist()})
+else:
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=128, n_positions=64, n_embd=32, n_layer=2, n_head=2))
+    ids = torch.randint(0, 128, (rows, 32), generator=g)
+    data = Dataset.from_dict({"input_ids": ids.tolist(), "labels": ids.tolist()})
+
+marks = {}
+class Clock(TrainerCallback):
+    def on_step_end(self, args, state, control, **kwargs):
+        if "start" not in marks and state.global_step >= warmup:
+            marks["start"], marks["at"] = now(), state.global_step
+    def on_train_end(self, args, state, control, **kwargs):
+        marks["end"] = now()
+        marks["steps"] = state.global_step
+
+with tempfile.TemporaryDirectory() as out:
+    args = TrainingArguments(output_dir=out, per_device_train_batch_size=8, max_steps=steps + warmup,
+        logging_steps=10, report_to=[], use_cpu=True, disable_tqdm=True, save_strategy="no", seed=0,
+        dataloader_num_workers=0)
+    Trainer(model=model, args=args, train_dataset=data, callbacks=[Clock()]).train()
+timed = marks["steps"] - marks["at"]
+print(json.dumps({"steps_per_s": timed / (marks["end"] - marks["start"])}))
+"""
+
+
+def reference_python() -> Path:
+    """The reference venv's interpreter, with transformers and datasets at the workspace's versions."""
+    import accelerate_reference as ref
+
+    wanted = ref.requirements_for([])
+    wanted += [
+        f"{name}=={importlib.metadata.version(name)}" for name in ("transformers", "datasets")
+    ]
+    return ref.ensure_venv(ref.VENV, wanted)
+
+
+def child(python: str, model: str, steps: int, warmup: int, clock: str) -> float:
+    """Steps per second of one child run."""
+    import accelerate_reference as ref
+
+    with tempfile.TemporaryDirectory() as home:
+        result = ref.run(
+            [python, "-c", CHILD, model, str(steps), str(warmup), clock],
+            ref.clean_env(Path(home)),
+            timeout=900,
+        )
+    if result.returncode != 0:
+        raise SystemExit(f"{python} failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])["steps_per_s"]
+
+
+def main() -> int:
+    """Run the rounds and print the medians."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=["bert", "gpt2"], action="append")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=150, help="timed steps per run")
+    parser.add_argument("--warmup", type=int, default=20, help="untimed steps first")
+    parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu")
+    args = parser.parse_args()
+    import accelerate
+
+    if "+accel" not in accelerate.__version__:
+        raise SystemExit("run this in the workspace: its accelerate must be accel's compat package")
+    variants = {"accel": sys.executable, "Accelerate": str(reference_python())}
+    print(f"accel: {sys.executable}\nAccelerate 1.15: {variants['Accelerate']}")
+    print(f"{args.rounds} rounds x {args.steps} steps ({args.warmup} warm-up), {args.clock} time\n")
+    for model in args.model or ["bert", "gpt2"]:
+        rates: dict[str, list[float]] = {name: [] for name in variants}
+        for round_index in range(args.rounds):
+            order = list(variants) if round_index % 2 == 0 else list(reversed(variants))
+            for name in order:
+                rates[name].append(
+                    child(variants[name], model, args.steps, args.warmup, args.clock)
+                )
+        ratios = [a / b for a, b in zip(rates["accel"], rates["Accelerate"])]
+        print(f"{model}:")
+        for name, values in rates.items():
+            print(f"  {name:10} {statistics.median(values):8.1f} steps/s  (rounds: "
+                  + ", ".join(f"{v:.1f}" for v in values) + ")")  # fmt: skip
+        print(f"  accel / Accelerate: {statistics.median(ratios):.3f}x (median of rounds)\n")
+    return 0
+
+
+if __name__ == "__main__":
+    started = time.monotonic()
+    status = main()
+    print(f"({time.monotonic() - started:.0f} s)")
+    sys.exit(status)
