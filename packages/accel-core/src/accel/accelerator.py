@@ -325,7 +325,7 @@ class Accelerator(ProcessHelpers):
         if self.checkpoints.async_writer.failed:  # an asynchronous save failed: say so now
             self.checkpoints.async_writer.raise_if_failed()
         steps = self.gradient_state.plugin_kwargs["num_steps"]
-        if steps > 1:
+        if steps > 1 and self._divide_loss:
             loss = loss / steps
         if kwargs and "learning_rate" in kwargs:
             learning_rate = kwargs.pop("learning_rate")
@@ -363,6 +363,8 @@ class Accelerator(ProcessHelpers):
         # touching the backend and its classes on every accumulating micro-batch).
         # (a stand-in such as connector.MissingBackend delegates to the base backend)
         self._base_no_sync = getattr(type(backend), "no_sync", Backend.no_sync) is Backend.no_sync
+        # Whether backward divides the loss by the accumulation steps, or the backend does.
+        self._divide_loss = not getattr(type(backend), "scales_loss_for_accumulation", False)
         self._resolve_backward()
 
     def _set_precision(self, precision: Precision) -> None:
@@ -381,6 +383,7 @@ class Accelerator(ProcessHelpers):
     )
     _backward_impl: Callable | None = None
     _base_no_sync = False
+    _divide_loss = True
 
     def _do_sync(self) -> None:
         """Advance the micro-batch counter and set ``sync_gradients`` for this micro-batch."""
@@ -556,6 +559,11 @@ class Accelerator(ProcessHelpers):
         return False
 
     # -- models and saving ---------------------------------------------------
+    def deepspeed_ulysses_dl_adapter(self, dl: Any, model: Any) -> Any:
+        """``dl`` cut to this rank's sequence slice under DeepSpeed sequence parallelism, else ``dl``."""
+        adapter = getattr(self.backend, "deepspeed_ulysses_dl_adapter", None)
+        return dl if adapter is None else adapter(dl, model)
+
     def unwrap_model(
         self,
         model: torch.nn.Module,

@@ -31,6 +31,7 @@ from .sequence_parallel import (
     initialize_groups,
     is_transformers_model,
     register_attention,
+    ulysses_dl_adapter,
 )
 from .wrappers import DeepSpeedEngineWrapper, DeepSpeedOptimizerWrapper, DeepSpeedSchedulerWrapper
 
@@ -52,11 +53,20 @@ def _is_scheduler(obj: Any) -> bool:
     )
 
 
+def core_leaves_loss_scaling_to_backends() -> bool:
+    """Whether accel-core's ``Accelerator.backward`` skips dividing the loss by the accumulation
+    steps for a backend whose ``scales_loss_for_accumulation`` is True (then the engine divides)."""
+    return hasattr(Backend, "scales_loss_for_accumulation")
+
+
 class DeepSpeedBackend(Backend):
     """DeepSpeed ZeRO 0-3 with CPU/NVMe offload; one engine per prepared model."""
 
     name = "deepspeed"
     distributed_types = ("DEEPSPEED",)
+    scales_loss_for_accumulation = True
+    """The engine divides the loss by its ``gradient_accumulation_steps`` (unless
+    ``accelerator.backward(loss, scale_wrt_gas=False)``), as in Accelerate."""
 
     def setup(self) -> None:
         """Read the plugin, agree on accumulation steps, hand mixed precision to DeepSpeed."""
@@ -64,6 +74,7 @@ class DeepSpeedBackend(Backend):
         if acc.device.type == "cpu":
             os.environ.setdefault("DS_ACCELERATOR", "cpu")
         self.plugin: DeepSpeedPlugin = plugin_object(acc, "deepspeed_plugin", DeepSpeedPlugin)
+        self.plugin.select(_from_accelerator_state=True)
         steps = self.plugin.get_value("gradient_accumulation_steps")
         self._steps_source = "Accelerator(gradient_accumulation_steps=...)"
         if isinstance(steps, int):
@@ -133,6 +144,11 @@ class DeepSpeedBackend(Backend):
                 loader.collate_fn, layout.sp_rank, layout.sp_size, fixed
             )
         return loader
+
+    def deepspeed_ulysses_dl_adapter(self, dataloader: Any, model: Any = None) -> Any:
+        """The loader cutting each batch to this rank's sequence slice (see
+        :func:`accel_deepspeed.sequence_parallel.ulysses_dl_adapter`); unchanged without SP."""
+        return ulysses_dl_adapter(self.accelerator, dataloader, model)
 
     # -- prepare ----------------------------------------------------------------
     def prepare(self, objects: list[Any], device_placement: list[bool]) -> list[Any]:
@@ -366,10 +382,26 @@ class DeepSpeedBackend(Backend):
         )
 
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
-        """Backward and, on synchronising micro-batches, the optimizer step, through the engine."""
+        """Backward and, on synchronising micro-batches, the optimizer step, through the engine.
+
+        As in Accelerate, ``scale_wrt_gas`` (default True) says whether the loss is divided
+        by the accumulation steps; transformers' Trainer divides the loss itself and passes
+        ``scale_wrt_gas=False``. Other keyword arguments go to ``engine.backward``.
+        """
         engine = self._engine_for_backward(kwargs.pop("model", None))
+        scale_wrt_gas = bool(kwargs.pop("scale_wrt_gas", True))
+        if not core_leaves_loss_scaling_to_backends():
+            # accel-core already divided the loss by the accumulation steps: undo it when the
+            # caller asked for no scaling
+            steps = self.accelerator.gradient_accumulation_steps
+            if not scale_wrt_gas and steps > 1:
+                loss = loss * steps
+            scale_wrt_gas = False
         DeepSpeedEngineWrapper(engine).backward(
-            loss, sync_gradients=self.accelerator.sync_gradients, **kwargs
+            loss,
+            sync_gradients=self.accelerator.sync_gradients,
+            scale_wrt_gas=scale_wrt_gas,
+            **kwargs,
         )
         if engine in self._last_forward:
             self._last_forward.remove(engine)

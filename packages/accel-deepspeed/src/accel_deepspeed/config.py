@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -168,7 +169,9 @@ class DeepSpeedPlugin:
     """
 
     hf_ds_config: Any = None
-    """A DeepSpeed config: dict, path of a JSON file, or :class:`HfDeepSpeedConfig`."""
+    """A DeepSpeed config: dict, path of a JSON file, JSON text, or :class:`HfDeepSpeedConfig`.
+    An :class:`HfDeepSpeedConfig` (such as transformers' ``HfTrainerDeepSpeedConfig``) is kept
+    as it is, and :attr:`deepspeed_config` is its very ``config`` dict; others are wrapped in one."""
     gradient_accumulation_steps: int | str | None = None
     """Micro-batches per optimizer step (default: the Accelerator's)."""
     gradient_clipping: float | str | None = None
@@ -219,13 +222,18 @@ class DeepSpeedPlugin:
         for name in ("zero3_init_flag", "zero3_save_16bit_model"):
             value = DEEPSPEED_SECTION[name].convert(getattr(self, name), name)
             setattr(self, name, False if value is None else value)
-        self.deepspeed_config = (
-            self._from_file() if self.hf_ds_config is not None else self._from_fields()
-        )
-        self.hf_ds_config = HfDeepSpeedConfig({})
-        self.hf_ds_config.config = self.deepspeed_config  # one dict: edits show in both
+        if self.hf_ds_config is not None:
+            self._from_file()  # completes hf_ds_config.config in place
+        else:
+            self.hf_ds_config = HfDeepSpeedConfig(self._from_fields())
+        # One dict, shared with hf_ds_config (which may be transformers' HfTrainerDeepSpeedConfig):
+        # the "auto" values the Trainer fills there are the ones the engine is built from.
+        self.deepspeed_config: dict[str, Any] = self.hf_ds_config.config
         if self.zero3_init_flag and self.zero_stage != 3:
             self.zero3_init_flag = False  # Accelerate's rule: only meaningful with ZeRO-3
+        self._selected = False
+        self.dschf: Any = None
+        """transformers' ``HfDeepSpeedConfig`` made by :meth:`set_deepspeed_weakref` (kept alive)."""
 
     # -- building the config ------------------------------------------------
     def _from_fields(self) -> dict[str, Any]:
@@ -260,8 +268,9 @@ class DeepSpeedPlugin:
             "zero_allow_untested_optimizer": True,  # any torch optimizer, as in Accelerate
         }
 
-    def _from_file(self) -> dict[str, Any]:
-        config = copy.deepcopy(self.hf_ds_config.config)
+    def _from_file(self) -> None:
+        """Complete the given config in place with the plugin's fields (no copy: see ``__post_init__``)."""
+        config = self.hf_ds_config.config
         zero = config.setdefault("zero_optimization", {})
         zero.setdefault("stage", 0)
         _merge(config, "zero_optimization.stage", self.zero_stage, _stage)
@@ -306,7 +315,6 @@ class DeepSpeedPlugin:
             )
         config.setdefault("steps_per_print", 2**31 - 1)
         config.setdefault("zero_allow_untested_optimizer", True)
-        return config
 
     # -- queries ----------------------------------------------------------------
     def get_value(self, ds_key_long: str, default: Any = None) -> Any:
@@ -316,6 +324,137 @@ class DeepSpeedPlugin:
     def is_auto(self, ds_key_long: str) -> bool:
         """Whether the dotted key is ``"auto"``."""
         return self.get_value(ds_key_long) == "auto"
+
+    def fill_match(
+        self,
+        ds_key_long: str,
+        mismatches: list[str] | None = None,
+        must_match: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        """Fill ``ds_key_long`` when it is ``"auto"`` from ``kwargs[ds_key_long]`` (Accelerate's API).
+
+        An ``"auto"`` with no value in ``kwargs`` is a :class:`ConfigError`. With
+        ``must_match``, a set value that differs from ``kwargs`` is appended to ``mismatches``.
+        """
+        mismatches = [] if mismatches is None else mismatches
+        node, key = self.hf_ds_config.find_config_node(ds_key_long)
+        if node is None:
+            return
+        if node.get(key) == "auto":
+            if ds_key_long not in kwargs:
+                raise ConfigError(
+                    f"{ds_key_long} is auto in the DeepSpeed config and nothing gives its value: "
+                    "write a value for it in the DeepSpeed config"
+                )
+            node[key] = kwargs[ds_key_long]
+            return
+        if must_match and node.get(key) is not None and ds_key_long in kwargs:
+            if node[key] != kwargs[ds_key_long]:
+                mismatches.append(
+                    f"- ds {ds_key_long}={node[key]} vs arg {ds_key_long}={kwargs[ds_key_long]}"
+                )
+
+    def deepspeed_config_process(
+        self,
+        prefix: str = "",
+        mismatches: list[str] | None = None,
+        config: dict[str, Any] | None = None,
+        must_match: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        """:meth:`fill_match` every key of the config with ``kwargs`` (dotted keys); mismatches raise."""
+        mismatches = [] if mismatches is None else mismatches
+        config = self.deepspeed_config if config is None else config
+        for key, value in list(config.items()):
+            if isinstance(value, dict):
+                self.deepspeed_config_process(
+                    prefix=f"{prefix}{key}.",
+                    mismatches=mismatches,
+                    config=value,
+                    must_match=must_match,
+                    **kwargs,
+                )
+            else:
+                self.fill_match(f"{prefix}{key}", mismatches, must_match=must_match, **kwargs)
+        if mismatches and prefix == "":
+            raise ConfigError(
+                "these DeepSpeed config values differ from the ones given:\n"
+                + "\n".join(mismatches)
+                + "\nset them to auto in the DeepSpeed config to take the given ones"
+            )
+
+    def set_mixed_precision(self, mixed_precision: str) -> None:
+        """Make the config's ``fp16`` / ``bf16`` sections say ``mixed_precision`` (Accelerate's rules).
+
+        An absent section is added (enabled for the chosen precision, else disabled); an
+        ``"auto"`` is filled; a section enabled for the other 16-bit type is an error.
+        """
+        precision = str(mixed_precision or "no").lower()
+        config = self.deepspeed_config
+        wanted = {"fp16": precision == "fp16", "bf16": precision in ("bf16", "fp8")}
+        if precision != "no":
+            other = "bf16" if precision == "fp16" else "fp16"
+            if str((config.get(other) or {}).get("enabled", False)).lower() == "true":
+                raise ConfigError(
+                    f"mixed_precision={precision} but the DeepSpeed config enables {other}: set "
+                    f"{other}.enabled to false or auto, or use mixed_precision {other}"
+                )
+        if precision == "fp16" and "fp16" not in config:
+            config["fp16"] = {"enabled": True, "auto_cast": True}
+        elif wanted["bf16"] and "bf16" not in config:
+            config["bf16"] = {"enabled": True}
+        for name in ("fp16", "bf16"):
+            config.setdefault(name, {"enabled": False})
+        self.fill_match("fp16.enabled", must_match=False, **{"fp16.enabled": wanted["fp16"]})
+        self.fill_match("bf16.enabled", must_match=False, **{"bf16.enabled": wanted["bf16"]})
+
+    def set_deepspeed_weakref(self) -> None:
+        """Point transformers' ``is_deepspeed_zero3_enabled()`` / ``deepspeed_config()`` at this config.
+
+        Makes a transformers ``HfDeepSpeedConfig`` from a copy of the config (``auto``
+        batch values replaced by 1, as Accelerate does) and keeps it in :attr:`dschf`.
+        Needs transformers.
+        """
+        try:
+            from transformers.integrations import HfDeepSpeedConfig as TransformersConfig
+            from transformers.integrations import unset_hf_deepspeed_config
+        except ImportError:
+            raise ImportError(
+                "DeepSpeedPlugin.set_deepspeed_weakref tells transformers about the DeepSpeed "
+                "config: pip install transformers"
+            ) from None
+        config = copy.deepcopy(self.deepspeed_config)
+        for key in ("gradient_accumulation_steps", "train_micro_batch_size_per_gpu"):
+            if config.get(key, "auto") == "auto":
+                config[key] = 1
+        if config.get("train_batch_size") == "auto":
+            del config["train_batch_size"]
+        unset_hf_deepspeed_config()
+        self.dschf = TransformersConfig(config)
+
+    def is_zero3_init_enabled(self) -> bool:
+        """Whether models are built partitioned (``deepspeed.zero.Init``, ZeRO-3 only)."""
+        return bool(self.zero3_init_flag)
+
+    def select(self, _from_accelerator_state: bool = False) -> None:
+        """Make this the active plugin (done by the Accelerator); tells transformers about its config.
+
+        transformers is told (:meth:`set_deepspeed_weakref`) when it is already imported or
+        ``zero3_init_flag`` is on, so that selecting never imports it for nothing.
+        """
+        if not _from_accelerator_state:
+            raise ValueError(
+                "a DeepSpeedPlugin is selected by the Accelerator it is given to, not by hand"
+            )
+        if "transformers" in sys.modules or self.zero3_init_flag:
+            self.set_deepspeed_weakref()
+        self._selected = True
+
+    @property
+    def selected(self) -> bool:
+        """Whether this plugin is the active one (the one the Accelerator was given)."""
+        return self._selected
 
     def set_moe_leaf_modules(self, model: Any) -> list[type]:
         """Mark the MoE layer classes of ``model`` as ZeRO-3 leaf modules; returns the classes found."""
@@ -337,16 +476,28 @@ class DeepSpeedPlugin:
     def zero3_init_context_manager(self, enable: bool | None = None) -> Iterator[None]:
         """Models built inside are created partitioned (``deepspeed.zero.Init``) when ZeRO-3 init is on.
 
-        ``enable`` overrides :attr:`zero3_init_flag`; outside ZeRO-3 this does nothing.
+        ``enable`` overrides :attr:`zero3_init_flag` for the block, as in Accelerate: with
+        ``enable=False`` nothing is partitioned, and transformers' ``from_pretrained`` (which
+        asks ``is_deepspeed_zero3_enabled()``) is told so too. Outside ZeRO-3 this does nothing.
         """
-        enabled = self.zero3_init_flag if enable is None else enable
-        if not enabled or self.zero_stage != 3:
-            yield
-            return
-        import deepspeed
+        old = self.zero3_init_flag
+        enabled = old if enable is None else bool(enable)
+        tell_transformers = enabled != old and self.dschf is not None
+        if tell_transformers:
+            self.zero3_init_flag = enabled
+            self.set_deepspeed_weakref()
+        try:
+            if not enabled or self.zero_stage != 3:
+                yield
+            else:
+                import deepspeed
 
-        with deepspeed.zero.Init(config_dict_or_path=self._zero_init_config()):
-            yield
+                with deepspeed.zero.Init(config_dict_or_path=self._zero_init_config()):
+                    yield
+        finally:
+            if tell_transformers:
+                self.zero3_init_flag = old
+                self.set_deepspeed_weakref()
 
     def _zero_init_config(self) -> dict[str, Any]:
         """What ``zero.Init`` needs: the parameter offload and dtype (fp16/bf16 from the config or

@@ -307,3 +307,30 @@ def sequence_parallel_loss(
     totals = torch.cat(everyone).sum(dim=0)
     others = totals[0] - own.detach()
     return (own + others) / totals[1].clamp(min=1)
+
+
+def ulysses_dl_adapter(accelerator: Any, dataloader: Any, model: Any = None) -> Any:
+    """``dataloader`` giving this rank its slice of every batch under DeepSpeed sequence parallelism.
+
+    What Accelerate's ``Accelerator.deepspeed_ulysses_dl_adapter(dl, model)`` does, for a loader
+    prepared apart from the model (transformers' Trainer calls it after ``prepare(model)``).
+    Without sequence parallelism (``sp_size`` 1, or not the DeepSpeed backend) the loader is
+    returned unchanged; a loader accel prepared under sequence parallelism already cuts its
+    batches and is returned unchanged too; any other gets the slicing collate function.
+    ``model`` is accepted for Accelerate's signature (the slices stay on the loader's device).
+    """
+    layout = getattr(accelerator.backend, "sequence_parallel", None)
+    if not isinstance(layout, SequenceParallelLayout) or layout.sp_size == 1:
+        return dataloader
+    collate = getattr(dataloader, "collate_fn", None)
+    if isinstance(collate, SequenceSlicingCollate):
+        return dataloader
+    if collate is None:
+        raise TypeError(
+            "deepspeed_ulysses_dl_adapter needs a data loader with a collate_fn (a torch "
+            f"DataLoader or a loader from accelerator.prepare), not {type(dataloader).__name__}"
+        )
+    handler = accelerator.state.parallelism_config.sp_handler
+    fixed = None if handler.sp_seq_length_is_variable else handler.sp_seq_length
+    dataloader.collate_fn = SequenceSlicingCollate(collate, layout.sp_rank, layout.sp_size, fixed)
+    return dataloader

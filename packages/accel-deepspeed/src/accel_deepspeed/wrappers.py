@@ -23,14 +23,16 @@ class DeepSpeedEngineWrapper:
         self.engine = engine
 
     def backward(self, loss: torch.Tensor, sync_gradients: bool = True, **kwargs: Any) -> None:
-        """Backward of ``loss`` (already divided by the accumulation steps); step when ``sync_gradients``.
+        """``engine.backward(loss, **kwargs)``, then the engine's step when ``sync_gradients``.
 
-        The engine's accumulation boundary is set from ``sync_gradients``, which
-        ``accelerator.accumulate()`` decides, so DeepSpeed reduces gradients and
-        steps on exactly the micro-batches where accel does.
+        ``kwargs`` go to ``engine.backward`` (``scale_wrt_gas``: whether the engine divides
+        the loss by its accumulation steps, default True; ``retain_graph``). The engine's
+        accumulation boundary is set from ``sync_gradients``, which
+        ``accelerator.accumulate()`` (or the Trainer) decides, so DeepSpeed reduces
+        gradients and steps on exactly the micro-batches where accel does.
         """
         self.engine.set_gradient_accumulation_boundary(is_boundary=sync_gradients)
-        self.engine.backward(loss, scale_wrt_gas=False, **kwargs)
+        self.engine.backward(loss, **kwargs)
         if sync_gradients:
             # clipping, optimizer step, overflow check, zero_grad and scheduler step
             self.engine.step()
