@@ -48,6 +48,9 @@ class Backend:
     """Short name, shown by ``accel plugins``."""
     distributed_types: tuple[str, ...] = ()
     """The ``DistributedType`` values this backend serves."""
+    scales_loss_for_accumulation: bool = False
+    """True when the backend divides the loss by the accumulation steps itself (DeepSpeed's
+    engine): :meth:`Accelerator.backward <accel.Accelerator.backward>` then leaves it whole."""
 
     def __init__(self, accelerator: Accelerator):
         self.accelerator = accelerator
@@ -138,6 +141,8 @@ class Backend:
             split_batches=config.split_batches,
             put_on_device=device_placement,
             even_batches=config.even_batches,
+            rng_types=["generator"] if acc.rng_types is None else list(acc.rng_types),
+            use_seedable_sampler=config.use_seedable_sampler,
             data_seed=config.data_seed,
             non_blocking=config.non_blocking,
             dispatch_batches=bool(config.dispatch_batches),

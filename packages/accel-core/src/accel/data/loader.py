@@ -1,10 +1,14 @@
 """Prepared data loaders: device placement, sharding across processes, exact resume.
 
-The order of samples is a pure function of ``(seed, epoch)``: a prepared loader
-replaces a ``RandomSampler`` by :class:`SeedableRandomSampler` and gives the
-DataLoader its own generator, so iterating never consumes the global RNG. The
-position (epoch, batches already yielded) is part of the checkpoint, so a resumed
-run sees exactly the batches an uninterrupted one would have seen.
+The sample order and the use of the random generators are Accelerate's (and so, on one
+process, plain PyTorch's): every iteration draws the loader's base seed from the
+DataLoader's ``generator`` (the global torch generator when it has none), a shuffling
+sampler without a generator draws its seed from the global generator when the epoch
+starts, and with ``use_seedable_sampler`` the order is a function of ``(seed, epoch)``.
+What an epoch's order was drawn from is part of the loader's position, which is part of
+the checkpoint: a run resumed inside an epoch sees exactly the batches an uninterrupted
+one would have seen and draws nothing the interrupted run had already drawn, so the
+dropout masks that follow are the same too.
 """
 
 from __future__ import annotations
@@ -27,8 +31,10 @@ from torch.utils.data import (
 from accel.data.samplers import (
     BatchSamplerShard,
     IterableDatasetShard,
+    ResumableRandomSampler,
     SeedableRandomSampler,
     SkipBatchSampler,
+    draw_seed,
 )
 from accel.distributed.operations import send_to_device
 from accel.faults import preemption
@@ -51,10 +57,14 @@ _LOADER_KWARGS = (
 class DataLoaderShard(DataLoader):
     """A DataLoader that places batches on the device, tracks the end of the epoch and can resume.
 
-    ``state_dict()`` holds ``seed``, ``epoch`` and ``batches_yielded``; after
-    ``load_state_dict`` the next iteration continues where the saved one stopped.
-    ``use_stateful_dataloader=True`` builds the loader on torchdata's
-    ``StatefulDataLoader`` (see :mod:`accel.data.stateful`).
+    ``state_dict()`` holds ``epoch`` and ``batches_yielded`` (plus ``seed``, the seed of a
+    :class:`SeedableRandomSampler`, and ``sampler``, what a :class:`ResumableRandomSampler`'s
+    order of that epoch was drawn from); after ``load_state_dict`` the next iteration
+    continues where the saved one stopped, drawing nothing from the random generators that
+    the saved iteration had drawn already. ``rng_types`` (Accelerate's) are synchronised
+    from the main process when an epoch starts: ``"torch"``, ``"cuda"``, ``"xpu"`` and
+    ``"generator"`` (``synchronized_generator``). ``use_stateful_dataloader=True`` builds
+    the loader on torchdata's ``StatefulDataLoader`` (see :mod:`accel.data.stateful`).
     """
 
     _stateful = False
@@ -68,54 +78,92 @@ class DataLoaderShard(DataLoader):
         self,
         dataset: Any,
         device: torch.device | None = None,
-        seed: int = 0,
+        seed: int | None = None,
         non_blocking: bool = False,
         use_stateful_dataloader: bool = False,
+        rng_types: list[Any] | None = None,
+        synchronized_generator: torch.Generator | None = None,
         **kwargs: Any,
     ):
-        generator = torch.Generator()
-        generator.manual_seed(seed)
-        super().__init__(dataset, generator=generator, **kwargs)
+        super().__init__(dataset, **kwargs)
         self.device = device
         self.seed = seed
+        """The seed of the :class:`SeedableRandomSampler` inside, if any (``use_seedable_sampler``)."""
         self.non_blocking = non_blocking
+        self.rng_types = [str(getattr(t, "value", t)) for t in rng_types or ()]
+        """RNGs copied from the main process when an epoch starts (several processes only)."""
+        self.synchronized_generator = synchronized_generator
+        """The generator that ``rng_types`` ``"generator"`` synchronises."""
         self.gradient_state = GradientState()
         self.epoch = 0
         self.batches_yielded = 0
         self._resume_skip = 0
+        self._explicit_skip = False  # _resume_skip came from skip_batches: it survives set_epoch
+        self._restored: dict[str, Any] | None = None  # a mid-epoch position from load_state_dict
+        self._replaying = False  # this iteration continues an epoch whose draws were made
         self.end_of_dataloader = False
         self.remainder = -1
         self._empty = None  # an empty batch shaped like the latest one (uneven last rounds)
 
     # -- position ---------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
-        """Choose the epoch whose sample order the next iteration uses."""
+        """Choose the epoch whose sample order the next iteration uses.
+
+        Another epoch than the current one drops a restored mid-epoch position, not a skip
+        asked for with :func:`skip_first_batches` (transformers' Trainer skips, then sets the
+        epoch).
+        """
         if epoch != self.epoch:
             self.batches_yielded = 0
-            self._resume_skip = 0
+            self._restored = None
+            if not self._explicit_skip:
+                self._resume_skip = 0
         self.epoch = epoch
         self._propagate_epoch()
 
-    def state_dict(self) -> dict[str, int]:
-        """The position: ``{"seed", "epoch", "batches_yielded"}``."""
+    def state_dict(self) -> dict[str, Any]:
+        """The position: ``{"epoch", "batches_yielded"}``, with ``seed`` and ``sampler`` when they matter."""
         try:
             finished = self.batches_yielded >= len(self) > 0
         except TypeError:  # iterable dataset without a length
             finished = False
         if finished:  # saved right after the last batch: the next epoch starts at 0
-            return {"seed": self.seed, "epoch": self.epoch + 1, "batches_yielded": 0}
-        return {"seed": self.seed, "epoch": self.epoch, "batches_yielded": self.batches_yielded}
+            state: dict[str, Any] = {"epoch": self.epoch + 1, "batches_yielded": 0}
+        else:
+            state = {"epoch": self.epoch, "batches_yielded": self.batches_yielded}
+        if self.seed is not None:
+            state["seed"] = self.seed
+        sampler = self._resumable()
+        if sampler is not None:
+            if state["batches_yielded"]:  # inside the epoch: what its order was drawn from
+                drawn = self._restored["sampler"] if self._restored else sampler.drawn
+                if drawn is not None:
+                    state["sampler"] = dict(drawn)
+            elif sampler.generator is not None:  # between epochs: where the next one starts
+                state["sampler"] = {"generator": sampler.generator.get_state()}
+        return state
 
-    def load_state_dict(self, state: dict[str, int]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume at the saved position on the next iteration."""
-        self.seed = int(state["seed"])
+        if state.get("seed") is not None:
+            self.seed = int(state["seed"])
         self.epoch = int(state["epoch"])
         self.batches_yielded = int(state["batches_yielded"])
         self._resume_skip = self.batches_yielded
+        self._explicit_skip = False
+        drawn = state.get("sampler")
+        if self.batches_yielded:
+            self._restored = {"sampler": drawn}
+            return
+        self._restored = None
+        sampler = self._resumable()
+        if drawn and "generator" in drawn and sampler is not None and sampler.generator is not None:
+            sampler.generator.set_state(drawn["generator"])
 
     def skip_batches(self, num_batches: int) -> None:
         """Skip the first ``num_batches`` batches of the next iteration (replaces a restored position)."""
         self._resume_skip = num_batches
+        self._explicit_skip = True
         self.batches_yielded = num_batches
 
     def _shard(self) -> BatchSamplerShard | None:
@@ -124,6 +172,12 @@ class DataLoaderShard(DataLoader):
             if isinstance(candidate, BatchSamplerShard):
                 return candidate
         return None
+
+    def _resumable(self) -> ResumableRandomSampler | None:
+        """The :class:`ResumableRandomSampler` the batches are drawn with, if any."""
+        shard = self._shard()
+        sampler = shard.sampler if shard is not None else get_sampler(self)
+        return sampler if isinstance(sampler, ResumableRandomSampler) else None
 
     # -- sizes ------------------------------------------------------------
     @property
@@ -161,15 +215,34 @@ class DataLoaderShard(DataLoader):
         """Called as each batch is handed to the loop (stateful loaders record their state)."""
 
     def _start_epoch(self) -> int:
-        self.generator.manual_seed(self.seed + self.epoch)
+        restored, self._restored = self._restored, None
+        self._replaying = restored is not None
+        if restored is None:
+            self._synchronize_rngs()
         self._propagate_epoch()
+        if restored is not None:
+            sampler = self._resumable()
+            if sampler is not None:
+                sampler.replay(restored.get("sampler"))
         shard = self._shard()
-        skip, self._resume_skip = self._resume_skip, 0
+        skip, self._resume_skip, self._explicit_skip = self._resume_skip, 0, False
         self.batches_yielded = skip
         if shard is not None:
             shard.skip = skip  # skipped at the sampler: no data read
             return 0
         return skip  # iterable datasets: skipped by reading
+
+    def _synchronize_rngs(self) -> None:
+        """Copy the main process's ``rng_types`` to every process (Accelerate does it each epoch)."""
+        if not self.rng_types or PartialState().num_processes == 1:
+            return
+        from accel.rng import synchronize_rng_state
+
+        for rng_type in self.rng_types:
+            if rng_type != "generator":
+                synchronize_rng_state(rng_type)
+            elif self.synchronized_generator is not None:
+                synchronize_rng_state("generator", generator=self.synchronized_generator)
 
     def _propagate_epoch(self) -> None:
         """Give the epoch (and the seed) to every sampler, batch sampler and dataset that takes one."""
@@ -182,14 +255,23 @@ class DataLoaderShard(DataLoader):
             if target is None or id(target) in seen:
                 continue
             seen.add(id(target))
-            if isinstance(target, SeedableRandomSampler):
+            if isinstance(target, SeedableRandomSampler) and self.seed is not None:
                 target.seed = self.seed  # a restored seed (load_state_dict) reaches the sampler
             if hasattr(target, "set_epoch") and not isinstance(target, BatchSamplerShard):
                 target.set_epoch(self.epoch)
 
     def _batches(self, skip_by_reading: int) -> Iterator[Any]:
         """This process's batches of the epoch, before device placement."""
-        iterator = super().__iter__()
+        if self._replaying:
+            # The interrupted run drew this epoch's base seed before it saved: draw it from a
+            # generator of our own, so that the global one (restored) stays where it was.
+            generator, self.generator = self.generator, torch.Generator()
+            try:
+                iterator = super().__iter__()
+            finally:
+                self.generator = generator
+        else:
+            iterator = super().__iter__()
         for _ in range(skip_by_reading):
             next(iterator, None)
         return iterator
@@ -381,6 +463,8 @@ class DataLoaderDispatcher(DataLoaderShard):
         n, rank = self.num_processes, self.process_index
         is_main = PartialState().is_main_process
         iterator = super()._batches(skip_by_reading) if is_main else None
+        if not is_main and not self._replaying:
+            draw_seed(self.generator)  # the base seed every process's DataLoader iterator draws
         first = self._first if self.batches_yielded else None  # restored with a position
         while True:
             batch = next(iterator, _END) if iterator is not None else None
@@ -403,34 +487,72 @@ class DataLoaderDispatcher(DataLoaderShard):
             yield cut(batch, slice(rank * real_per, (rank + 1) * real_per))
 
 
-def _draw_seed(sampler: Any) -> int:
-    generator = getattr(sampler, "generator", None)
-    return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
-
-
-def _seeded_batch_sampler(batch_sampler: Any, seed: int, batch_size: int | None = None) -> Any:
-    """``batch_sampler`` with a RandomSampler replaced by a SeedableRandomSampler (and a new batch size).
+def _with_sampler(batch_sampler: Any, sampler: Any = None, batch_size: int | None = None) -> Any:
+    """torch's ``BatchSampler`` rebuilt around ``sampler`` and/or with ``batch_size``.
 
     Only torch's own ``BatchSampler`` is rebuilt; a custom batch sampler is kept as it is.
     """
-    if type(batch_sampler) is not BatchSampler:
+    if type(batch_sampler) is not BatchSampler or (sampler is None and batch_size is None):
         return batch_sampler
-    sampler = batch_sampler.sampler
-    size = batch_size or batch_sampler.batch_size
-    drop_last = batch_sampler.drop_last
-    if (
-        isinstance(sampler, RandomSampler)
-        and not sampler.replacement
-        and sampler._num_samples is None
-    ):
-        return BatchSampler(
-            SeedableRandomSampler(sampler.data_source, data_seed=seed),
-            batch_size=size,
-            drop_last=drop_last,
+    return BatchSampler(
+        sampler if sampler is not None else batch_sampler.sampler,
+        batch_size=batch_size or batch_sampler.batch_size,
+        drop_last=batch_sampler.drop_last,
+    )
+
+
+def _shuffling(
+    sampler: Any,
+    num_processes: int,
+    use_seedable_sampler: bool,
+    data_seed: int | None,
+    sharded: bool,
+    replaceable: bool = True,
+) -> tuple[Any, int | None, torch.Generator | None]:
+    """The sampler a prepared loader draws with, the seedable seed, and the generator to synchronise.
+
+    As Accelerate: with ``use_seedable_sampler`` a ``RandomSampler`` becomes a
+    :class:`SeedableRandomSampler` (seed ``data_seed``, else ``torch.initial_seed()``);
+    otherwise, sharded over several processes, a sampler with an unset ``generator`` gets
+    one seeded with a draw from the global generator now, and that generator is kept the
+    same on every process. accel's difference: torch's own ``RandomSampler`` becomes a
+    :class:`ResumableRandomSampler` (the same draws, resumable inside an epoch), and the
+    seeds are agreed on here (from the main process), once. A sampler inside a custom batch
+    sampler (not ``replaceable``) is kept, as its batch sampler is.
+    """
+    if not isinstance(sampler, RandomSampler) or (use_seedable_sampler and not replaceable):
+        if not (sharded and num_processes > 1 and hasattr(sampler, "generator")):
+            return None, None, None
+        if sampler.generator is None:  # a sampler of the user's: Accelerate sets it too
+            sampler.generator = _seeded_generator(_agree_on_seed(draw_seed()))
+        return None, None, sampler.generator
+    if use_seedable_sampler:
+        seed = data_seed if data_seed is not None else torch.initial_seed()
+        if num_processes > 1:
+            seed = _agree_on_seed(seed)
+        seeded = SeedableRandomSampler(
+            sampler.data_source,
+            sampler.replacement,
+            sampler._num_samples,
+            generator=sampler.generator,
+            data_seed=seed,
         )
-    if batch_size is not None:
-        return BatchSampler(sampler, batch_size=batch_size, drop_last=drop_last)
-    return batch_sampler
+        return seeded, seed, None
+    generator = sampler.generator
+    synchronized = generator  # the user's generator: copied from the main process each epoch
+    if sharded and num_processes > 1 and generator is None:
+        generator = _seeded_generator(_agree_on_seed(draw_seed()))
+        synchronized = None  # ours, the same everywhere from the start
+    if type(sampler) is RandomSampler and replaceable:
+        return ResumableRandomSampler.like(sampler, generator), None, synchronized
+    sampler.generator = generator  # a subclass keeps its own drawing (Accelerate sets it too)
+    return None, None, synchronized
+
+
+def _seeded_generator(seed: int) -> torch.Generator:
+    generator = torch.Generator()
+    generator.manual_seed(seed)
+    return generator
 
 
 def get_sampler(dataloader: DataLoader) -> Sampler | None:
@@ -461,18 +583,17 @@ def prepare_data_loader(
 ) -> DataLoaderShard:
     """Rebuild ``dataloader`` as a :class:`DataLoaderShard` (or :class:`DataLoaderDispatcher`) for this process.
 
-    Accelerate's signature. Differences, on purpose: the sample order is always a pure
-    function of ``(seed, epoch)`` (a ``RandomSampler`` becomes a
-    :class:`SeedableRandomSampler` whatever ``use_seedable_sampler`` says, and
-    ``rng_types`` is accepted but not needed, since no RNG is synchronised per epoch);
-    ``torch_device_mesh`` is not supported yet. ``empty_batches`` (accel only, with
-    ``even_batches=False``): processes without samples in the last round get an empty
-    batch, so every process takes the same number of steps.
+    Accelerate's signature and numbers: the same seed gives the same batches and the same
+    draws from the global generator (see :func:`_shuffling`), and ``rng_types`` are
+    synchronised each epoch as Accelerate does. Differences, on purpose: the position
+    inside an epoch, and what the epoch's order was drawn from, are in the loader's
+    ``state_dict`` (an exact resume); ``torch_device_mesh`` is not supported yet.
+    ``empty_batches`` (accel only, with ``even_batches=False``): processes without samples
+    in the last round get an empty batch, so every process takes the same number of steps.
     ``slice_fn_for_dispatch(batch, slice)`` replaces the slicing of dispatched batches.
     A DataLoader built with a ``BatchSampler`` as ``sampler=`` and ``batch_size=None``
     is sharded through that batch sampler.
     """
-    del rng_types, use_seedable_sampler  # see the docstring
     if torch_device_mesh is not None:
         raise NotImplementedError(
             "prepare_data_loader(torch_device_mesh=...) is not supported by accel yet: "
@@ -487,12 +608,19 @@ def prepare_data_loader(
         kwargs.pop("persistent_workers", None)
     dataset = dataloader.dataset
     iterable = isinstance(dataset, IterableDataset)
+    dispatch = bool(dispatch_batches) and n > 1
     sampler_is_batch_sampler = not iterable and isinstance(dataloader.sampler, BatchSampler)
     original = dataloader.sampler if sampler_is_batch_sampler else dataloader.batch_sampler
-    sampler = None if iterable else get_sampler(dataloader)
-    seed = data_seed if data_seed is not None else _draw_seed(sampler)
-    if n > 1:
-        seed = _agree_on_seed(seed)
+    sampler, seed, synchronized = _shuffling(
+        None if iterable else get_sampler(dataloader),
+        n,
+        use_seedable_sampler,
+        data_seed,
+        sharded=not dispatch,
+        replaceable=type(original) is BatchSampler,
+    )
+    if iterable and not dispatch and n > 1:
+        synchronized = getattr(dataset, "generator", None)
     common = {
         "device": device if put_on_device else None,
         "seed": seed,
@@ -514,12 +642,14 @@ def prepare_data_loader(
         else:
             kwargs["batch_sampler"] = shard
 
-    if dispatch_batches and n > 1:
+    if dispatch:
+        # Accelerate's dispatcher leaves the DataLoader's generator out: every process draws
+        # the iterator's base seed from the global generator.
         global_size = batch_size if split_batches or batch_size is None else batch_size * n
         if iterable:
             kwargs.update(batch_size=global_size, drop_last=dataloader.drop_last)
         else:
-            place(BatchSamplerShard(_seeded_batch_sampler(original, seed, global_size)))
+            place(BatchSamplerShard(_with_sampler(original, sampler, global_size)))
         return DataLoaderDispatcher(
             dataset,
             split_batches=split_batches,
@@ -530,6 +660,7 @@ def prepare_data_loader(
             **common,
             **kwargs,
         )
+    kwargs["generator"] = dataloader.generator
     if iterable:
         if n > 1:
             dataset = IterableDatasetShard(
@@ -540,12 +671,18 @@ def prepare_data_loader(
     else:
         place(
             BatchSamplerShard(
-                _seeded_batch_sampler(original, seed), n, rank, split_batches, even_batches
+                _with_sampler(original, sampler), n, rank, split_batches, even_batches
             )
         )
         if n > 1 and not even_batches and empty_batches and not sampler_is_batch_sampler:
             kwargs["collate_fn"] = _EmptySafeCollate(kwargs.get("collate_fn") or default_collate)
-    return DataLoaderShard(dataset, **common, **kwargs)
+    return DataLoaderShard(
+        dataset,
+        rng_types=list(rng_types) if rng_types is not None and n > 1 else None,
+        synchronized_generator=synchronized,
+        **common,
+        **kwargs,
+    )
 
 
 def _loader_class(base: type, stateful: bool) -> type:
@@ -646,6 +783,7 @@ __all__ = [
     "DataLoaderShard",
     "DataLoaderDispatcher",
     "IterableDatasetShard",
+    "ResumableRandomSampler",
     "SeedableRandomSampler",
     "SkipBatchSampler",
     "SkipDataLoader",

@@ -15,15 +15,103 @@ from torch.utils.data import (
 )
 
 
+def draw_seed(generator: torch.Generator | None = None) -> int:
+    """One 64-bit draw, the way torch seeds a sampler or a loader's workers (global generator by default)."""
+    return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
+
+
+def _random_chunks(
+    generator: torch.Generator, n: int, num_samples: int, replacement: bool
+) -> Iterator[list[int]]:
+    """The indices ``RandomSampler`` draws with ``generator``, as lists, drawn when each is needed.
+
+    Without replacement: one permutation of ``n`` per full pass, then one more whose first
+    ``num_samples % n`` indices end the order (drawn, like torch's, even when none is taken).
+    With replacement: ``randint`` in blocks of 32, then the rest.
+    """
+    if replacement:
+        for _ in range(num_samples // 32):
+            yield torch.randint(high=n, size=(32,), dtype=torch.int64, generator=generator).tolist()
+        rest = num_samples % 32
+        yield torch.randint(high=n, size=(rest,), dtype=torch.int64, generator=generator).tolist()
+        return
+    for _ in range(num_samples // n):
+        yield torch.randperm(n, generator=generator).tolist()
+    yield torch.randperm(n, generator=generator)[: num_samples % n].tolist()
+
+
+class ResumableRandomSampler(RandomSampler):
+    """torch's ``RandomSampler``, the same order from the same generators, that can repeat an epoch.
+
+    Like torch's, an iteration without a ``generator`` draws a seed from the global torch
+    generator (when its first index is taken) and shuffles with a generator of its own
+    seeded with it; with a ``generator`` it shuffles with that one, continuing its stream.
+    :attr:`drawn` says what the latest iteration's order came from (``{"seed": int}`` or
+    ``{"generator": state}``, the generator's state when the iteration started);
+    :meth:`replay` makes the next iteration take the order from such a record instead,
+    drawing nothing from the global generator: how a prepared loader resumes inside an
+    epoch whose draws were made before the checkpoint.
+    """
+
+    def __init__(
+        self,
+        data_source: Any,
+        replacement: bool = False,
+        num_samples: int | None = None,
+        generator: torch.Generator | None = None,
+    ):
+        super().__init__(data_source, replacement, num_samples, generator)
+        self.drawn: dict[str, Any] | None = None
+        """What the latest iteration's order came from; None before the first one."""
+        self._replay: dict[str, Any] | None = None
+
+    @classmethod
+    def like(
+        cls, sampler: RandomSampler, generator: torch.Generator | None = None
+    ) -> ResumableRandomSampler:
+        """A sampler drawing as ``sampler`` does (``generator`` replaces its generator when given)."""
+        return cls(
+            sampler.data_source,
+            sampler.replacement,
+            sampler._num_samples,
+            generator if generator is not None else sampler.generator,
+        )
+
+    def replay(self, drawn: dict[str, Any] | None) -> None:
+        """Make the next iteration take its order from ``drawn`` (a :attr:`drawn` record)."""
+        self._replay = drawn
+
+    def __iter__(self) -> Iterator[int]:
+        # The lists come through a C-level chain: no Python frame resumes per index, and
+        # nothing is drawn before the first index is asked for (as with torch's sampler).
+        return itertools.chain.from_iterable(self._chunks())
+
+    def _chunks(self) -> Iterator[list[int]]:
+        replay, self._replay = self._replay, None
+        generator = self.generator
+        if generator is None:
+            seed = draw_seed() if replay is None else int(replay["seed"])
+            self.drawn = {"seed": seed}
+            generator = torch.Generator()
+            generator.manual_seed(seed)
+        else:
+            if replay is not None:
+                generator.set_state(replay["generator"])
+            self.drawn = {"generator": generator.get_state()}
+        yield from _random_chunks(
+            generator, len(self.data_source), self.num_samples, self.replacement
+        )
+
+
 class SeedableRandomSampler(RandomSampler):
     """A ``RandomSampler`` whose order depends only on ``initial_seed + epoch``.
 
     ``data_seed`` sets the seed; without it the seed is ``torch.initial_seed()`` at
     construction. A ``generator`` passed in is re-seeded before each iteration
     (otherwise the sampler makes its own), so every process drawing with the same
-    seed and epoch gets the same permutation, drawn when the iteration starts
-    (``iter(sampler)``). Each full iteration moves to the next epoch; :meth:`set_epoch`
-    chooses one explicitly.
+    seed and epoch gets the same permutation, drawn when the iteration's first index is
+    taken. Each full iteration moves to the next epoch; :meth:`set_epoch` chooses one
+    explicitly. Nothing is drawn from the global generator.
     """
 
     def __init__(
@@ -52,30 +140,16 @@ class SeedableRandomSampler(RandomSampler):
         self.epoch = epoch
 
     def __iter__(self) -> Iterator[int]:
+        return itertools.chain.from_iterable(self._chunks())
+
+    def _chunks(self) -> Iterator[list[int]]:
         if self.generator is None:
             self.generator = torch.Generator()
-        generator = self.generator
-        n = len(self.data_source)
-        if self.replacement or self.num_samples != n:
-            return self._drawn(generator)
-        # RandomSampler's order as a C-level iterator over the permutation: no generator
-        # frame resumes per sample (a batch sampler's islice takes them in C); the tail
-        # runs once the permutation is used up.
-        generator.manual_seed(self.initial_seed + self.epoch)
-        order = torch.randperm(n, generator=generator).tolist()
-        return itertools.chain(order, self._finish(generator, n))
-
-    def _drawn(self, generator: torch.Generator) -> Iterator[int]:
-        """RandomSampler's own draw (with replacement, or ``num_samples`` samples), seeded by the epoch."""
-        generator.manual_seed(self.initial_seed + self.epoch)
-        yield from super().__iter__()
-        self.set_epoch(self.epoch + 1)
-
-    def _finish(self, generator: torch.Generator, n: int) -> Iterator[int]:
-        """End of a full permutation: the generator state RandomSampler leaves, then the next epoch."""
-        torch.randperm(n, generator=generator)
-        self.set_epoch(self.epoch + 1)
-        yield from ()
+        self.generator.manual_seed(self.initial_seed + self.epoch)
+        yield from _random_chunks(
+            self.generator, len(self.data_source), self.num_samples, self.replacement
+        )
+        self.set_epoch(self.epoch + 1)  # a full iteration moves to the next epoch
 
 
 class BatchSamplerShard(BatchSampler):

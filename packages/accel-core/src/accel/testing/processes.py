@@ -39,7 +39,8 @@ def clean_environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("ACCEL_", "ACCELERATE_", "PET_", "TORCHELASTIC_")) and k not in LAUNCHER_VARIABLES
+        if not k.startswith(("ACCEL_", "ACCELERATE_", "PET_", "TORCHELASTIC_"))
+        and k not in LAUNCHER_VARIABLES
     }
     env.update(ACCEL_USE_CPU="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     env.update(extra or {})
