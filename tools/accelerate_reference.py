@@ -71,11 +71,18 @@ class Reference:
         return OUTPUT / f"{self.name}.json"
 
 
+TRAINER_REQUIREMENTS = ("transformers==5.24.0", "datasets==5.2.0")
+"""The versions in uv.lock: a Trainer reference compares like with like."""
+
 REFERENCES: tuple[Reference, ...] = (
     Reference("loader_orders", "loader_orders.py"),
     Reference("loader_orders_2proc", "loader_orders.py", num_processes=2),
     Reference("train_dropout", "train_dropout.py"),
     Reference("train_dropout_2proc", "train_dropout.py", num_processes=2),
+    Reference("trainer_gpt2", "trainer_gpt2.py", requirements=TRAINER_REQUIREMENTS),
+    Reference(
+        "trainer_gpt2_2proc", "trainer_gpt2.py", num_processes=2, requirements=TRAINER_REQUIREMENTS
+    ),
 )
 """Every reference, in the order they run. Add new ones here (see the module docstring)."""
 
