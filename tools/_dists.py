@@ -22,6 +22,8 @@ class Dist:
     path: Path
     import_name: str
     entry_points: dict[str, str]
+    version: str = VERSION
+    """The repository's VERSION, or the static version of the pyproject (accelerate-compat's)."""
     python: str | None = None  # a Python version the package needs its own environment for
 
 
@@ -40,6 +42,7 @@ def dists() -> list[Dist]:
                 pyproject.parent,
                 import_name,
                 dict(project.get("entry-points", {}).get("accel", {})),
+                project.get("version", VERSION),
             )
         )
     return sorted(found, key=lambda d: (d.name != "accel-core", d.name))
@@ -54,7 +57,10 @@ assert eps == expected, f"entry points of {name}: {eps}, expected {expected}"
 for ep in md.entry_points(group="accel"):
     if ep.dist.name == name:
         ep.load()  # the plugin module imports (it must stay light)
-installed = sorted(d.metadata["Name"] for d in md.distributions() if d.metadata["Name"].startswith("accel-"))
+installed = sorted(
+    d.metadata["Name"] for d in md.distributions()
+    if d.metadata["Name"].startswith("accel-") or d.metadata["Name"] == "accelerate"
+)
 print(json.dumps({"version": md.version(name), "accel": installed}))
 """
 

@@ -3,7 +3,7 @@
     uv run python tools/build_dists.py [--out dist] [--no-check] [--only accel-fsdp,...]
 
 1. ``uv build`` of each package into ``dist/`` (a wheel built from its sdist, as an index
-   would), all at the version of the repository's ``VERSION`` file.
+   would), all at the version of the repository's ``VERSION`` file (accelerate-compat: 1.15.0+accel.VERSION).
 2. For each wheel: a fresh virtual environment, ``uv pip install`` of that wheel plus the
    wheels of the accel distributions it declares (files from ``dist/``, never an index);
    third-party dependencies come from the package index as for a user. Then an import of
@@ -26,7 +26,7 @@ from pathlib import Path
 import tomllib
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _dists import REPO, VERSION, dists, run, smoke  # noqa: E402
+from _dists import REPO, dists, run, smoke  # noqa: E402
 
 
 def accel_requirements(path: Path) -> list[str]:
@@ -60,7 +60,7 @@ def main() -> int:
     for dist in dists():
         t = time.monotonic()
         run("uv", "build", "--quiet", "--out-dir", out, dist.path, timeout=600)
-        print(f"built {dist.name} {VERSION} ({time.monotonic() - t:.1f} s)", flush=True)
+        print(f"built {dist.name} {dist.version} ({time.monotonic() - t:.1f} s)", flush=True)
     wheels = sorted(out.glob("*.whl"))
     sdists = sorted(out.glob("*.tar.gz"))
     print(f"{len(wheels)} wheels, {len(sdists)} sdists in {out} ({time.monotonic() - start:.1f} s)")
@@ -84,8 +84,8 @@ def main() -> int:
             files = [wheel_of[n] for n in needed]
             run("uv", "pip", "install", "--quiet", "--python", python, *files, timeout=900)
             info = smoke(python, dist)
-            if sorted(info["accel"]) != sorted(needed) or info["version"] != VERSION:
-                print(f"{dist.name}: installed {info}, expected {sorted(needed)} at {VERSION}")
+            if sorted(info["accel"]) != sorted(needed) or info["version"] != dist.version:
+                print(f"{dist.name}: installed {info}, expected {sorted(needed)} at {dist.version}")
                 return 1
             print(
                 f"ok {dist.name}: wheel installs alone with {', '.join(needed[1:]) or 'nothing else of accel'}"
