@@ -83,6 +83,13 @@ REFERENCES: tuple[Reference, ...] = (
     Reference(
         "trainer_gpt2_2proc", "trainer_gpt2.py", num_processes=2, requirements=TRAINER_REQUIREMENTS
     ),
+    Reference("cross_validation", "cross_validation.py", requirements=TRAINER_REQUIREMENTS),
+    Reference(
+        "cross_validation_2proc",
+        "cross_validation.py",
+        num_processes=2,
+        requirements=TRAINER_REQUIREMENTS,
+    ),
 )
 """Every reference, in the order they run. Add new ones here (see the module docstring)."""
 
