@@ -1,48 +1,46 @@
-"""accel-fsdp: Fully Sharded Data Parallel for accel (FSDP2 ``fully_shard`` by default, FSDP1 supported)."""
+"""accel-fsdp: Fully Sharded Data Parallel for accel (FSDP2 ``fully_shard`` by default, FSDP1 supported).
+
+Names are imported on first use, so registering the plugin (``accel_fsdp.plugin``) stays
+free of torch.
+"""
 
 from __future__ import annotations
 
-from .checkpointing import (
-    load_fsdp_model,
-    load_fsdp_optimizer,
-    save_fsdp_model,
-    save_fsdp_optimizer,
-)
-from .config import (
-    FullyShardedDataParallelPlugin,
-    disable_fsdp_ram_efficient_loading,
-    enable_fsdp_ram_efficient_loading,
-)
-from .constants import (
-    FSDP2_PYTORCH_VERSION,
-    FSDP2_STATE_DICT_TYPE,
-    FSDP_AUTO_WRAP_POLICY,
-    FSDP_BACKWARD_PREFETCH,
-    FSDP_MODEL_NAME,
-    FSDP_PYTORCH_VERSION,
-    FSDP_SHARDING_STRATEGY,
-    FSDP_STATE_DICT_TYPE,
-)
-from .merge import merge_fsdp_weights
-from .wrap import get_module_class_from_name, get_parameters_from_modules
+import importlib
+from typing import Any
 
-__all__ = [
-    "FSDP2_PYTORCH_VERSION",
-    "FSDP2_STATE_DICT_TYPE",
-    "FSDP_AUTO_WRAP_POLICY",
-    "FSDP_BACKWARD_PREFETCH",
-    "FSDP_MODEL_NAME",
-    "FSDP_PYTORCH_VERSION",
-    "FSDP_SHARDING_STRATEGY",
-    "FSDP_STATE_DICT_TYPE",
-    "FullyShardedDataParallelPlugin",
-    "disable_fsdp_ram_efficient_loading",
-    "enable_fsdp_ram_efficient_loading",
-    "get_module_class_from_name",
-    "get_parameters_from_modules",
-    "load_fsdp_model",
-    "load_fsdp_optimizer",
-    "merge_fsdp_weights",
-    "save_fsdp_model",
-    "save_fsdp_optimizer",
-]
+_NAMES: dict[str, str] = {
+    "FullyShardedDataParallelPlugin": "config",
+    "enable_fsdp_ram_efficient_loading": "config",
+    "disable_fsdp_ram_efficient_loading": "config",
+    "merge_fsdp_weights": "merge",
+    "save_fsdp_model": "checkpointing",
+    "load_fsdp_model": "checkpointing",
+    "save_fsdp_optimizer": "checkpointing",
+    "load_fsdp_optimizer": "checkpointing",
+    "get_module_class_from_name": "wrap",
+    "get_parameters_from_modules": "wrap",
+    "FSDP2_PYTORCH_VERSION": "constants",
+    "FSDP2_STATE_DICT_TYPE": "constants",
+    "FSDP_AUTO_WRAP_POLICY": "constants",
+    "FSDP_BACKWARD_PREFETCH": "constants",
+    "FSDP_MODEL_NAME": "constants",
+    "FSDP_PYTORCH_VERSION": "constants",
+    "FSDP_SHARDING_STRATEGY": "constants",
+    "FSDP_STATE_DICT_TYPE": "constants",
+}
+
+__all__ = sorted(_NAMES)
+
+
+def __getattr__(name: str) -> Any:
+    module = _NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'accel_fsdp' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_NAMES))
