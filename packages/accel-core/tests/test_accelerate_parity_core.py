@@ -43,11 +43,11 @@ def test_plain_runtime_errors_saying_out_of_memory_reduce_the_batch(message):
     @find_executable_batch_size(starting_batch_size=64)
     def train(batch_size):
         sizes.append(batch_size)
-        if batch_size > 16:
+        if batch_size > 50:
             raise RuntimeError(message)
         return batch_size
 
-    assert train() == 16 and sizes == [64, 32, 16]
+    assert train() == 45 and sizes == [64, 57, 51, 45]
     assert not should_reduce_batch_size(RuntimeError("shape mismatch"))
 
 

@@ -17,23 +17,39 @@ def _oom() -> torch.OutOfMemoryError:
     return torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
 
-def test_batch_size_is_halved_until_the_function_fits(caplog):
+def test_batch_size_is_multiplied_by_0_9_by_default_as_in_accelerate(caplog):
     calls = []
 
     @find_executable_batch_size(starting_batch_size=128)
     def train(batch_size, scale):
         calls.append(batch_size)
-        if batch_size > 16:
+        if batch_size > 105:
             raise _oom()
         return batch_size * scale
 
     with caplog.at_level(logging.WARNING, logger="accel.memory"):
-        assert train(10) == 160
-    assert calls == [128, 64, 32, 16]
+        assert train(10) == 1030
+    assert calls == [128, 115, 103]
     retries = [r.getMessage() for r in caplog.records if r.name == "accel.memory"]
-    assert len(retries) == 3
-    for (old, new), message in zip([(128, 64), (64, 32), (32, 16)], retries):
+    assert len(retries) == 2
+    for (old, new), message in zip([(128, 115), (115, 103)], retries):
         assert f"batch_size={old}" in message and f"batch_size={new}" in message
+
+
+def test_halving_is_reachable_through_reduce_batch_size_fn():
+    calls = []
+
+    @find_executable_batch_size(
+        starting_batch_size=128, reduce_batch_size_fn=lambda size: size // 2
+    )
+    def train(batch_size):
+        calls.append(batch_size)
+        if batch_size > 16:
+            raise _oom()
+        return batch_size
+
+    assert train() == 16
+    assert calls == [128, 64, 32, 16]
 
 
 def test_non_oom_errors_propagate():
@@ -59,14 +75,14 @@ def test_a_runtime_error_mentioning_cuda_is_not_mistaken_for_oom():
 def test_reaching_zero_raises():
     calls = []
 
-    @find_executable_batch_size(starting_batch_size=8)
+    @find_executable_batch_size(starting_batch_size=3)
     def train(batch_size):
         calls.append(batch_size)
         raise _oom()
 
     with pytest.raises(RuntimeError, match="No executable batch size found, reached zero"):
         train()
-    assert calls == [8, 4, 2, 1]
+    assert calls == [3, 2, 1]
 
 
 def test_passing_the_batch_size_yourself_is_an_error():

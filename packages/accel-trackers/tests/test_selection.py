@@ -128,3 +128,76 @@ def test_env_info_lists_installed_libraries():
     for cls in accel_trackers.TRACKERS:
         if cls.is_available():
             assert cls.name in line.split(" (")[0]
+
+
+@pytest.fixture
+def registry_snapshot():
+    """Undo what a test registers in ``LOGGER_TYPE_TO_CLASS``."""
+    from accel.tracking import LOGGER_TYPE_TO_CLASS
+
+    before = dict(LOGGER_TYPE_TO_CLASS._registered)
+    yield LOGGER_TYPE_TO_CLASS
+    LOGGER_TYPE_TO_CLASS._registered.clear()
+    LOGGER_TYPE_TO_CLASS._registered.update(before)
+
+
+def test_register_tracker_class_makes_it_usable_by_log_with_name(tmp_path, registry_snapshot):
+    from accel.tracking import LOGGER_TYPE_TO_CLASS, GeneralTracker, register_tracker_class
+
+    logged = []
+
+    class MyTracker(GeneralTracker):
+        name = "my_tracker"
+        requires_logging_directory = True
+
+        def __init__(self, run_name, logging_dir, flavour="plain"):
+            super().__init__()
+            self.run_name, self.logging_dir, self.flavour = run_name, logging_dir, flavour
+
+        @property
+        def tracker(self):
+            return self
+
+        def log(self, values, step=None, **kwargs):
+            logged.append((values, step))
+
+    register_tracker_class(MyTracker)
+    assert LOGGER_TYPE_TO_CLASS["my_tracker"] is MyTracker
+    assert "my_tracker" in LOGGER_TYPE_TO_CLASS and "tensorboard" in LOGGER_TYPE_TO_CLASS
+    accelerator = Accelerator(cpu=True, log_with="my_tracker", project_dir=str(tmp_path))
+    accelerator.init_trackers("proj", init_kwargs={"my_tracker": {"flavour": "spicy"}})
+    tracker = accelerator.get_tracker("my_tracker")
+    assert isinstance(tracker, MyTracker)
+    assert (tracker.run_name, tracker.flavour) == ("proj", "spicy")
+    assert str(tracker.logging_dir) == str(tmp_path)
+    accelerator.log({"loss": 0.5}, step=1)
+    assert logged == [({"loss": 0.5}, 1)]
+    accelerator.end_training()
+
+    # a logging directory is needed, as Accelerate checks
+    with pytest.raises(ValueError, match="logging directory"):
+        filter_trackers("my_tracker", None)
+
+
+def test_register_tracker_class_checks_the_class(registry_snapshot):
+    from accel.tracking import GeneralTracker, register_tracker_class
+
+    with pytest.raises(ValueError, match="subclass of `GeneralTracker`"):
+        register_tracker_class(object)
+
+    class Nameless(GeneralTracker):
+        name = ""
+
+    with pytest.raises(ValueError, match="non-empty `name`"):
+        register_tracker_class(Nameless)
+
+    class Shadow(GeneralTracker):
+        name = "tensorboard"
+        requires_logging_directory = False
+
+    with pytest.warns(UserWarning, match="already registered"):
+        register_tracker_class(Shadow)
+    assert filter_trackers("tensorboard") == ["tensorboard"]
+    from accel.tracking import LOGGER_TYPE_TO_CLASS
+
+    assert LOGGER_TYPE_TO_CLASS["tensorboard"] is Shadow

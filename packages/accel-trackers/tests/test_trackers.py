@@ -371,3 +371,27 @@ def test_end_training_keeps_the_trackers(workdir):
     accelerator.end_training()
     assert accelerator.trackers == [recording] and recording.finished == 1
     assert accelerator.get_tracker("recording") is recording
+
+
+@needs("dvclive")
+def test_dvclive_log_keeps_string_values(workdir, caplog):
+    """Strings reach ``log_metric`` as in Accelerate; values DVCLive cannot log are dropped with a warning."""
+    import dvclive
+    from accel_trackers import DVCLiveTracker
+
+    live = dvclive.Live(dir="strs", save_dvc_exp=False)
+    logged = []
+    original = live.log_metric
+
+    def record(name, value, **kwargs):
+        logged.append((name, value))
+        return original(name, value, **kwargs)
+
+    live.log_metric = record
+    accelerator = Accelerator(cpu=True, log_with=DVCLiveTracker(live=live))
+    accelerator.init_trackers("proj")
+    with caplog.at_level("WARNING", logger="accel.trackers"):
+        accelerator.log({"loss": 0.5, "note": "hello", "odd": [1, 2]}, step=0)
+    accelerator.end_training()
+    assert logged == [("loss", 0.5), ("note", "hello")]
+    assert any("'odd'" in r.getMessage() for r in caplog.records)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -20,9 +22,28 @@ class KwargsHandler:
         return copy.deepcopy(self.__dict__)
 
     def to_kwargs(self) -> dict[str, Any]:
-        """The fields whose value differs from the class default."""
-        default = self.__class__().to_dict()
+        """The fields whose value differs from the class default.
+
+        The default is built with the ``ACCEL_*`` / ``ACCELERATE_*`` variables hidden (as
+        Accelerate builds it in a cleared environment), so a value that came from such a
+        variable counts as set and is kept.
+        """
+        with _without_accel_environment():
+            default = self.__class__().to_dict()
         return {k: v for k, v in self.to_dict().items() if default.get(k) != v}
+
+
+@contextlib.contextmanager
+def _without_accel_environment() -> Iterator[None]:
+    """Hide the ``ACCEL_*`` and ``ACCELERATE_*`` environment variables for the block."""
+    prefixes = (environment.ACCEL_PREFIX, environment.ACCELERATE_PREFIX)
+    hidden = {k: v for k, v in os.environ.items() if k.startswith(prefixes)}
+    for key in hidden:
+        del os.environ[key]
+    try:
+        yield
+    finally:
+        os.environ.update(hidden)
 
 
 @dataclass
@@ -150,6 +171,18 @@ class TorchDynamoPlugin(KwargsHandler):
             self.use_regional_compilation = environment.get_bool(
                 environment.DYNAMO_USE_REGIONAL_COMPILATION, False
             )
+
+    def to_dict(self) -> dict[str, Any]:
+        """All fields as a dict, the backend as its lowercase name (``"inductor"``), as in Accelerate."""
+        config = super().to_dict()
+        config["backend"] = self.backend.value.lower()
+        return config
+
+    def to_kwargs(self) -> dict[str, Any]:
+        """The fields changed from their defaults (environment variables count as set), without ``use_regional_compilation``."""
+        kwargs = super().to_kwargs()
+        kwargs.pop("use_regional_compilation", None)
+        return kwargs
 
     @property
     def enabled(self) -> bool:

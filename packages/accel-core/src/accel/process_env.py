@@ -14,6 +14,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from accel.launchers.notebook import patch_environment
+from accel.logging import get_logger
+
+logger = get_logger(__name__)
 
 __all__ = [
     "clear_environment",
@@ -58,12 +61,23 @@ def parse_choice_from_env(key: str, default: str = "no") -> str:
     return os.environ.get(key, str(default))
 
 
+_FORBIDDEN_ENV_CHARS = (";", "\n", "<", ">", " ")
+
+
 def convert_dict_to_env_variables(current_env: dict[str, Any]) -> list[str]:
-    """``KEY=VALUE\\n`` lines for the valid entries of ``current_env`` (keys without ``=`` or spaces, non-empty values)."""
+    """``KEY=VALUE\\n`` lines for the valid entries of ``current_env``.
+
+    As in Accelerate, an entry is dropped, with a warning, when its key or value is empty or
+    either contains one of ``;``, a newline, ``<``, ``>`` or a space (or its key an ``=``).
+    """
     lines = []
     for key, value in current_env.items():
-        value = str(value)
-        if not key or "=" in key or " " in key or ";" in value or not value:
+        key, value = str(key), str(value)
+        text = key + value
+        if not key or not value or "=" in key or any(c in text for c in _FORBIDDEN_ENV_CHARS):
+            logger.warning(
+                f"Skipping {key}={value}: it contains forbidden characters or misses a value."
+            )
             continue
         lines.append(f"{key}={value}\n")
     return lines
@@ -114,17 +128,16 @@ def is_port_in_use(port: int | None = None) -> bool:
 
 
 def check_os_kernel() -> None:
-    """Warn when the Linux kernel is older than 5.5 (processes may hang there)."""
+    """Warn through the logger (main process only) when the Linux kernel is older than 5.5 (processes may hang there)."""
     import platform
     import re
-    import warnings
 
     if platform.system() != "Linux":
         return
     match = re.match(r"(\d+)\.(\d+)", platform.release())
     if match and (int(match.group(1)), int(match.group(2))) < (5, 5):
-        warnings.warn(
+        logger.warning(
             f"Detected kernel version {platform.release()}, which is below the recommended minimum of "
             "5.5.0; this can cause the process to hang. Upgrade the kernel to the minimum version or higher.",
-            stacklevel=2,
+            main_process_only=True,
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -17,6 +18,21 @@ from ._base import (
     to_numpy,
 )
 
+logger = logging.getLogger("accel.trackers")
+
+_warned: set[tuple[str, str]] = set()
+
+
+def _warn_dropped(key: str, value: Any) -> None:
+    """Warn once per key and type that ``value`` cannot be a DVCLive metric and is dropped."""
+    if (key, type(value).__name__) in _warned:
+        return
+    _warned.add((key, type(value).__name__))
+    logger.warning(
+        f"DVCLive cannot log {value!r} of type {type(value).__name__} for key {key!r} as a metric; dropped"
+    )
+
+
 LOCAL_ENV = {"DVC_NO_ANALYTICS": "true"}
 """Environment defaults applied when DVC Studio is not configured (only where the user set nothing)."""
 
@@ -31,8 +47,9 @@ class DVCLiveTracker(LibraryTracker):
         live: an existing ``dvclive.Live`` to log to instead of creating one.
         **kwargs: passed to ``dvclive.Live`` (``dir``, ``save_dvc_exp``, ``report``, ...).
 
-    ``log`` sets ``live.step`` to ``step`` (when given), logs each number with
-    ``log_metric`` and calls ``next_step()``. Without DVC Studio configured
+    ``log`` sets ``live.step`` to ``step`` (when given), logs each number or string
+    with ``log_metric`` (as Accelerate does; other values are dropped with a warning)
+    and calls ``next_step()``. Without DVC Studio configured
     (``DVC_STUDIO_TOKEN``), DVC's analytics are turned off (``DVC_NO_ANALYTICS=true``).
     """
 
@@ -74,8 +91,10 @@ class DVCLiveTracker(LibraryTracker):
         if step is not None:
             self._run.step = step
         for key, value in values.items():
-            if is_number(value):
+            if is_number(value) or isinstance(value, str):
                 self._run.log_metric(key, value, **kwargs)
+            else:
+                _warn_dropped(key, value)
         self._run.next_step()
 
     @on_main_process

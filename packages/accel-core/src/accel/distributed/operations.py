@@ -296,15 +296,21 @@ def pad_across_processes(
 
 
 def concatenate(data: list[Any], dim: int = 0) -> Any:
-    """Concatenate a list of nested structures of tensors leaf by leaf."""
+    """Concatenate a list of nested structures of tensors leaf by leaf.
+
+    A list holding a single non-tensor leaf returns that leaf as is (as in Accelerate);
+    several non-tensor leaves raise ``TypeError``.
+    """
     first = data[0]
     if isinstance(first, (tuple, list)):
         return type(first)(concatenate([d[i] for d in data], dim=dim) for i in range(len(first)))
     if isinstance(first, Mapping):
         return type(first)({k: concatenate([d[k] for d in data], dim=dim) for k in first})
-    if not isinstance(first, torch.Tensor):
-        raise TypeError(f"concatenate: unsupported type {type(first).__name__}")
-    return torch.cat(data, dim=dim)
+    if isinstance(first, torch.Tensor):
+        return torch.cat(data, dim=dim)
+    if isinstance(data, (tuple, list)) and len(data) == 1:
+        return first
+    raise TypeError(f"concatenate: unsupported type {type(first).__name__}")
 
 
 def find_batch_size(data: Any) -> int | None:

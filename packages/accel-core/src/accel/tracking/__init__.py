@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 
 from accel._lazy import plugin_attribute
@@ -192,16 +193,102 @@ def _library_missing(name: str, cls: type) -> ImportError:
     )
 
 
+class _TrackerClasses(MutableMapping):
+    """``{log_with name: tracker class}``: the classes registered here over those of the plugins.
+
+    Reading a name looks first at the classes given to :func:`register_tracker_class` (or
+    assigned here), then at the trackers the installed plugins provide; writing and
+    deleting touch only the registered classes. The plugins are loaded on first use.
+    """
+
+    def __init__(self) -> None:
+        self._registered: dict[str, type] = {}
+
+    @staticmethod
+    def _plugins() -> dict[str, type]:
+        from accel.plugins import registry
+
+        return registry.trackers()
+
+    def __getitem__(self, name: str) -> type:
+        if name in self._registered:
+            return self._registered[name]
+        return self._plugins()[name]
+
+    def __setitem__(self, name: str, cls: type) -> None:
+        self._registered[name] = cls
+
+    def __delitem__(self, name: str) -> None:
+        del self._registered[name]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._registered
+        yield from (n for n in self._plugins() if n not in self._registered)
+
+    def __len__(self) -> int:
+        return len(set(self._registered) | set(self._plugins()))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._registered or name in self._plugins()
+
+    def registered(self, name: str) -> type | None:
+        """The class registered as ``name`` (not a plugin's), or None."""
+        return self._registered.get(name)
+
+    def __repr__(self) -> str:
+        return f"LOGGER_TYPE_TO_CLASS({dict(self)!r})"
+
+
+LOGGER_TYPE_TO_CLASS: MutableMapping[str, type] = _TrackerClasses()
+"""``{log_with name: tracker class}`` as in Accelerate: registered classes first, then the plugins' trackers."""
+
+
+def register_tracker_class(tracker_class: type[GeneralTracker]) -> None:
+    """Make ``tracker_class`` usable by its ``name`` in ``Accelerator(log_with=...)``, as in Accelerate 1.15.
+
+    Register it before creating the Accelerator that uses it. The class must subclass
+    :class:`GeneralTracker` and define a non-empty ``name`` and a
+    ``requires_logging_directory`` class attribute. ``init_trackers`` creates it as
+    Accelerate does: ``tracker_class(project_name, **init_kwargs[name])``, with the
+    logging directory as second positional argument when ``requires_logging_directory``.
+    A name already known (registered, or a plugin's tracker) is replaced, with a warning.
+    """
+    if not (isinstance(tracker_class, type) and issubclass(tracker_class, GeneralTracker)):
+        raise ValueError(
+            f"`tracker_class` must be a subclass of `GeneralTracker`, got {tracker_class!r}"
+        )
+    name = getattr(tracker_class, "name", None)
+    if not name:
+        raise ValueError("the tracker class to register must define a non-empty `name` attribute")
+    if not hasattr(tracker_class, "requires_logging_directory"):
+        raise ValueError(
+            "the tracker class to register must define a `requires_logging_directory` class attribute "
+            "(True when it needs a logging directory, else False)"
+        )
+    if name in LOGGER_TYPE_TO_CLASS:
+        warnings.warn(
+            f"a tracker named {name!r} is already registered; {tracker_class!r} replaces it "
+            "(this shadows a built-in tracker when the name is one)",
+            UserWarning,
+            stacklevel=2,
+        )
+    LOGGER_TYPE_TO_CLASS[name] = tracker_class
+
+
+def _registered_tracker_class(name: str) -> type | None:
+    """The class :func:`register_tracker_class` registered as ``name``, or None."""
+    return LOGGER_TYPE_TO_CLASS.registered(name)  # type: ignore[attr-defined]
+
+
 def filter_trackers(log_with: Any, logging_dir: str | None = None) -> list[Any]:
     """Resolve ``log_with`` (names, ``LoggerType``, ``"all"``, tracker instances) into tracker entries.
 
     Returns names and instances. ``"all"`` adds every tracker whose library is installed
-    (skipping, with a warning, those that need a logging directory when there is none).
+    (skipping, with a warning, those that need a logging directory when there is none);
+    as in Accelerate, classes from :func:`register_tracker_class` are used by name only.
     An unknown name, or a tracker whose library is missing, raises an ImportError naming
     the package to install.
     """
-    import warnings
-
     from accel.plugins import registry
 
     if log_with is None:
@@ -211,6 +298,15 @@ def filter_trackers(log_with: Any, logging_dir: str | None = None) -> list[Any]:
     for item in items:
         if isinstance(item, GeneralTracker):
             result.append(item)
+            continue
+        custom = _registered_tracker_class(str(item))
+        if custom is not None:
+            if custom.requires_logging_directory and logging_dir is None:
+                raise ValueError(
+                    f"the {str(item)!r} tracker needs a logging directory: pass project_dir= (or ProjectConfiguration(logging_dir=...)) to the Accelerator"
+                )
+            if str(item) not in result:
+                result.append(str(item))
             continue
         name = str(item).lower()
         if name == "all":

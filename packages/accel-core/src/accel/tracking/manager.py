@@ -42,7 +42,7 @@ class TrackerManager:
         init_kwargs: dict[str, dict] | None = None,
     ) -> None:
         """Start every tracker of ``log_with`` for ``project_name`` and store ``config``."""
-        from accel.tracking import GeneralTracker, filter_trackers
+        from accel.tracking import GeneralTracker, _registered_tracker_class, filter_trackers
 
         init_kwargs = init_kwargs or {}
         main = self.state.is_main_process
@@ -51,6 +51,16 @@ class TrackerManager:
         for entry in filter_trackers(self.log_with, logging_dir):
             if isinstance(entry, GeneralTracker):
                 tracker = entry
+            elif (custom := _registered_tracker_class(entry)) is not None:
+                if custom.main_process_only and not main:
+                    continue
+                # Accelerate's convention: project name, then the logging directory, positionally
+                args = (
+                    (project_name, logging_dir)
+                    if custom.requires_logging_directory
+                    else (project_name,)
+                )
+                tracker = custom(*args, **init_kwargs.get(entry, {}))
             else:
                 cls = registry.get_tracker(entry)
                 if cls.main_process_only and not main:

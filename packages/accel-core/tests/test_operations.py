@@ -1,0 +1,27 @@
+"""accel.distributed.operations helpers on one process."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from accel.utils import CannotPadNestedTensorWarning, concatenate
+
+
+def test_concatenate_of_one_non_tensor_returns_it():
+    assert concatenate(["hello"]) == "hello"
+    assert concatenate([3]) == 3
+    assert concatenate([{"a": torch.ones(1), "note": "x"}])["note"] == "x"
+
+
+def test_concatenate_of_several_non_tensors_raises():
+    with pytest.raises(TypeError):
+        concatenate(["a", "b"])
+
+
+def test_concatenate_tensors_leaf_by_leaf():
+    out = concatenate([{"x": torch.zeros(1, 2)}, {"x": torch.ones(2, 2)}])
+    assert out["x"].shape == (3, 2)
+
+
+def test_cannot_pad_nested_tensor_warning_is_a_user_warning():
+    assert issubclass(CannotPadNestedTensorWarning, UserWarning)
