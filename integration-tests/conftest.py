@@ -30,7 +30,7 @@ def _run_distributed(
         str(workers / script),
         *args,
     ]
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("ACCEL_")}
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCEL_", "ACCELERATE_"))}
     full_env.update(ACCEL_USE_CPU="1", OMP_NUM_THREADS="1", **(env or {}))
     # its own process group, so that a timeout ends the workers too, not only torchrun
     process = subprocess.Popen(
