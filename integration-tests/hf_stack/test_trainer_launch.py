@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import accelerate  # noqa: E402, F401  (the workspace always has the compat distribution: never a skip)
 import pytest
 
-pytest.importorskip("accelerate", reason="needs the accelerate compat distribution")
 pytest.importorskip("transformers")
 
 from accel.testing.processes import accel_executable, clean_environment, run_command  # noqa: E402

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-pytest.importorskip("accelerate", reason="needs the accelerate compat distribution")
+import accelerate  # noqa: E402, F401  (the workspace always has the compat distribution: never a skip)
+
 pytest.importorskip("trl")
 import tiny  # noqa: E402
 from accel.testing.processes import clean_environment, run_command  # noqa: E402
