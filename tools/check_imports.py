@@ -53,7 +53,7 @@ LAYERS: list[tuple[str, ...]] = [
         "accel.big_model.modeling",
         "accel.big_model.offload",
     ),
-    ("accel.big_model.device_map",),
+    ("accel.big_model.device_map", "accel.big_model.module_hooks"),
     ("accel.precision", "accel.backends", "accel.quantization", "accel.big_model.hooks"),
     ("accel.big_model", "accel.inference"),
     ("accel.checkpoint.async_writer",),

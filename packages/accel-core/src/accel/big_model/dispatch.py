@@ -31,7 +31,6 @@ from accel.big_model.device_map import (
     main_device as _main_device,
 )
 from accel.big_model.hooks import (
-    TIED_ATTR,
     CpuOffload,
     UserCpuOffloadHook,
     _default_execution_device,
@@ -45,6 +44,7 @@ from accel.big_model.modeling import (
     retie_parameters,
     set_module_tensor_to_device,
 )
+from accel.big_model.module_hooks import TIED_ATTR
 from accel.big_model.offload import (
     OffloadedWeightsLoader,
     load_offloaded_weight,
