@@ -8,6 +8,8 @@ as execution device; what needs an accelerator is skipped with the reason.
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,6 +18,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 transformers = pytest.importorskip("transformers")
 import accelerate  # noqa: E402  (the workspace always has the compat distribution: never a skip)
+
+sys.path.insert(0, str(Path(__file__).parent))
+import tiny  # noqa: E402
 
 CPU_BUDGET = "70KB"
 """RAM budget that splits the tiny Llama below between the CPU (embeddings) and the disk."""
@@ -169,16 +174,7 @@ def vae(diffusers_module, tmp_path_factory):
 def pipeline(diffusers_module):
     """A tiny DDPM pipeline (UNet2DModel + scheduler) and its reference images."""
     torch.manual_seed(0)
-    unet = diffusers_module.UNet2DModel(
-        sample_size=8,
-        in_channels=3,
-        out_channels=3,
-        layers_per_block=1,
-        block_out_channels=(8, 16),
-        down_block_types=("DownBlock2D", "AttnDownBlock2D"),
-        up_block_types=("AttnUpBlock2D", "UpBlock2D"),
-        norm_num_groups=4,
-    ).eval()
+    unet = tiny.unet2d(channels=3).eval()
     scheduler = diffusers_module.DDPMScheduler(num_train_timesteps=10)
     pipe = diffusers_module.DDPMPipeline(unet=unet, scheduler=scheduler)
     pipe.set_progress_bar_config(disable=True)

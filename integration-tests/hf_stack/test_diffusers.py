@@ -12,25 +12,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 import accelerate  # noqa: E402, F401  (the workspace always has the compat distribution: never a skip)
+import tiny  # noqa: E402
 
 diffusers = pytest.importorskip("diffusers")
 
 WORKERS = Path(__file__).parent / "workers"
-
-
-def _unet():
-    from diffusers import UNet2DModel
-
-    return UNet2DModel(
-        sample_size=8,
-        in_channels=1,
-        out_channels=1,
-        layers_per_block=1,
-        block_out_channels=(8, 16),
-        down_block_types=("DownBlock2D", "AttnDownBlock2D"),
-        up_block_types=("AttnUpBlock2D", "UpBlock2D"),
-        norm_num_groups=4,
-    )
 
 
 def _train(accelerator, unet, ema, optimizer, loader, noise_scheduler, lr_scheduler, epochs):
@@ -73,7 +59,7 @@ def _setup(tmp_path):
         ),
     )
     set_seed(0)
-    unet = _unet()
+    unet = tiny.unet2d()
     ema = EMAModel(unet.parameters(), model_cls=UNet2DModel, model_config=unet.config)
 
     def save_hook(models, weights, output_dir):

@@ -72,6 +72,24 @@ def text_dataset(rows: int = 32, seed: int = 2):
     return Dataset.from_dict({"text": texts})
 
 
+def unet2d(channels: int = 1, attention: bool = True):
+    """A tiny diffusers ``UNet2DModel`` on 8x8 images (attention blocks unless ``attention=False``)."""
+    from diffusers import UNet2DModel
+
+    down = "AttnDownBlock2D" if attention else "DownBlock2D"
+    up = "AttnUpBlock2D" if attention else "UpBlock2D"
+    return UNet2DModel(
+        sample_size=8,
+        in_channels=channels,
+        out_channels=channels,
+        layers_per_block=1,
+        block_out_channels=(8, 16),
+        down_block_types=("DownBlock2D", down),
+        up_block_types=(up, "UpBlock2D"),
+        norm_num_groups=4,
+    )
+
+
 def training_args(output_dir: str, **overrides):
     """TrainingArguments for the tiny runs: CPU, no reporting, no progress bars, seed 42."""
     from transformers import TrainingArguments

@@ -7,25 +7,19 @@ import json
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import tiny  # noqa: E402
+
 
 def main(out: str) -> None:
     import torch
     from accel import PartialState
     from accel.utils import gather_object
-    from diffusers import DDPMPipeline, DDPMScheduler, UNet2DModel
+    from diffusers import DDPMPipeline, DDPMScheduler
 
     state = PartialState()
     torch.manual_seed(0)  # the same weights on every rank
-    unet = UNet2DModel(
-        sample_size=8,
-        in_channels=1,
-        out_channels=1,
-        layers_per_block=1,
-        block_out_channels=(8, 16),
-        down_block_types=("DownBlock2D", "DownBlock2D"),
-        up_block_types=("UpBlock2D", "UpBlock2D"),
-        norm_num_groups=4,
-    )
+    unet = tiny.unet2d(attention=False)
     pipeline = DDPMPipeline(unet=unet, scheduler=DDPMScheduler(num_train_timesteps=10)).to(
         state.device
     )
