@@ -1,9 +1,11 @@
 """transformers' ``Trainer`` steps per second on accel against Accelerate, side by side.
 
-accel runs in the workspace (transformers imports accel through the accelerate-compat
-distribution); Accelerate runs in the reference venv of tools/accelerate_reference.py (built
-on first use: accelerate 1.15 with the workspace's torch, transformers and datasets). Each
-round starts one child process per variant, alternating which goes first; a child trains a
+Both variants run on the workspace's interpreter with the same third-party packages (what is
+installed changes what transformers does per step: with peft present, for one, ``Trainer``
+checks every model for adapters). accel's run imports ``accelerate`` from the accelerate-compat
+distribution; Accelerate's puts a folder holding only real Accelerate 1.15 (taken from the
+reference venv of tools/accelerate_reference.py, built on first use) first on ``PYTHONPATH``,
+which shadows the compat package. Each round starts one child process per variant, alternating which goes first; a child trains a
 tiny model with ``Trainer`` and times the steps after a warm-up (process CPU time by default,
 ``--clock wall`` for wall-clock), so imports and model building are not counted. The report
 gives each variant's median steps per second and the median, over rounds, of accel's rate
@@ -18,9 +20,9 @@ A benchmark, not a test: it exits 0 whatever the figures.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -68,34 +70,49 @@ with tempfile.TemporaryDirectory() as out:
         dataloader_num_workers=0)
     Trainer(model=model, args=args, train_dataset=data, callbacks=[Clock()]).train()
 timed = marks["steps"] - marks["at"]
-print(json.dumps({"steps_per_s": timed / (marks["end"] - marks["start"])}))
+import accelerate
+print(json.dumps({"steps_per_s": timed / (marks["end"] - marks["start"]),
+                  "accelerate": accelerate.__version__}))
 """
 
 
-def reference_python() -> Path:
-    """The reference venv's interpreter, with transformers and datasets at the workspace's versions."""
+def accelerate_overlay() -> Path:
+    """A folder with only real Accelerate's package and metadata, linked from the reference venv."""
     import accelerate_reference as ref
 
-    wanted = ref.requirements_for([])
-    wanted += [
-        f"{name}=={importlib.metadata.version(name)}" for name in ("transformers", "datasets")
-    ]
-    return ref.ensure_venv(ref.VENV, wanted)
+    python = ref.ensure_venv(ref.VENV, ref.requirements_for([]))
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()
+    )  # fmt: skip
+    overlay = ref.VENV.parent / "overlay"
+    overlay.mkdir(exist_ok=True)
+    for entry in [site / "accelerate", *site.glob("accelerate-*.dist-info")]:
+        link = overlay / entry.name
+        if not link.exists():
+            link.symlink_to(entry, target_is_directory=True)
+    return overlay
 
 
-def child(python: str, model: str, steps: int, warmup: int, clock: str) -> float:
-    """Steps per second of one child run."""
+def child(overlay: Path | None, model: str, steps: int, warmup: int, clock: str) -> float:
+    """Steps per second of one child run; ``overlay`` first on PYTHONPATH when given."""
     import accelerate_reference as ref
 
     with tempfile.TemporaryDirectory() as home:
+        env = ref.clean_env(Path(home))
+        if overlay is not None:
+            env["PYTHONPATH"] = str(overlay)
         result = ref.run(
-            [python, "-c", CHILD, model, str(steps), str(warmup), clock],
-            ref.clean_env(Path(home)),
-            timeout=900,
+            [sys.executable, "-c", CHILD, model, str(steps), str(warmup), clock], env, timeout=900
         )
     if result.returncode != 0:
-        raise SystemExit(f"{python} failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])["steps_per_s"]
+        raise SystemExit(f"child failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}")
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    if ("+accel" in report["accelerate"]) != (overlay is None):
+        raise SystemExit(f"the child imported the wrong accelerate: {report['accelerate']}")
+    return report["steps_per_s"]
 
 
 def main() -> int:
@@ -111,8 +128,8 @@ def main() -> int:
 
     if "+accel" not in accelerate.__version__:
         raise SystemExit("run this in the workspace: its accelerate must be accel's compat package")
-    variants = {"accel": sys.executable, "Accelerate": str(reference_python())}
-    print(f"accel: {sys.executable}\nAccelerate 1.15: {variants['Accelerate']}")
+    variants = {"accel": None, "Accelerate": accelerate_overlay()}
+    print(f"interpreter: {sys.executable}\nAccelerate 1.15 from: {variants['Accelerate']}")
     print(f"{args.rounds} rounds x {args.steps} steps ({args.warmup} warm-up), {args.clock} time\n")
     for model in args.model or ["bert", "gpt2"]:
         rates: dict[str, list[float]] = {name: [] for name in variants}
