@@ -214,3 +214,15 @@ def test_to_fsdp2_bad_input_is_one_line_exit_2(tmp_path, capsys):
 def test_to_fsdp2_is_listed_in_the_top_level_help(capsys):
     assert cli.run(["--help"]) == 0
     assert "to-fsdp2" in capsys.readouterr().out
+
+
+def test_prepare_multi_gpu_env_takes_accel_launchs_parsed_arguments():
+    from accel.utils import prepare_multi_gpu_env
+    from accel_cli.launch import parse
+
+    argv = ["--num-processes", "2", "--multi-gpu", "--mixed-precision", "fp16", "train.py"]
+    ns, _ = parse(argv)
+    env = prepare_multi_gpu_env(ns)
+    assert env["ACCELERATE_MIXED_PRECISION"] == "fp16"
+    assert env["ACCEL_DISTRIBUTED_TYPE"] == "MULTI_GPU"
+    assert ns.nproc_per_node == "2"
