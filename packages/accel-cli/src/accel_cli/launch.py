@@ -31,7 +31,7 @@ ACCEL_* environment variables and these flags. `accel config show` prints every
 resolved setting and where it came from.
 
 Every option may also be written with hyphens, as in Accelerate: --num-processes for
---num_processes, --use-fsdp for --use_fsdp (plugin options too).
+--num_processes, --mixed-precision for --mixed_precision (plugins' options too).
 """
 
 EPILOG = """\
