@@ -99,3 +99,28 @@ def test_env_command(capsys):
 
     assert env_command() == 0
     assert "PyTorch version" in capsys.readouterr().out
+
+
+def test_accelerate_to_fsdp2_and_hyphenated_launch_flags(tmp_path, monkeypatch):
+    import yaml
+    from accelerate.commands.accelerate_cli import main
+    from accelerate.commands.launch import launch_command_parser
+
+    monkeypatch.setenv("ACCEL_CONFIG_DIR", str(tmp_path / "config"))
+    source = tmp_path / "fsdp1.yaml"
+    source.write_text(
+        yaml.safe_dump(
+            {"distributed_type": "FSDP", "fsdp_config": {"fsdp_sharding_strategy": "FULL_SHARD"}}
+        )
+    )
+    with pytest.raises(SystemExit) as exc:
+        main(["to-fsdp2", "--config_file", str(source), "--overwrite"])
+    assert exc.value.code == 0
+    assert yaml.safe_load(source.read_text())["fsdp_config"] == {
+        "fsdp_reshard_after_forward": True,
+        "fsdp_version": 2,
+    }
+    script = tmp_path / "s.py"
+    script.write_text("pass\n")
+    args = launch_command_parser().parse_args(["--num-processes", "2", str(script)])
+    assert args.num_processes == "2"

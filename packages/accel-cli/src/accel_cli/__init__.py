@@ -1,4 +1,5 @@
-"""The ``accel`` command line: config, env, launch, test, estimate-memory, plugins, merge-weights.
+"""The ``accel`` command line: config, env, launch, test, estimate-memory, plugins, merge-weights,
+to-fsdp2.
 
 Importing this package is cheap: every subcommand imports what it needs when it runs.
 """

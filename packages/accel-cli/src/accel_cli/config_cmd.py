@@ -134,7 +134,10 @@ def _update(argv: list[str], prog: str) -> int:
     parser = Parser(
         prog=prog,
         description="Rewrite an existing config file in the current format, keeping its settings "
-        "and adding the keys it lacks.",
+        "and adding the keys it lacks. Renamed keys of plugin sections get their current names "
+        "(fsdp_backward_prefetch_policy -> fsdp_backward_prefetch) and numbered choices their "
+        "names (fsdp_sharding_strategy: 1 -> FULL_SHARD). To move an FSDP1 config to FSDP2, "
+        "see `accel to-fsdp2`.",
     )
     parser.add_argument(
         "--config_file",
@@ -148,13 +151,26 @@ def _update(argv: list[str], prog: str) -> int:
         raise UsageError(
             f"{path} does not exist; create it with `accel config` or `accel config default`"
         )
-    data = validate(read_config_file(path), str(path))
+    data = validate(_current_sections(read_config_file(path)), str(path))
     check_sections(data, str(path))
     merged = standard_config()
     merged.update(data)
     save_config_file(merged, path)
     print(f"accel configuration updated at {path}")
     return 0
+
+
+def _current_sections(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with each declared plugin section in its current spelling (Section.current)."""
+    from accel.config.sections import registered_sections
+
+    sections = registered_sections()
+    return {
+        name: sections[name].current(value)
+        if name in sections and isinstance(value, dict)
+        else value
+        for name, value in data.items()
+    }
 
 
 def _show(argv: list[str], prog: str) -> int:

@@ -20,7 +20,7 @@ from typing import Any
 
 from accel.errors import UsageError
 
-from .parsing import Parser
+from .parsing import Parser, underscored
 
 DESCRIPTION = """\
 Launch a training script on one process, several processes or several machines.
@@ -29,6 +29,9 @@ Settings are taken, lowest precedence first, from the defaults, the config file
 (--config_file, $ACCEL_CONFIG_FILE or the default file written by `accel config`),
 ACCEL_* environment variables and these flags. `accel config show` prints every
 resolved setting and where it came from.
+
+Every option may also be written with hyphens, as in Accelerate: --num-processes for
+--num_processes, --mixed-precision for --mixed_precision (plugins' options too).
 """
 
 EPILOG = """\
@@ -361,7 +364,7 @@ def parse(
     for token in extras:
         if not token.startswith("-"):
             continue
-        flag = token.split("=", 1)[0]
+        flag = underscored(token.split("=", 1)[0])
         for prefix, package in PLUGIN_FLAG_OWNERS:
             if flag == prefix or (prefix.endswith("_") and flag.startswith(prefix)):
                 from accel.errors import MissingPluginError

@@ -22,6 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "accel_cli.merge",
         "merge a sharded (DCP) checkpoint into one safetensors file",
     ),
+    "to-fsdp2": ("accel_cli.to_fsdp2", "convert an FSDP1 config file to FSDP2"),
     "plugins": ("accel_cli.plugins_cmd", "list the installed accel plugins"),
 }
 """Built-in subcommands: ``name: (module, one-line help)``."""

@@ -1,7 +1,8 @@
 """Helpers over ``os.environ``: reading flags, clearing and restoring the environment.
 
 Accelerate's names (``accelerate.utils``). accel's own variables are ``ACCEL_*``
-(:mod:`accel.environment`); :func:`purge_accelerate_environment` removes those.
+(:mod:`accel.environment`); :func:`purge_accelerate_environment` restores those and
+Accelerate's ``ACCELERATE_*`` after a test.
 """
 
 from __future__ import annotations
@@ -95,27 +96,75 @@ def clear_environment() -> Iterator[None]:
         os.environ.update(saved)
 
 
+PURGED_PREFIXES = ("ACCEL_", "ACCELERATE_")
+"""Variables :func:`purge_accelerate_environment` restores: accel's and Accelerate's spelling."""
+
+_PURGED_MARK = "_accel_purged_environment"
+
+
+@contextlib.contextmanager
+def _restored_accelerate_environment() -> Iterator[None]:
+    """Run the block, then put every ``ACCEL_*`` / ``ACCELERATE_*`` variable back as it was
+    (values restored, new ones removed, removed ones set again)."""
+    saved = {k: v for k, v in os.environ.items() if k.startswith(PURGED_PREFIXES)}
+    try:
+        yield
+    finally:
+        for key in [k for k in os.environ if k.startswith(PURGED_PREFIXES)]:
+            if key not in saved:
+                del os.environ[key]
+        for key, value in saved.items():
+            if os.environ.get(key) != value:
+                os.environ[key] = value
+
+
 def _purged(function: Callable) -> Callable:
+    if getattr(function, _PURGED_MARK, False):
+        return function
+
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        before = {k for k in os.environ if k.startswith("ACCEL_")}
-        try:
+        with _restored_accelerate_environment():
             return function(*args, **kwargs)
-        finally:
-            for key in [k for k in os.environ if k.startswith("ACCEL_") and k not in before]:
-                del os.environ[key]
 
+    setattr(wrapper, _PURGED_MARK, True)
     return wrapper
 
 
+def _purge_test_methods(cls: type) -> None:
+    """Wrap every ``test*`` method ``cls`` has, its own and inherited ones."""
+    for name in dir(cls):
+        if not name.startswith("test"):
+            continue
+        member = inspect.getattr_static(cls, name)
+        if isinstance(member, (staticmethod, classmethod)) or not callable(member):
+            continue
+        setattr(cls, name, _purged(member))
+
+
 def purge_accelerate_environment(func_or_cls: Callable | type) -> Callable | type:
-    """Decorator: ``ACCEL_*`` variables the function (or each test method of the class) sets are removed after it."""
-    if inspect.isclass(func_or_cls):
-        for name, member in list(vars(func_or_cls).items()):
-            if callable(member) and (name.startswith("test") or name in ("setUp", "tearDown")):
-                setattr(func_or_cls, name, _purged(member))
-        return func_or_cls
-    return _purged(func_or_cls)
+    """Decorator: after the function, or each test method of the class, every ``ACCEL_*`` and
+    ``ACCELERATE_*`` variable is as it was before (changed values restored, new ones removed).
+
+    On a class (a ``unittest.TestCase`` or a plain pytest class) it wraps the ``test*``
+    methods, inherited ones included, and those of every subclass defined later, as
+    Accelerate's does.
+    """
+    if not inspect.isclass(func_or_cls):
+        return _purged(func_or_cls)
+    cls = func_or_cls
+    _purge_test_methods(cls)
+    previous = cls.__dict__.get("__init_subclass__")
+
+    def __init_subclass__(subclass: type, **kwargs: Any) -> None:
+        if previous is not None:
+            previous.__get__(None, subclass)(**kwargs)
+        else:
+            super(cls, subclass).__init_subclass__(**kwargs)
+        _purge_test_methods(subclass)
+
+    cls.__init_subclass__ = classmethod(__init_subclass__)  # type: ignore[assignment]
+    return cls
 
 
 def is_port_in_use(port: int | None = None) -> bool:

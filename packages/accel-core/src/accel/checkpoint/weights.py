@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import Any
 
 import torch
 
 from accel.memory import parse_size
+
+logger = logging.getLogger(__name__)
 
 WEIGHTS_NAME = "pytorch_model.bin"
 
@@ -157,17 +160,29 @@ def load_weights(
 def clean_state_dict_for_safetensors(
     state_dict: dict[str, torch.Tensor],
 ) -> dict[str, torch.Tensor]:
-    """``state_dict`` ready for safetensors: tensors sharing storage kept once, all contiguous."""
+    """``state_dict`` ready for safetensors: tensors sharing storage kept once, all contiguous.
+
+    As in Accelerate, the names left out are logged (a warning naming each and the name
+    kept for its memory): a model that ties them again on loading gets them back.
+    """
     seen: dict[Any, str] = {}
     cleaned: dict[str, torch.Tensor] = {}
+    removed: dict[str, str] = {}
     for name, tensor in state_dict.items():
         if isinstance(tensor, torch.Tensor) and tensor.device.type != "meta":
             key = id_tensor_storage(tensor)
             if key in seen:
+                removed[name] = seen[key]
                 continue
             seen[key] = name
             tensor = tensor.contiguous()
         cleaned[name] = tensor
+    if removed:
+        shared = ", ".join(f"{name} (shares memory with {kept})" for name, kept in removed.items())
+        logger.warning(
+            f"Removed shared tensors while saving: {shared}. This should be OK if the model "
+            "ties them again when loading; check that loading it warns about no missing keys."
+        )
     return cleaned
 
 

@@ -379,6 +379,29 @@ class Section:
             values[canonical] = converted
         return values
 
+    def current(self, section: Mapping[str, Any]) -> dict[str, Any]:
+        """``section`` as written today: each alias key renamed to its declared name
+        (``fsdp_backward_prefetch_policy`` -> ``fsdp_backward_prefetch``) and each choice
+        spelled as declared (``2`` -> ``SHARD_GRAD_OP``, ``no_wrap`` -> ``NO_WRAP``).
+
+        Other values, unknown keys and values that are not allowed are kept as written
+        (:meth:`validate` reports those); a declared name wins over its alias.
+        """
+        result: dict[str, Any] = {}
+        for name, value in section.items():
+            option = self._index.get(name) if isinstance(name, str) else None
+            if option is None:
+                result[name] = value
+                continue
+            if option.choices and value is not None:
+                try:
+                    value = option.convert(value, f"{self.key}.{name}")
+                except ConfigError:
+                    pass
+            if name == option.name or option.name not in section:
+                result[option.name] = value
+        return result
+
     # -- flags --------------------------------------------------------------------
     def flag_of(self, option: Option | str) -> str | None:
         """The ``accel launch`` flag of a key (``--fsdp_version``), or None when it has none."""

@@ -9,6 +9,8 @@
 * :mod:`accel.launchers.worker`: ``python -m accel.launchers.worker``, what each worker
   runs first (not imported here, so that ``-m`` runs it cleanly).
 * :mod:`accel.launchers.notebook`: ``notebook_launcher`` / ``debug_launcher``.
+* :mod:`accel.launchers.arguments`: Accelerate's ``prepare_multi_gpu_env`` (launch
+  arguments -> the torchrun plan's environment), exported from :mod:`accel.utils`.
 
 Importing this package imports neither torch nor any plugin.
 """

@@ -103,6 +103,7 @@ _add(
 )
 _add("accel.big_model.dispatch", "load_checkpoint_in_model")
 _add("accel.launchers.notebook", "patch_environment")
+_add("accel.launchers.arguments", "prepare_multi_gpu_env")
 _add(
     "accel.distributed.operations",
     "CannotPadNestedTensorWarning",

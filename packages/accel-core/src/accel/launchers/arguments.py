@@ -1,0 +1,99 @@
+"""Accelerate's launch helpers that take parsed ``accelerate launch`` arguments.
+
+:func:`prepare_multi_gpu_env` is ``accelerate.utils.prepare_multi_gpu_env``: the environment
+of a multi-GPU torchrun launch for an ``argparse.Namespace`` of launch arguments (from
+``accel launch``'s parser, the compat ``accelerate launch`` parser, or built by hand). It is
+not a second launcher: the arguments become settings (:func:`settings_from_arguments`), which
+are resolved and planned like ``accel launch``'s (:func:`accel.launchers.plan_launch` with
+the ``torchrun`` launcher); the plan's environment is what the workers get. Torch-free.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+SELECTORS: dict[str, str] = {
+    "use_fsdp": "FSDP",
+    "use_deepspeed": "DEEPSPEED",
+    "use_megatron_lm": "MEGATRON_LM",
+}
+"""Launch arguments that choose the distributed type (``--use_fsdp`` means ``FSDP``)."""
+
+
+def settings_from_arguments(args: Any) -> dict[str, Any]:
+    """The settings given in launch arguments ``args`` (a Namespace or a mapping), by name.
+
+    Core settings keep their name, ``dynamo_*`` go to ``dynamo_config.*``, keys of a plugin's
+    config section (``fsdp_sharding_strategy``) to ``<section>.<key>``; ``use_fsdp`` /
+    ``use_deepspeed`` / ``use_megatron_lm`` set ``distributed_type``. Arguments that are
+    None, and names no setting has (``training_script``, ...), are left out.
+    """
+    from accel.config.keys import DYNAMO_KEYS, KEYS
+    from accel.config.sections import registered_sections
+
+    given = dict(args) if isinstance(args, Mapping) else dict(vars(args))
+    sections = registered_sections()
+    settings: dict[str, Any] = {}
+    for name, value in given.items():
+        if value is None:
+            continue
+        if name in SELECTORS:
+            if value:
+                settings["distributed_type"] = SELECTORS[name]
+        elif name in DYNAMO_KEYS:
+            settings[f"dynamo_config.{name}"] = value
+        elif name in KEYS and KEYS[name].kind != "section":
+            settings[name] = value
+        else:
+            for section in sections.values():
+                option = section.get(name)
+                if option is not None:
+                    settings[f"{section.key}.{option.name}"] = value
+                    break
+    return settings
+
+
+def prepare_multi_gpu_env(args: Any) -> dict[str, str]:
+    """The environment of a multi-GPU torchrun launch for launch arguments ``args``.
+
+    As Accelerate's: a copy of ``os.environ`` plus every variable the workers need
+    (``ACCEL_*`` and ``ACCELERATE_*``, ``CUDA_VISIBLE_DEVICES`` for ``gpu_ids``, the plugins'
+    own, such as ``ACCELERATE_USE_FSDP``), taken from the plan ``accel launch`` would run.
+    The arguments alone decide the settings (no config file, no ``ACCEL_*`` variables are
+    read); the distributed type is ``MULTI_GPU`` unless ``use_fsdp`` / ``use_deepspeed`` /
+    ``use_megatron_lm`` or ``distributed_type`` say otherwise. Also sets
+    ``args.nproc_per_node`` (and ``nnodes`` / ``node_rank`` with several machines), as
+    Accelerate does for its torchrun call. ``--module`` with ``--no_python`` is a ValueError.
+    """
+    from accel.config.settings import resolve
+
+    from .planning import plan_launch
+
+    module = bool(getattr(args, "module", False))
+    no_python = bool(getattr(args, "no_python", False))
+    if module and no_python:
+        raise ValueError("--module and --no_python cannot be used together")
+    settings = settings_from_arguments(args)
+    if not settings.get("use_cpu"):
+        settings.setdefault("distributed_type", "MULTI_GPU")
+    resolved = resolve(flags=settings, use_config_file=False, environ={})
+    script = [
+        str(getattr(args, "training_script", None) or "train.py"),
+        *map(str, getattr(args, "training_script_args", None) or []),
+    ]
+    plan = plan_launch(resolved.values, script, "torchrun", module=module, no_python=no_python)
+    try:
+        args.nproc_per_node = str(plan.nproc_per_node)
+        if plan.num_machines > 1:
+            args.nnodes = str(plan.num_machines)
+            args.node_rank = plan.machine_rank
+    except AttributeError:  # a mapping or a frozen object: the environment is the result
+        pass
+    env = dict(os.environ)
+    env.update(plan.environment)
+    return env
+
+
+__all__ = ["SELECTORS", "prepare_multi_gpu_env", "settings_from_arguments"]

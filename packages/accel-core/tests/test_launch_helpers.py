@@ -1,0 +1,95 @@
+"""Accelerate's launch helpers over accel's launch plan (``accel.utils.prepare_multi_gpu_env``)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def no_config(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACCEL_CONFIG_DIR", str(tmp_path / "config"))
+
+
+def _args(**overrides):
+    """A namespace like the one ``accelerate launch`` builds for a two-GPU run."""
+    values = dict(
+        num_processes=2,
+        num_machines=1,
+        machine_rank=0,
+        main_process_ip=None,
+        main_process_port=29555,
+        mixed_precision="bf16",
+        gpu_ids="0,1",
+        debug=True,
+        dynamo_backend="no",
+        use_fsdp=False,
+        use_deepspeed=False,
+        use_megatron_lm=False,
+        module=False,
+        no_python=False,
+        training_script="train.py",
+        training_script_args=["--lr", "1"],
+    )
+    values.update(overrides)
+    return argparse.Namespace(**values)
+
+
+def test_prepare_multi_gpu_env_is_the_torchrun_plans_environment(monkeypatch):
+    from accel.config.settings import resolve
+    from accel.launchers import plan_launch
+    from accel.utils import prepare_multi_gpu_env
+
+    monkeypatch.setenv("SOMETHING_ELSE", "kept")
+    monkeypatch.setenv("ACCEL_MIXED_PRECISION", "fp16")  # the arguments decide, as in Accelerate
+    args = _args()
+    env = prepare_multi_gpu_env(args)
+    assert env["SOMETHING_ELSE"] == "kept"
+    assert env["ACCEL_DISTRIBUTED_TYPE"] == "MULTI_GPU"
+    assert env["ACCELERATE_MIXED_PRECISION"] == env["ACCEL_MIXED_PRECISION"] == "bf16"
+    assert env["ACCELERATE_DEBUG_MODE"] == "true"
+    assert env["CUDA_VISIBLE_DEVICES"] == "0,1"
+    settings = {
+        "distributed_type": "MULTI_GPU",
+        "num_processes": 2,
+        "num_machines": 1,
+        "machine_rank": 0,
+        "main_process_port": 29555,
+        "mixed_precision": "bf16",
+        "gpu_ids": "0,1",
+        "debug": True,
+        "dynamo_config.dynamo_backend": "no",
+    }
+    resolved = resolve(flags=settings, use_config_file=False, environ={})
+    plan = plan_launch(resolved.values, ["train.py", "--lr", "1"], "torchrun")
+    assert {k: env[k] for k in plan.environment} == plan.environment
+    assert args.nproc_per_node == "2"  # set on args for torchrun, as Accelerate does
+
+
+def test_prepare_multi_gpu_env_passes_plugin_arguments_to_their_plugin():
+    pytest.importorskip("accel_fsdp")
+    import json
+
+    from accel.utils import prepare_multi_gpu_env
+
+    env = prepare_multi_gpu_env(
+        _args(
+            use_fsdp=True,
+            fsdp_sharding_strategy="SHARD_GRAD_OP",
+            fsdp_cpu_ram_efficient_loading=True,
+            fsdp_transformer_layer_cls_to_wrap="BertLayer",
+        )
+    )
+    assert env["ACCELERATE_USE_FSDP"] == "true"
+    assert env["ACCEL_DISTRIBUTED_TYPE"] == "FSDP"
+    assert env["FSDP_TRANSFORMER_CLS_TO_WRAP"] == "BertLayer"
+    launched = json.loads(env["ACCEL_LAUNCH_CONFIG"])
+    assert launched["fsdp_config"]["fsdp_sharding_strategy"] == "SHARD_GRAD_OP"
+
+
+def test_prepare_multi_gpu_env_rejects_module_with_no_python():
+    from accel.utils import prepare_multi_gpu_env
+
+    with pytest.raises(ValueError, match="--module and --no_python"):
+        prepare_multi_gpu_env(_args(module=True, no_python=True))
