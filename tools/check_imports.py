@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ROOT / "packages"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("accel.catalog", "accel.errors", "accel.environment"),
+    ("accel.catalog", "accel.errors", "accel.environment", "accel.sizes"),
     ("accel.types", "accel.kwargs", "accel.hookspecs", "accel.devices", "accel.contexts"),
     ("accel.plugins", "accel._lazy"),
     ("accel.config", "accel.parallelism_config"),

@@ -110,7 +110,8 @@ def test_partial_state_backend_and_timeout(tmp_path):
 
 
 def test_sizes_and_custom_dtypes_count_as_in_accelerate():
-    from accel.memory import dtype_byte_size, parse_size
+    from accel.memory import dtype_byte_size
+    from accel.sizes import parse_size
     from accel.types import CustomDtype
 
     assert parse_size("8Gb") == 10**9  # a lowercase b after a decimal unit counts bits

@@ -18,6 +18,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from accel.sizes import convert_bytes
+
 from .parsing import Parser, UsageError
 
 DTYPE_BYTES = {"float32": 4.0, "float16": 2.0, "bfloat16": 2.0, "int8": 1.0, "int4": 0.5}
@@ -142,15 +144,6 @@ def _markdown(name: str, rows: list[dict[str, Any]]) -> str:
     ]
     lines += ["| " + " | ".join(c) + " |" for c in _cells(rows)]
     return "\n".join(lines)
-
-
-def convert_bytes(size: float) -> str:
-    """``84.95 MB``-style rendering with powers of 1024."""
-    for unit in ("bytes", "KB", "MB", "GB", "TB"):
-        if size < 1024.0:
-            return f"{round(size, 2)} {unit}"
-        size /= 1024.0
-    return f"{round(size, 2)} PB"
 
 
 def _table(name: str, rows: list[dict[str, Any]]) -> str:

@@ -88,6 +88,34 @@ PRECISIONS: dict[str, Provided] = _table(
 )
 """Values of ``mixed_precision``."""
 
+DYNAMO_BACKENDS: tuple[str, ...] = (
+    "NO",
+    "EAGER",
+    "AOT_EAGER",
+    "INDUCTOR",
+    "AOT_TS_NVFUSER",
+    "NVPRIMS_NVFUSER",
+    "CUDAGRAPHS",
+    "OFI",
+    "FX2TRT",
+    "ONNXRT",
+    "TENSORRT",
+    "AOT_TORCHXLA_TRACE_ONCE",
+    "TORCHXLA_TRACE_ONCE",
+    "IPEX",
+    "TVM",
+    "HPU_BACKEND",
+)
+"""``torch.compile`` backends under Accelerate's names (``NO`` disables compilation)."""
+
+DYNAMO_MODES: tuple[str, ...] = (
+    "default",
+    "reduce-overhead",
+    "max-autotune",
+    "max-autotune-no-cudagraphs",
+)
+"""``torch.compile`` modes."""
+
 TRACKERS: dict[str, Provided] = _table(
     *(
         Provided(name, f"the {name!r} tracker", f"accel-trackers[{name}]")
@@ -99,8 +127,6 @@ TRACKERS: dict[str, Provided] = _table(
             "mlflow",
             "clearml",
             "dvclive",
-            "swanlab",
-            "trackio",
         )
     )
 )

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
-from accel import devices, environment
+from accel import catalog, devices, environment
 from accel.faults import flight
 from accel.kwargs import InitProcessGroupKwargs
 from accel.types import DistributedType, PrecisionType
@@ -438,14 +438,7 @@ def _resolve_distributed_type(state: AcceleratorState) -> str:
         if key in state.plugins:
             return dtype
     launched = environment.get_str(environment.DISTRIBUTED_TYPE)
-    if launched and launched not in (
-        "NO",
-        "MULTI_CPU",
-        "MULTI_GPU",
-        "MULTI_XPU",
-        "MULTI_NPU",
-        "MULTI_MLU",
-    ):
+    if launched and launched != "NO" and launched not in catalog.DATA_PARALLEL_TYPES:
         return launched
     return state.distributed_type
 

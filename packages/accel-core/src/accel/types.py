@@ -35,49 +35,28 @@ class ComputeEnvironment(_StrEnum):
     AMAZON_SAGEMAKER = "AMAZON_SAGEMAKER"
 
 
-class PrecisionType(_StrEnum):
-    """Values of ``mixed_precision``."""
-
-    NO = "no"
-    FP8 = "fp8"
-    FP16 = "fp16"
-    BF16 = "bf16"
+PrecisionType = _StrEnum(
+    "PrecisionType", {name.upper(): name for name in catalog.PRECISIONS}, module=__name__
+)
+PrecisionType.__doc__ = "Values of ``mixed_precision`` (:data:`accel.catalog.PRECISIONS`)."
 
 
-class DynamoBackend(_StrEnum):
-    """torch.compile backends (``NO`` disables compilation)."""
-
-    NO = "NO"
-    EAGER = "EAGER"
-    AOT_EAGER = "AOT_EAGER"
-    INDUCTOR = "INDUCTOR"
-    AOT_TS_NVFUSER = "AOT_TS_NVFUSER"
-    NVPRIMS_NVFUSER = "NVPRIMS_NVFUSER"
-    CUDAGRAPHS = "CUDAGRAPHS"
-    OFI = "OFI"
-    FX2TRT = "FX2TRT"
-    ONNXRT = "ONNXRT"
-    TENSORRT = "TENSORRT"
-    AOT_TORCHXLA_TRACE_ONCE = "AOT_TORCHXLA_TRACE_ONCE"
-    TORCHXLA_TRACE_ONCE = "TORCHXLA_TRACE_ONCE"
-    IPEX = "IPEX"
-    TVM = "TVM"
-    HPU_BACKEND = "HPU_BACKEND"
+DynamoBackend = _StrEnum(
+    "DynamoBackend", {name: name for name in catalog.DYNAMO_BACKENDS}, module=__name__
+)
+DynamoBackend.__doc__ = "torch.compile backends (:data:`accel.catalog.DYNAMO_BACKENDS`)."
 
 
-class LoggerType(_StrEnum):
-    """Names of the trackers accel-trackers provides (``log_with=``)."""
+LoggerType = _StrEnum(
+    "LoggerType",
+    {"ALL": "all", **{name.upper().replace("_", ""): name for name in catalog.TRACKERS}},
+    module=__name__,
+)
+LoggerType.__doc__ = """Tracker names of ``log_with=`` (:data:`accel.catalog.TRACKERS`).
 
-    ALL = "all"
-    AIM = "aim"
-    TENSORBOARD = "tensorboard"
-    WANDB = "wandb"
-    COMETML = "comet_ml"
-    MLFLOW = "mlflow"
-    CLEARML = "clearml"
-    DVCLIVE = "dvclive"
-    SWANLAB = "swanlab"
-    TRACKIO = "trackio"
+``ALL`` means every installed tracker; members have Accelerate's names (``COMETML`` is
+``"comet_ml"``).
+"""
 
 
 class RNGType(_StrEnum):

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 from accel.backends import Backend
+from accel.catalog import DATA_PARALLEL_TYPES
 from torch.nn.parallel import DistributedDataParallel
 
 from .kwargs import DistributedDataParallelKwargs
@@ -17,15 +18,7 @@ class DDPBackend(Backend):
     """Data parallelism over every process: each holds the whole model, gradients are averaged."""
 
     name = "ddp"
-    distributed_types = (
-        "MULTI_CPU",
-        "MULTI_GPU",
-        "MULTI_XPU",
-        "MULTI_NPU",
-        "MULTI_MLU",
-        "MULTI_MUSA",
-        "MULTI_HPU",
-    )
+    distributed_types = DATA_PARALLEL_TYPES
 
     @property
     def kwargs(self) -> DistributedDataParallelKwargs:

@@ -21,10 +21,8 @@ from accel.errors import ConfigError
 from accel.launchers import Launcher, LaunchPlan
 from accel.launchers.local import TorchrunLauncher, threads_environment, worker_command
 
+from .config import MODES
 from .environment import SlurmTask, in_allocation, read_task
-
-MODES = ("auto", "node", "task", "off")
-"""Values of ``slurm_config.slurm_mode``."""
 
 
 def slurm_mode(config: dict[str, Any]) -> str:

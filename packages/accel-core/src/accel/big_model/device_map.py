@@ -20,7 +20,7 @@ import torch
 
 from accel import catalog
 from accel.big_model.modeling import find_tied_parameters
-from accel.memory import parse_size
+from accel.sizes import parse_size
 from accel.types import CustomDtype
 
 logger = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from accel.memory import parse_size
+from accel.sizes import parse_size
 
 logger = logging.getLogger(__name__)
 

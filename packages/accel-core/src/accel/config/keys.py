@@ -19,27 +19,10 @@ from accel.errors import ConfigError
 DISTRIBUTED_TYPES = tuple(catalog.DISTRIBUTED_TYPES)
 """Values of ``distributed_type`` (``TPU`` is read as ``XLA``): :data:`accel.catalog.DISTRIBUTED_TYPES`."""
 
-MULTI_DEVICE_TYPES = frozenset(t for t in DISTRIBUTED_TYPES if t.startswith("MULTI_"))
+MULTI_DEVICE_TYPES = frozenset(catalog.DATA_PARALLEL_TYPES)
 
-DYNAMO_BACKENDS = (
-    "NO",
-    "EAGER",
-    "AOT_EAGER",
-    "INDUCTOR",
-    "AOT_TS_NVFUSER",
-    "NVPRIMS_NVFUSER",
-    "CUDAGRAPHS",
-    "OFI",
-    "FX2TRT",
-    "ONNXRT",
-    "TENSORRT",
-    "AOT_TORCHXLA_TRACE_ONCE",
-    "TORCHXLA_TRACE_ONCE",
-    "IPEX",
-    "TVM",
-    "HPU_BACKEND",
-)
-DYNAMO_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+DYNAMO_BACKENDS = catalog.DYNAMO_BACKENDS
+DYNAMO_MODES = catalog.DYNAMO_MODES
 
 PROVIDERS: dict[str, str] = {
     name: row.package
@@ -106,7 +89,7 @@ _KEYS: list[Key] = [
         "choice",
         "no",
         "mixed precision",
-        choices=("no", "fp16", "bf16", "fp8"),
+        choices=tuple(catalog.PRECISIONS),
         env=environment.MIXED_PRECISION,
         nullable=False,
     ),
@@ -204,12 +187,10 @@ _KEYS: list[Key] = [
         choices=DYNAMO_BACKENDS,
     ),
     _k("dynamo_config", "section", None, "torch.compile settings"),
-    _k("fsdp_config", "section", None, "FSDP settings (accel-fsdp)"),
-    _k("deepspeed_config", "section", None, "DeepSpeed settings (accel-deepspeed)"),
-    _k("megatron_lm_config", "section", None, "Megatron-LM settings (accel-megatron)"),
-    _k("fp8_config", "section", None, "FP8 settings (accel-fp8)"),
-    _k("parallelism_config", "section", None, "tensor/context parallel sizes"),
-    _k("mpirun_config", "section", None, "mpirun launcher settings"),
+    *(
+        _k(name, "section", None, f"{row.feature} settings ({row.package})")
+        for name, row in catalog.CONFIG_SECTIONS.items()
+    ),
     _k("ipex_config", "section", None, "(deprecated: IPEX is part of PyTorch)"),
     _k("use_mps_device", "bool", None, "(deprecated: MPS is used when available)"),
     _k("tpu_name", "str", None, "name of the TPU"),
