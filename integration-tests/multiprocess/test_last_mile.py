@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-CHECKS = ("per_rank_dirs", "pad_debug")
+CHECKS = ("per_rank_dirs", "pad_debug", "reseeded_generator")
 
 
 @pytest.mark.timeout(150)

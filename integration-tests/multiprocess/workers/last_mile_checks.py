@@ -1,4 +1,4 @@
-"""Issue 29 on 2 real gloo processes: per-rank checkpoint directories, debug-mode padding.
+"""Issue 29 on 2 real gloo processes: per-rank checkpoint directories, debug-mode padding, generators.
 
 Launched with ``ACCELERATE_DEBUG_MODE=1`` (Accelerate's spelling). Each check raises on a
 mismatch; rank 0 prints ``ok <name>`` after a check passed on both ranks.
@@ -99,9 +99,25 @@ def check_pad_debug_mode() -> None:
         raise AssertionError("debug mode let pad_across_processes pad mismatched dimensions")
 
 
+def check_reseeded_generator() -> None:
+    """A prepared loader's generator, re-seeded before an epoch, repeats that epoch's order."""
+    acc = fresh()
+    generator = torch.Generator()
+    dl = acc.prepare(DataLoader(list(range(16)), batch_size=2, shuffle=True, generator=generator))
+    orders = []
+    for seed in (5, 5, 7):
+        generator.manual_seed(seed)
+        orders.append([x for batch in dl for x in batch.tolist()])
+    assert orders[0] == orders[1] != orders[2], orders
+    everyone: list = [None, None]
+    dist.all_gather_object(everyone, orders[0])
+    assert sorted(everyone[0] + everyone[1]) == list(range(16)), everyone  # the ranks agree
+
+
 CHECKS = {
     "per_rank_dirs": check_per_rank_directories,
     "pad_debug": check_pad_debug_mode,
+    "reseeded_generator": check_reseeded_generator,
 }
 
 
