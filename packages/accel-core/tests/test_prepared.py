@@ -82,3 +82,30 @@ def test_accel_backend_names_a_backend_explicitly(monkeypatch):
     with pytest.raises(MissingPluginError, match="no-such-backend"):
         Accelerator(cpu=True)
     assert AcceleratorState.current() is None  # a failed Accelerator leaves no state behind
+
+
+def test_preparing_an_object_twice_returns_the_prepared_one(tmp_path):
+    """As Accelerate: preparing a prepared object, or the original again, changes nothing."""
+    accelerator = Accelerator(cpu=True)
+    model, optimizer, scheduler, data = _objects()
+    prepared = accelerator.prepare(model, optimizer, scheduler, data)
+    again = accelerator.prepare(*prepared)  # the prepared objects themselves
+    assert all(a is b for a, b in zip(again, prepared))
+    originals = accelerator.prepare(model, optimizer, scheduler)  # the user's objects again
+    assert all(a is b for a, b in zip(originals, prepared[:3]))
+    assert accelerator.prepare_model(model) is prepared[0]
+    assert accelerator.prepare_optimizer(optimizer) is prepared[1]
+    assert accelerator.prepare_scheduler(scheduler) is prepared[2]
+    assert accelerator.prepare_data_loader(prepared[3]) is prepared[3]
+    assert accelerator.prepare_model(prepared[0], evaluation_mode=True) is prepared[0]
+    lists = accelerator.prepared
+    assert [len(lists.models), len(lists.optimizers), len(lists.schedulers)] == [1, 1, 1]
+    assert len(lists.dataloaders) == 1
+    assert not isinstance(prepared[1].optimizer, AcceleratedOptimizer)
+    accelerator.save_state(tmp_path / "ckpt")
+    assert not (tmp_path / "ckpt" / "model_1.safetensors").exists()
+    assert not (tmp_path / "ckpt" / "optimizer_1.bin").exists()
+    # a prepared object is new to another Accelerator: it is tracked there, not wrapped again
+    accelerator.free_memory()
+    assert accelerator.prepare(prepared[1]) is prepared[1]
+    assert accelerator.prepared.optimizers == [prepared[1]]

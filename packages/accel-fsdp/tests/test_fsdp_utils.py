@@ -207,7 +207,7 @@ def test_one_process_save_load_and_recursive_unwrap(tmp_path):
     pytest.importorskip("peft")
     env = {**os.environ, "ACCEL_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
-        [sys.executable, str(WORKER), "unwrap,roundtrip,adapter", str(tmp_path)],
+        [sys.executable, str(WORKER), "unwrap,twice,roundtrip,adapter", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=240,
@@ -215,6 +215,7 @@ def test_one_process_save_load_and_recursive_unwrap(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-6000:]
     assert "ok unwrap" in done.stdout and "ok roundtrip" in done.stdout
+    assert "ok twice" in done.stdout  # issue 29: preparing twice does not shard twice
     assert "ok adapter" in done.stdout
 
 

@@ -35,6 +35,7 @@ from accel.kwargs import (
     TorchDynamoPlugin,
 )
 from accel.logging import get_logger
+from accel.optimizer import fused_backward
 from accel.precision.base import Precision
 from accel.prepared import PreparedObjects
 from accel.process_helpers import ProcessHelpers
@@ -244,7 +245,8 @@ class Accelerator(ProcessHelpers):
     def prepare(self, *args: Any, device_placement: list[bool] | None = None) -> Any:
         """Prepare any number of models, optimizers, data loaders and schedulers, in any order.
 
-        Returns them in the same order (a single object when one is passed).
+        Returns them in the same order (a single object when one is passed). An object
+        prepared before (or the prepared object itself) is returned as it was prepared.
         """
         if device_placement is None:
             device_placement = [self.device_placement] * len(args)
@@ -252,11 +254,15 @@ class Accelerator(ProcessHelpers):
             raise ValueError(
                 f"device_placement has {len(device_placement)} entries for {len(args)} objects"
             )
-        self._check_devices(args)
-        objects = self.precision.prepare(list(args))
-        result = self.backend.prepare(objects, list(device_placement))
-        for obj in result:
-            self.prepared.track(obj)
+        result = [self.prepared.lookup(obj) for obj in args]
+        new = [i for i, done in enumerate(result) if done is None]
+        if new:
+            self._check_devices(args)
+            objects = self.precision.prepare([args[i] for i in new])
+            made = self.backend.prepare(objects, [device_placement[i] for i in new])
+            for i, obj in zip(new, made):
+                self.prepared.track(obj, original=args[i])
+                result[i] = obj
         return result[0] if len(result) == 1 else tuple(result)
 
     def _check_devices(self, objects: tuple[Any, ...]) -> None:
@@ -279,13 +285,10 @@ class Accelerator(ProcessHelpers):
     ) -> torch.nn.Module:
         """Prepare one model (``evaluation_mode`` for inference-only use)."""
         placement = self.device_placement if device_placement is None else device_placement
-        prepared = (
-            self.backend.prepare_model(model, placement, evaluation_mode)
-            if evaluation_mode
-            else self.prepare(model, device_placement=[placement])
-        )
-        if evaluation_mode:
-            self.prepared.models.append(prepared)
+        if not evaluation_mode or self.prepared.lookup(model) is not None:
+            return self.prepare(model, device_placement=[placement])
+        prepared = self.backend.prepare_model(model, placement, evaluation_mode)
+        self.prepared.track(prepared, original=model)
         return prepared
 
     def prepare_optimizer(
@@ -328,15 +331,7 @@ class Accelerator(ProcessHelpers):
         if steps > 1 and self._divide_loss:
             loss = loss / steps
         if kwargs and "learning_rate" in kwargs:
-            learning_rate = kwargs.pop("learning_rate")
-            fused = [
-                opt.optimizer
-                for opt in self._optimizers
-                if callable(getattr(opt.optimizer, "fused_backward", None))
-            ]
-            if learning_rate is not None and fused:
-                for optimizer in fused:
-                    optimizer.fused_backward(loss, learning_rate)
+            if fused_backward(self._optimizers, loss, kwargs.pop("learning_rate")):
                 return
         backward = self._backward_impl  # decided when the backend or the precision is set
         if backward is None:  # neither the backend nor the precision changes Tensor.backward

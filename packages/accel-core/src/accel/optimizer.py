@@ -127,3 +127,22 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
 
     def __repr__(self) -> str:
         return f"AcceleratedOptimizer({self.optimizer!r})"
+
+
+def fused_backward(optimizers: list[Any], loss: torch.Tensor, learning_rate: Any) -> bool:
+    """Run ``fused_backward(loss, learning_rate)`` of the LOMO / AdaLomo optimizers among ``optimizers``.
+
+    These optimizers (``lomo-optim``) update the weights during the backward pass.
+    Returns whether one did (then no other backward is needed); False when
+    ``learning_rate`` is None or none of the prepared optimizers is fused.
+    """
+    fused = [
+        getattr(opt, "optimizer", opt)
+        for opt in optimizers
+        if callable(getattr(getattr(opt, "optimizer", opt), "fused_backward", None))
+    ]
+    if learning_rate is None or not fused:
+        return False
+    for optimizer in fused:
+        optimizer.fused_backward(loss, learning_rate)
+    return True

@@ -34,21 +34,60 @@ class PreparedObjects:
         """Prepared data loaders (sharded for this process)."""
         self.custom_objects: list[Any] = []
         """Objects with ``state_dict``/``load_state_dict`` that ``save_state`` also writes."""
+        self._originals: list[tuple[Any, Any]] = []  # (what the user passed, what prepare made)
 
-    def track(self, obj: Any) -> None:
-        """Append ``obj`` to the list of its kind; an object of no known kind is ignored."""
+    def lookup(self, obj: Any) -> Any:
+        """What ``prepare(obj)`` returned before, or None when ``obj`` is new.
+
+        ``obj`` may be a prepared object (of this Accelerator, or an optimizer, scheduler or
+        data loader another one prepared: it is tracked here) or a model, optimizer or
+        scheduler passed to ``prepare`` before, as Accelerate returns them unchanged.
+        """
+        for kind in (self.models, self.optimizers, self.schedulers, self.dataloaders):
+            if any(o is obj for o in kind):
+                return obj
+        for original, prepared in self._originals:
+            if original is obj:
+                return prepared
+        if not isinstance(obj, torch.nn.Module) and getattr(obj, "_is_accelerate_prepared", False):
+            self.track(obj)
+            return obj
+        return None
+
+    def track(self, obj: Any, original: Any = None) -> None:
+        """Append ``obj`` to the list of its kind; an object of no known kind is ignored.
+
+        ``original``, what ``prepare`` was given for ``obj``, is remembered for
+        :meth:`lookup` (models, optimizers and schedulers: a raw DataLoader prepared again
+        gives a new loader, as in Accelerate).
+        """
+        kind = self._kind(obj)
+        if kind is None:
+            return
+        kind.append(obj)
+        if not isinstance(obj, torch.nn.Module):
+            try:  # Accelerate's mark: another Accelerator returns the object unchanged too
+                obj._is_accelerate_prepared = True
+            except AttributeError:
+                pass
+        if original is not None and original is not obj and kind is not self.dataloaders:
+            self._originals.append((original, obj))
+
+    def _kind(self, obj: Any) -> list[Any] | None:
+        """The list ``obj`` belongs in, or None."""
         from accel.data.loader import DataLoaderShard
         from accel.optimizer import AcceleratedOptimizer
         from accel.scheduler import AcceleratedScheduler
 
         if isinstance(obj, torch.nn.Module):
-            self.models.append(obj)
-        elif isinstance(obj, (AcceleratedOptimizer, torch.optim.Optimizer)):
-            self.optimizers.append(obj)
-        elif isinstance(obj, AcceleratedScheduler):
-            self.schedulers.append(obj)
-        elif isinstance(obj, (DataLoaderShard, torch.utils.data.DataLoader)):
-            self.dataloaders.append(obj)
+            return self.models
+        if isinstance(obj, (AcceleratedOptimizer, torch.optim.Optimizer)):
+            return self.optimizers
+        if isinstance(obj, AcceleratedScheduler):
+            return self.schedulers
+        if isinstance(obj, (DataLoaderShard, torch.utils.data.DataLoader)):
+            return self.dataloaders
+        return None
 
     def register(self, *objects: Any) -> None:
         """Add checkpointable objects to :attr:`custom_objects`.
@@ -96,6 +135,7 @@ class PreparedObjects:
         self.optimizers.clear()
         self.schedulers.clear()
         self.dataloaders.clear()
+        self._originals.clear()
 
     def __repr__(self) -> str:
         return (

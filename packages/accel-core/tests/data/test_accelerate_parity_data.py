@@ -214,3 +214,60 @@ def test_seedable_random_sampler_moves_to_the_next_epoch_only_when_used_up():
     assert sampler.epoch == 1
     with_replacement = SeedableRandomSampler(list(range(6)), replacement=True, data_seed=3)
     assert len(list(with_replacement)) == 6 and with_replacement.epoch == 1
+
+
+def _reseeded(loader, generator, seeds=(5, 5, 7)):
+    """The samples of one epoch after ``generator.manual_seed(k)``, for each ``k``."""
+    orders = []
+    for seed in seeds:
+        generator.manual_seed(seed)
+        orders.append([x for batch in loader for x in batch.tolist()])
+    return orders
+
+
+@pytest.mark.parametrize("cls", [DataLoaderShard, DataLoaderDispatcher])
+def test_loader_classes_take_accelerates_and_dataloaders_keywords(cls):
+    """Issue 29: Accelerate's constructor keywords, and DataLoader's (generator=) with them."""
+    data = list(range(10))
+    generator = torch.Generator()
+    loader = cls(
+        data,
+        None,  # device, positional as in Accelerate
+        batch_size=2,
+        shuffle=True,
+        generator=generator,
+        skip_batches=1,
+        _drop_last=False,
+        _non_blocking=True,
+        torch_device_mesh=None,
+        iteration=2,
+    )
+    assert loader.epoch == 2 and loader.iteration == 2 and loader.non_blocking
+    generator.manual_seed(5)
+    first = [b.tolist() for b in loader]
+    generator.manual_seed(5)
+    plain = [b.tolist() for b in DataLoader(data, batch_size=2, shuffle=True, generator=generator)]
+    assert first == plain[1:]  # the first batch skipped, the generator's order
+    assert loader.iteration == 3
+    # the skip is for the first iteration only (accel's skip_first_batches); re-seeding is honoured
+    plain_orders = _reseeded(
+        DataLoader(data, batch_size=2, shuffle=True, generator=generator), generator
+    )
+    assert _reseeded(loader, generator) == plain_orders
+    with pytest.raises(NotImplementedError, match="torch_device_mesh"):
+        cls(data, torch_device_mesh=object())
+
+
+def test_a_prepared_loaders_generator_is_honoured_when_reseeded():
+    """Issue 29: g.manual_seed(k) before an epoch gives the order a plain DataLoader with g gives."""
+    from accel import Accelerator
+
+    data = list(range(10))
+    generator = torch.Generator()
+    expected = _reseeded(
+        DataLoader(data, batch_size=2, shuffle=True, generator=generator), generator
+    )
+    loader = Accelerator(cpu=True).prepare(
+        DataLoader(data, batch_size=2, shuffle=True, generator=generator)
+    )
+    assert _reseeded(loader, generator) == expected

@@ -142,11 +142,28 @@ def check_adapter(folder: Path) -> None:
     assert all(torch.equal(loaded[k], saved[k]) for k in saved)
 
 
+def check_prepare_twice() -> None:
+    """Preparing an FSDP2 model (or its optimizer) again returns it: no second fully_shard."""
+    acc = fresh(fsdp_version=2)
+    model = Net()
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1)
+    prepared = acc.prepare(model, opt)
+    again = acc.prepare(*prepared)
+    originals = acc.prepare(model, opt)
+    assert all(a is b for a, b in zip((*again, *originals), (*prepared, *prepared)))
+    assert acc.prepare_model(model) is prepared[0]
+    assert (len(acc.prepared.models), len(acc.prepared.optimizers)) == (1, 1)
+    model, opt = prepared
+    acc.backward(model(torch.randn(4, 8)).sum())
+    opt.step()
+
+
 if __name__ == "__main__":
     folder = Path(sys.argv[2])
     for name in sys.argv[1].split(","):
         {
             "unwrap": check_unwrap,
+            "twice": check_prepare_twice,
             "roundtrip": lambda: check_roundtrip(folder / "roundtrip"),
             "adapter": lambda: check_adapter(folder / "adapter"),
         }[name]()

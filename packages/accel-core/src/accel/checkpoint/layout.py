@@ -9,7 +9,8 @@ A checkpoint is a directory (Accelerate's layout)::
     model.safetensors, model_1.safetensors, ...     model i (or a sharded folder with an index)
     optimizer.bin, optimizer_1.bin, ...              optimizer i
     scheduler.bin, ...                               scheduler i
-    dl_state_dict.bin, ...                           data loader i's position
+    dl_state_dict.bin, dl_state_dict_rank<r>.bin     data loader 0's position on process 0, on process r
+    dl_state_dict_1.bin, dl_state_dict_1_rank<r>.bin data loader 1's, ...
     scaler.pt                                        the fp16 loss scaler
     random_states_<rank>.pkl                         each process's RNG states
     custom_checkpoint_<i>.pkl                        object i of register_for_checkpointing
@@ -83,9 +84,28 @@ def scheduler_file(folder: Path, index: int) -> Path:
     return Path(folder) / indexed_name(SCHEDULER_NAME, index, "bin")
 
 
-def dataloader_file(folder: Path, index: int) -> Path:
-    """Where data loader ``index``'s position is stored in a checkpoint."""
-    return Path(folder) / indexed_name(DATALOADER_NAME, index, "bin")
+def dataloader_file(folder: Path, index: int, process_index: int = 0) -> Path:
+    """Where process ``process_index``'s position of data loader ``index`` is stored in a checkpoint.
+
+    The main process's is ``dl_state_dict[_<index>].bin`` (Accelerate's name); another
+    process's adds ``_rank<process_index>``, so that every process keeps its own position
+    also when all share one directory.
+    """
+    name = indexed_name(DATALOADER_NAME, index, "bin")
+    if process_index:
+        name = name.replace(".bin", f"_rank{process_index}.bin")
+    return Path(folder) / name
+
+
+def dataloader_files(folder: Path, index: int, process_index: int) -> list[Path]:
+    """Where to read process ``process_index``'s position of data loader ``index``, in order.
+
+    Its own file, then the main process's name: what a checkpoint of an older accel (only
+    the main process wrote positions) or of Accelerate (every process writes that name
+    into its own directory) holds.
+    """
+    own = dataloader_file(folder, index, process_index)
+    return [own] if process_index == 0 else [own, dataloader_file(folder, index)]
 
 
 def custom_object_file(folder: Path, index: int) -> Path:

@@ -426,18 +426,20 @@ class CheckpointManager:
         if main:
             for index, scheduler in enumerate(prepared.schedulers):
                 layout.write_object(scheduler.state_dict(), layout.scheduler_file(tmp, index))
-            for index, dataloader in enumerate(prepared.dataloaders):
-                if hasattr(dataloader, "state_dict"):
-                    layout.write_object(dataloader.state_dict(), layout.dataloader_file(tmp, index))
             scaler_state = self.precision.state_dict()
             if scaler_state is not None:
                 layout.write_object(scaler_state, tmp / layout.SCALER_NAME)
             for index, obj in enumerate(prepared.custom_objects):
                 layout.write_object(obj.state_dict(), layout.custom_object_file(tmp, index))
             (tmp / layout.META_NAME).write_text(json.dumps({**meta, "format": 1}))
-        layout.write_object(
-            capture_rng_state(), layout.rng_state_file(tmp, self.state.process_index)
-        )
+        # every process its own loaders' positions (a rank may have its own directory)
+        rank = self.state.process_index
+        for index, dataloader in enumerate(prepared.dataloaders):
+            if hasattr(dataloader, "state_dict"):
+                layout.write_object(
+                    dataloader.state_dict(), layout.dataloader_file(tmp, index, rank)
+                )
+        layout.write_object(capture_rng_state(), layout.rng_state_file(tmp, rank))
 
     def _read(self, folder: Path, weights_only: bool, strict: bool) -> dict[str, Any]:
         if not folder.is_dir():
@@ -473,9 +475,10 @@ class CheckpointManager:
                 layout.read_object(layout.scheduler_file(folder, index), weights_only)
             )
         for index, dataloader in enumerate(prepared.dataloaders):
-            path = layout.dataloader_file(folder, index)
-            if path.exists() and hasattr(dataloader, "load_state_dict"):
-                dataloader.load_state_dict(layout.read_object(path, weights_only))
+            rank = self.state.process_index
+            found = [p for p in layout.dataloader_files(folder, index, rank) if p.exists()]
+            if found and hasattr(dataloader, "load_state_dict"):
+                dataloader.load_state_dict(layout.read_object(found[0], weights_only))
         if (folder / layout.SCALER_NAME).exists():
             self.precision.load_state_dict(
                 layout.read_object(folder / layout.SCALER_NAME, weights_only)

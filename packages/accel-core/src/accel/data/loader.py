@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -28,6 +28,7 @@ from torch.utils.data import (
     default_collate,
 )
 
+from accel.data.batches import EmptyBatch, EmptySafeCollate, empty_like, placer
 from accel.data.samplers import (
     BatchSamplerShard,
     IterableDatasetShard,
@@ -36,7 +37,6 @@ from accel.data.samplers import (
     SkipBatchSampler,
     draw_seed,
 )
-from accel.distributed.operations import send_to_device
 from accel.faults import preemption
 from accel.state import GradientState, PartialState
 
@@ -65,6 +65,10 @@ class DataLoaderShard(DataLoader):
     from the main process when an epoch starts: ``"torch"``, ``"cuda"``, ``"xpu"`` and
     ``"generator"`` (``synchronized_generator``). ``use_stateful_dataloader=True`` builds
     the loader on torchdata's ``StatefulDataLoader`` (see :mod:`accel.data.stateful`).
+    The constructor takes DataLoader's keywords (``batch_size``, ``shuffle``, ``generator``,
+    ...) and Accelerate's: ``skip_batches`` (skipped on the first iteration only, as
+    :func:`skip_first_batches` does), ``iteration`` (the epoch), ``_non_blocking``,
+    ``_drop_last``.
     """
 
     _stateful = False
@@ -78,24 +82,38 @@ class DataLoaderShard(DataLoader):
         self,
         dataset: Any,
         device: torch.device | None = None,
+        *,
         seed: int | None = None,
         non_blocking: bool = False,
         use_stateful_dataloader: bool = False,
         rng_types: list[Any] | None = None,
         synchronized_generator: torch.Generator | None = None,
+        skip_batches: int = 0,
+        iteration: int = 0,
+        _drop_last: bool = False,
+        _non_blocking: bool = False,
+        torch_device_mesh: Any = None,
         **kwargs: Any,
     ):
+        # Accelerate's keywords: skip_batches (here for the first iteration only, as
+        # skip_first_batches), iteration (the epoch), _non_blocking, _drop_last; the rest
+        # (batch_size, shuffle, generator, ...) are DataLoader's.
+        if torch_device_mesh is not None:
+            raise NotImplementedError(
+                f"{type(self).__name__}(torch_device_mesh=...) is not supported by accel yet"
+            )
         super().__init__(dataset, **kwargs)
         self.device = device
         self.seed = seed
         """The seed of the :class:`SeedableRandomSampler` inside, if any (``use_seedable_sampler``)."""
-        self.non_blocking = non_blocking
+        self.non_blocking = non_blocking or _non_blocking
+        self._drop_last = _drop_last
         self.rng_types = [str(getattr(t, "value", t)) for t in rng_types or ()]
         """RNGs copied from the main process when an epoch starts (several processes only)."""
         self.synchronized_generator = synchronized_generator
         """The generator that ``rng_types`` ``"generator"`` synchronises."""
         self.gradient_state = GradientState()
-        self.epoch = 0
+        self.epoch = iteration
         self.batches_yielded = 0
         self._resume_skip = 0
         self._explicit_skip = False  # _resume_skip came from skip_batches: it survives set_epoch
@@ -104,6 +122,17 @@ class DataLoaderShard(DataLoader):
         self.end_of_dataloader = False
         self.remainder = -1
         self._empty = None  # an empty batch shaped like the latest one (uneven last rounds)
+        if skip_batches:
+            self.skip_batches(skip_batches)
+
+    @property
+    def iteration(self) -> int:
+        """Accelerate's name of :attr:`epoch`: the epoch the next iteration draws its order for."""
+        return self.epoch
+
+    @iteration.setter
+    def iteration(self, value: int) -> None:
+        self.epoch = value
 
     # -- position ---------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
@@ -277,25 +306,25 @@ class DataLoaderShard(DataLoader):
         return iterator
 
     def _fill_empty(self, batch: Any) -> Any:
-        """Replace an :class:`_EmptyBatch` by a zero-row batch shaped like the real ones."""
-        if not isinstance(batch, _EmptyBatch):
-            if isinstance(self.collate_fn, _EmptySafeCollate):
-                self._empty = _empty_like(batch)
+        """Replace an :class:`EmptyBatch` by a zero-row batch shaped like the real ones."""
+        if not isinstance(batch, EmptyBatch):
+            if isinstance(self.collate_fn, EmptySafeCollate):
+                self._empty = empty_like(batch)
             return batch
         if self._empty is None:  # no real batch seen yet: shape one from the first sample
-            self._empty = _empty_like(self.collate_fn.collate_fn([self.dataset[0]]))
+            self._empty = empty_like(self.collate_fn.collate_fn([self.dataset[0]]))
         return self._empty
 
     def __iter__(self) -> Iterator[Any]:
         source = self._batches(self._start_epoch())
-        if isinstance(self.collate_fn, _EmptySafeCollate):
+        if isinstance(self.collate_fn, EmptySafeCollate):
             source = map(self._fill_empty, source)
         # Decided once per epoch, not per batch: how batches are placed, whether a subclass
         # records consumed batches. The position counter is written to the instance dict
         # directly: DataLoader.__setattr__ costs more than the rest of a batch's bookkeeping.
         # The preemption handler is looked up here too: with preemption off, a batch costs no
         # call for it (a handler installed mid-epoch is seen from the next epoch).
-        place = None if self.device is None else _placer(self.device, self.non_blocking)
+        place = None if self.device is None else placer(self.device, self.non_blocking)
         cpu = place is not None and torch.device(self.device).type == "cpu"
         consumed = None if type(self)._consumed is DataLoaderShard._consumed else self._consumed
         handler = preemption.active()
@@ -345,62 +374,6 @@ _SEQUENCES = (list, tuple)
 tensor, or a list or tuple of them, needs no placement on the CPU."""
 
 
-def _placer(device: torch.device | str, non_blocking: bool) -> Callable[[Any], Any]:
-    """``send_to_device(batch, device, non_blocking)`` with the common batch types decided fast.
-
-    Plain tensors, lists, tuples and dicts of them take a short path (a tensor already on
-    ``device`` is returned as is); anything else goes through :func:`send_to_device`.
-    """
-    device = torch.device(device)
-    cpu = device.type == "cpu"
-    tensor_type = torch.Tensor
-
-    def place(data: Any) -> Any:
-        kind = type(data)
-        if kind is tensor_type:
-            if data.is_cpu if cpu else data.device == device:
-                return data
-            return data.to(device, non_blocking=non_blocking and data.is_cpu)
-        if kind is list or kind is tuple:
-            return kind([place(item) for item in data])
-        if kind is dict:
-            return {key: place(value) for key, value in data.items()}
-        return send_to_device(data, device, non_blocking=non_blocking)
-
-    return place
-
-
-class _EmptyBatch:
-    """What :class:`_EmptySafeCollate` returns for an empty list of samples."""
-
-
-class _EmptySafeCollate:
-    """A collate function that lets an empty batch through as an :class:`_EmptyBatch` marker."""
-
-    def __init__(self, collate_fn: Any):
-        self.collate_fn = collate_fn
-
-    def __call__(self, samples: Any) -> Any:
-        if len(samples) == 0:
-            return _EmptyBatch()
-        return self.collate_fn(samples)
-
-
-def _empty_like(batch: Any) -> Any:
-    """A batch of the same structure as ``batch`` with no samples (tensors keep trailing dims)."""
-    if isinstance(batch, torch.Tensor):
-        return batch.new_empty((0, *batch.shape[1:]))
-    if isinstance(batch, Mapping):
-        return {key: _empty_like(value) for key, value in batch.items()}
-    if isinstance(batch, (list, tuple)):
-        nested = batch and all(isinstance(x, (torch.Tensor, Mapping, list, tuple)) for x in batch)
-        if not nested:  # the batch dimension itself, e.g. a list of strings
-            return type(batch)() if not hasattr(batch, "_fields") else []
-        items = [_empty_like(x) for x in batch]
-        return type(batch)(*items) if hasattr(batch, "_fields") else type(batch)(items)
-    return batch
-
-
 class DataLoaderDispatcher(DataLoaderShard):
     """The main process reads each global batch and sends every process its slice.
 
@@ -418,6 +391,7 @@ class DataLoaderDispatcher(DataLoaderShard):
         self,
         dataset: Any,
         split_batches: bool = False,
+        *,
         even_batches: bool = True,
         slice_fn: Any = None,
         num_processes: int | None = None,
@@ -675,7 +649,7 @@ def prepare_data_loader(
             )
         )
         if n > 1 and not even_batches and empty_batches and not sampler_is_batch_sampler:
-            kwargs["collate_fn"] = _EmptySafeCollate(kwargs.get("collate_fn") or default_collate)
+            kwargs["collate_fn"] = EmptySafeCollate(kwargs.get("collate_fn") or default_collate)
     return DataLoaderShard(
         dataset,
         rng_types=list(rng_types) if rng_types is not None and n > 1 else None,

@@ -142,6 +142,21 @@ def _verify(name: str, data: Any) -> None:
         )
 
 
+def _verify_dimensions(name: str, data: Any) -> None:
+    """Debug mode: raise unless every rank passes the same structure of tensors with the same ndims.
+
+    The sizes may differ (what padding evens out); the numbers of dimensions may not.
+    """
+    everyone: list[Any] = [None] * _world()
+    dist.all_gather_object(everyone, (get_shapes(data), recursively_apply(lambda t: t.ndim, data)))
+    if any(ndims != everyone[0][1] for _, ndims in everyone):
+        lines = "\n".join(f"  - Process {i}: {s}" for i, (s, _) in enumerate(everyone))
+        raise DistributedOperationException(
+            f"Cannot apply desired operation: the tensors have different numbers of dimensions across processes.\n"
+            f"Operation: `accel.utils.operations.{name}`\nInput shapes:\n{lines}"
+        )
+
+
 def verify_operation(function: Callable) -> Callable:
     """Decorator: in debug mode, check that shapes match across ranks before running the collective."""
 
@@ -272,9 +287,15 @@ def broadcast_object_list(object_list: list[Any], from_process: int = 0) -> list
 def pad_across_processes(
     tensor: Any, dim: int = 0, pad_index: int = 0, pad_first: bool = False
 ) -> Any:
-    """Pad each tensor along ``dim`` to the largest size across processes, so it can be gathered."""
+    """Pad each tensor along ``dim`` to the largest size across processes, so it can be gathered.
+
+    In debug mode, ranks whose tensors differ in structure or number of dimensions raise
+    :class:`DistributedOperationException` instead of padding different dimensions.
+    """
     if _world() > 1:
         flight.record("pad_across_processes")
+        if _debug_enabled():
+            _verify_dimensions("pad_across_processes", tensor)
 
     def _pad(t: torch.Tensor) -> torch.Tensor:
         if _world() == 1 or dim >= t.ndim or t.ndim == 0:
