@@ -33,3 +33,15 @@ def test_save_without_shared_tensors_logs_nothing(tmp_path, caplog):
             safe_serialization=True,
         )
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+
+
+def test_accelerator_save_writes_shared_tensors_once(tmp_path, caplog):
+    from accel import Accelerator
+    from safetensors.torch import load_file
+
+    weight = torch.randn(4, 3)
+    path = tmp_path / "model.safetensors"
+    with caplog.at_level(logging.INFO):
+        Accelerator(cpu=True).save({"a": weight, "b": weight}, path, safe_serialization=True)
+    assert sorted(load_file(path)) == ["a"]
+    assert "b (shares memory with a)" in caplog.text

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from accel.checkpoint import async_writer, layout, manifest
-from accel.checkpoint.weights import save_weights
+from accel.checkpoint.weights import clean_state_dict_for_safetensors, save_weights
 from accel.errors import CheckpointError
 from accel.logging import get_logger
 from accel.progress import progress_bar
@@ -197,7 +197,8 @@ class CheckpointManager:
         if safe_serialization:
             from safetensors.torch import save_file
 
-            save_file(obj, tmp, metadata={"format": "pt"})
+            # tensors that share memory are kept once, as safetensors requires (logged)
+            save_file(clean_state_dict_for_safetensors(obj), tmp, metadata={"format": "pt"})
         else:
             torch.save(obj, tmp)
         os.replace(tmp, path)
