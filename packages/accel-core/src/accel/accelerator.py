@@ -146,7 +146,13 @@ class Accelerator(ProcessHelpers):
         """The experiment trackers of ``log_with``."""
         from accel.faults import preemption
 
-        self.preemption = preemption.install(self, self.handlers.get("PreemptionKwargs"))
+        self.preemption = preemption.install(
+            self.save_state,
+            self.handlers.get("PreemptionKwargs"),
+            process_index=self.state.process_index,
+            device=self.state.device,
+            project_configuration=self.project_configuration,
+        )
         """The SIGTERM handler when preemption handling is on (docs/fault-tolerance.md), else None."""
 
     # -- construction helpers ---------------------------------------------
@@ -380,19 +386,6 @@ class Accelerator(ProcessHelpers):
     _base_no_sync = False
     _divide_loss = True
 
-    def _do_sync(self) -> None:
-        """Advance the micro-batch counter and set ``sync_gradients`` for this micro-batch."""
-        state = self.gradient_state
-        options = state.plugin_kwargs
-        loader = state.active_dataloader
-        if options["sync_with_dataloader"] and loader is not None and loader.end_of_dataloader:
-            self.step = 0
-            state.sync_gradients = True
-        else:
-            self.step = step = self.step + 1
-            steps = options["num_steps"]
-            state.sync_gradients = steps == 1 or step % steps == 0
-
     def accumulate(self, *models: torch.nn.Module) -> contextlib.AbstractContextManager:
         """Wrap one micro-batch: gradients are synchronised and the optimizer steps every N calls.
 
@@ -400,7 +393,7 @@ class Accelerator(ProcessHelpers):
         accelerator.accumulate(model):``, as the block starts). On accumulating steps each
         model runs under the backend's ``no_sync``; elsewhere the block runs as is.
         """
-        state = self.gradient_state  # what _do_sync does, inlined: this runs every micro-batch
+        state = self.gradient_state  # inline: this runs every micro-batch
         options = state.plugin_kwargs
         loader = state.active_dataloader
         if options["sync_with_dataloader"] and loader is not None and loader.end_of_dataloader:

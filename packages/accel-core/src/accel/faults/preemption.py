@@ -25,6 +25,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,9 +62,22 @@ class PreemptionKwargs(KwargsHandler):
 class PreemptionHandler:
     """Catches SIGTERM, decides with the other ranks when to stop, saves and exits."""
 
-    def __init__(self, accelerator: Any, options: PreemptionKwargs):
-        self.accelerator = accelerator
+    def __init__(
+        self,
+        save_state: Callable[[str | None], Any],
+        options: PreemptionKwargs,
+        *,
+        process_index: int = 0,
+        device: Any = None,
+        project_configuration: Any = None,
+    ):
+        self.save_state = save_state
+        """Writes the checkpoint (``Accelerator.save_state``): a folder or None, returns its path."""
         self.options = options
+        self.process_index = process_index
+        self.device = device
+        """Where the agreement's flag lives (the process group's device)."""
+        self.project_configuration = project_configuration
         grace = options.grace_period
         if grace is None:
             value = environment.get_str(environment.PREEMPTION_GRACE_PERIOD)
@@ -81,16 +95,13 @@ class PreemptionHandler:
         self._previous = signal.signal(signal.SIGTERM, self._on_signal)
 
     # -- signals ------------------------------------------------------------
-    def _rank(self) -> int:
-        return int(getattr(self.accelerator, "process_index", 0))
-
     def _on_signal(self, signum: int, _frame: Any) -> None:
         if self.requested is not None:
             self._exit_now(signum, "a second SIGTERM")
         self.requested = time.monotonic()
         self.signum = signum
         sys.stderr.write(
-            f"accel: rank {self._rank()} got {signal.Signals(signum).name}: finishing the current "
+            f"accel: rank {self.process_index} got {signal.Signals(signum).name}: finishing the current "
             f"step, then saving a checkpoint (exits at once on a second signal or after "
             f"{self.grace_period:g} s)\n"
         )
@@ -107,7 +118,7 @@ class PreemptionHandler:
         code = 128 + int(signum)
         try:
             sys.stderr.write(
-                f"accel: rank {self._rank()}: {why} before the preemption checkpoint was "
+                f"accel: rank {self.process_index}: {why} before the preemption checkpoint was "
                 f"written: exiting now with {code}\n"
             )
             sys.stderr.flush()
@@ -129,7 +140,7 @@ class PreemptionHandler:
             import torch
 
             if self._flag is None:
-                self._flag = torch.zeros(1, dtype=torch.int32, device=self.accelerator.device)
+                self._flag = torch.zeros(1, dtype=torch.int32, device=self.device)
             self._flag.fill_(1 if stop else 0)
             flight.record("preemption_check")
             dist.all_reduce(self._flag, op=dist.ReduceOp.MAX)
@@ -141,14 +152,15 @@ class PreemptionHandler:
     def _target(self) -> str | None:
         if self.options.checkpoint_dir:
             return self.options.checkpoint_dir
-        project = self.accelerator.project_configuration
-        if project.automatic_checkpoint_naming:
+        project = self.project_configuration
+        if project is not None and project.automatic_checkpoint_naming:
             return None
-        return os.path.join(project.project_dir or os.getcwd(), DEFAULT_FOLDER)
+        project_dir = getattr(project, "project_dir", None)
+        return os.path.join(project_dir or os.getcwd(), DEFAULT_FOLDER)
 
     def _save_and_exit(self) -> None:
-        path = self.accelerator.save_state(self._target())
-        if self._rank() == 0:
+        path = self.save_state(self._target())
+        if self.process_index == 0:
             sys.stderr.write(
                 f"accel: preempted: every rank stopped after optimizer step {self.checks} of this run; "
                 f"checkpoint saved to {path}; exiting with {self.options.exit_code}\n"
@@ -174,10 +186,16 @@ class PreemptionHandler:
 _active: PreemptionHandler | None = None
 
 
-def install(accelerator: Any, options: PreemptionKwargs | None = None) -> PreemptionHandler | None:
-    """Turn preemption handling on for ``accelerator`` if asked (``options`` or ``ACCEL_PREEMPTION``).
+def install(
+    save_state: Callable[[str | None], Any],
+    options: PreemptionKwargs | None = None,
+    **facts: Any,
+) -> PreemptionHandler | None:
+    """Turn preemption handling on if asked (``options`` or ``ACCEL_PREEMPTION``).
 
-    Returns the handler, or None when off. Must run in the main thread (signal handlers).
+    ``save_state`` writes the checkpoint; ``facts`` are :class:`PreemptionHandler`'s
+    ``process_index``, ``device`` and ``project_configuration``. Returns the handler, or None
+    when off. Must run in the main thread (signal handlers).
     """
     global _active
     if options is None:
@@ -188,7 +206,7 @@ def install(accelerator: Any, options: PreemptionKwargs | None = None) -> Preemp
         return None
     if _active is not None:
         _active.close()
-    _active = PreemptionHandler(accelerator, options)
+    _active = PreemptionHandler(save_state, options, **facts)
     return _active
 
 
