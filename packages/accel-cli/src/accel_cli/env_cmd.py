@@ -16,6 +16,10 @@ def main(argv: list[str], prog: str = "accel env") -> int:
         "--config_file", "--config-file", metavar="PATH", help="config file to show"
     )
     args = parser.parse_args(argv)
+    if args.config_file:  # a file the user named must be usable: exit 2 before the report
+        from .config_paths import read_config
+
+        read_config(args.config_file)
     print("\nCopy-and-paste the text below in your GitHub issue\n")
     for label, value in collect(args.config_file):
         if isinstance(value, list):

@@ -455,11 +455,12 @@ def resolve_from(ns: argparse.Namespace, lp: LaunchParser):
     """The resolved settings for a parsed ``accel launch`` / ``accel config show`` command line."""
     from accel.utils.config import resolve
 
+    from .config_paths import config_to_read
+
+    if ns.config_file:
+        config_to_read(ns.config_file)
     flags = flags_from(ns, lp)
-    resolved = resolve(flags=flags, config_file=ns.config_file, flag_labels=lp.labels)
-    if resolved.config_file is None and ns.config_file:
-        raise UsageError(f"config file {ns.config_file} does not exist")
-    return resolved
+    return resolve(flags=flags, config_file=ns.config_file, flag_labels=lp.labels)
 
 
 # --------------------------------------------------------------------------- running
