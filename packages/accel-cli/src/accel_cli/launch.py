@@ -173,7 +173,12 @@ def add_core_arguments(parser: argparse.ArgumentParser, script: bool = True) -> 
     train.add_argument(
         "--gradient_accumulation_steps", metavar="N", help="default gradient-accumulation steps"
     )
-    _bool_flag(train, "--debug", help="check tensor shapes across ranks before each collective")
+    _bool_flag(
+        train,
+        "--debug",
+        help="check tensor shapes across ranks before each collective, and print "
+        "torch.distributed's own report when a worker fails",
+    )
     train.add_argument(
         "--main_training_function", metavar="NAME", help="function to run (TPU pods, notebooks)"
     )
@@ -631,7 +636,7 @@ def main(argv: list[str], prog: str = "accel launch") -> int:
         sys.stderr.flush()
     from .supervise import supervise
 
-    return supervise(command, full_env, prog=prog)
+    return supervise(command, full_env, prog=prog, debug=bool(config.get("debug")))
 
 
 if __name__ == "__main__":  # `python -m accel_cli.launch ...` is `accel launch ...`
