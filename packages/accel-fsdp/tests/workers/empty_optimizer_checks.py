@@ -3,7 +3,8 @@
 ``empty_optimizer_checks.py <kind>:<tp|dp>,... <folder>``: for each entry, train one step with
 ``SGD(lr)`` (no momentum: ``optimizer.state_dict()["state"]`` is empty), ``save_state``, then
 ``load_state`` into a fresh Accelerator, model and optimizer: same weights, same learning
-rate. ``tp`` runs tensor parallelism over both processes (ParallelismConfig(tp_size=2)).
+rate. ``dp``: FSDP2 over every process; ``tp``: tensor parallelism over 2 processes
+(``ParallelismConfig(tp_size=2)``); ``dp2tp2``: dp_shard=2 x tp=2 (4 processes).
 Accelerate's ``save_fsdp_optimizer`` / ``load_fsdp_optimizer`` are checked the same way.
 """
 
@@ -31,13 +32,16 @@ class Net(torch.nn.Module):
         return self.down(torch.tanh(self.up(x)))
 
 
-def fresh(kind: str, tp: bool, seed: int, lr: float):
+LAYOUTS = {"dp": None, "tp": {"tp_size": 2}, "dp2tp2": {"dp_shard_size": 2, "tp_size": 2}}
+
+
+def fresh(kind: str, layout: str, seed: int, lr: float):
     """A new Accelerator with a new model and ``SGD(lr)``, prepared."""
     AcceleratorState._reset_state()
     GradientState._reset_state()
     acc = Accelerator(
         fsdp_plugin=FullyShardedDataParallelPlugin(fsdp_version=2, state_dict_type=kind),
-        parallelism_config=ParallelismConfig(tp_size=2) if tp else None,
+        parallelism_config=ParallelismConfig(**LAYOUTS[layout]) if LAYOUTS[layout] else None,
     )
     set_seed(seed)
     model = Net()
@@ -45,8 +49,8 @@ def fresh(kind: str, tp: bool, seed: int, lr: float):
     return acc, model, optimizer
 
 
-def round_trip(kind: str, tp: bool, folder: Path) -> None:
-    acc, model, optimizer = fresh(kind, tp, seed=0, lr=0.1)
+def round_trip(kind: str, layout: str, folder: Path) -> None:
+    acc, model, optimizer = fresh(kind, layout, seed=0, lr=0.1)
     acc.backward(model(torch.randn(4, 8)).pow(2).mean())
     optimizer.step()
     optimizer.zero_grad()
@@ -55,7 +59,7 @@ def round_trip(kind: str, tp: bool, folder: Path) -> None:
     acc.save_state(str(folder / "state"))
     save_fsdp_optimizer(acc.state.fsdp_plugin, acc, optimizer, model, folder / "accelerate")
 
-    acc, model, optimizer = fresh(kind, tp, seed=1, lr=0.5)
+    acc, model, optimizer = fresh(kind, layout, seed=1, lr=0.5)
     acc.load_state(str(folder / "state"))
     loaded = acc.get_state_dict(model)
     if acc.is_main_process:
@@ -67,14 +71,14 @@ def round_trip(kind: str, tp: bool, folder: Path) -> None:
     load_fsdp_optimizer(acc.state.fsdp_plugin, acc, optimizer, model, folder / "accelerate")
     assert optimizer.param_groups[0]["lr"] == 0.1, optimizer.param_groups[0]["lr"]
     acc.wait_for_everyone()
-    acc.print(f"ok {kind} {'tp' if tp else 'dp'}")
+    acc.print(f"ok {kind} {layout}")
 
 
 def main() -> None:
     folder = Path(sys.argv[2])
     for entry in sys.argv[1].split(","):
         kind, layout = entry.split(":")
-        round_trip(kind, layout == "tp", folder / entry.replace(":", "_"))
+        round_trip(kind, layout, folder / entry.replace(":", "_"))
 
 
 if __name__ == "__main__":
