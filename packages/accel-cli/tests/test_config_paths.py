@@ -107,6 +107,20 @@ def test_config_default_over_an_existing_file_still_refuses_with_exit_1(capsys, 
     assert (tmp_path / "c.yaml").read_text() == "use_cpu: true\n"
 
 
+def test_env_checks_the_file_named_by_the_variable_but_reports_a_broken_default(
+    capsys, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("ACCEL_CONFIG_FILE", "gone.yaml")
+    line = _one_line_exit_2(["env"], capsys)
+    assert "$ACCEL_CONFIG_FILE gone.yaml: the file does not exist" in line, line
+    monkeypatch.delenv("ACCEL_CONFIG_FILE")
+    default = tmp_path / "accel-config" / "default_config.yaml"
+    default.parent.mkdir()
+    default.write_text(MALFORMED)
+    assert cli.run(["env"]) == 0  # the default file was not named: its problem is reported
+    assert "malformed YAML" in capsys.readouterr().out
+
+
 def test_env_shows_a_good_config_file(capsys, tmp_path):
     (tmp_path / "c.yaml").write_text("use_cpu: true\n")
     assert cli.run(["env", "--config_file", "c.yaml"]) == 0
