@@ -38,6 +38,14 @@ def test_failing_worker_rank_and_traceback_are_shown(run_accel, tmp_path):
     )
     assert "Traceback (most recent call last)" in err
     assert 'ranks.py", line' in err and "raise ValueError" in err
+    # torch's own report is left out (it comes back with --debug: tests of accel_cli.agent
+    # in packages/accel-cli); the summary repeats the end of rank 1's traceback instead
+    assert "ChildFailedError" not in err, err
+    assert "torch.distributed.elastic.multiprocessing.errors" not in err, err
+    assert "error_handler.py" not in err, err
+    summary = err[err.index("accel launch: worker rank 1") :]
+    assert "the end of rank 1's traceback:" in summary and "raise ValueError" in summary, err
+    assert "ValueError: boom on rank 1" in summary.splitlines()[-1], err
 
 
 def test_worker_killed_with_sigkill_is_restarted(run_accel, tmp_path):

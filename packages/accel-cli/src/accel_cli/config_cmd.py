@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .config_paths import config_to_read, config_to_write
 from .parsing import Parser, UsageError
 
 
@@ -52,6 +53,8 @@ def _questionnaire(argv: list[str], prog: str) -> int:
         "--defaults", action="store_true", help="accept every default answer without asking"
     )
     args = parser.parse_args(argv)
+    if args.config_file:  # checked before any question is asked
+        config_to_write(args.config_file)
     if args.answers or args.defaults:
         answers = _read_answers(args.answers) if args.answers else {}
         ask = ScriptedAsk(answers)
@@ -114,6 +117,8 @@ def _default(argv: list[str], prog: str) -> int:
         help="mixed precision to write (default no)",
     )
     args = parser.parse_args(argv)
+    if args.config_file:
+        config_to_write(args.config_file)
     written = write_basic_config(args.mixed_precision, args.config_file)
     if written is False:
         return 1
@@ -146,6 +151,8 @@ def _update(argv: list[str], prog: str) -> int:
         help=f"the file to update (default {default_config_file()})",
     )
     args = parser.parse_args(argv)
+    if args.config_file:
+        config_to_write(config_to_read(args.config_file))
     path = Path(args.config_file).expanduser() if args.config_file else default_config_file()
     if not path.exists():
         raise UsageError(
@@ -174,9 +181,7 @@ def _current_sections(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _show(argv: list[str], prog: str) -> int:
-    from accel.utils.config import resolve
-
-    from .launch import flags_from, parse
+    from .launch import parse, resolve_from
 
     def configure(parser: Any) -> None:
         parser.description = (
@@ -189,8 +194,7 @@ def _show(argv: list[str], prog: str) -> int:
         )
 
     ns, lp = parse(argv, prog, script=False, configure=configure)
-    flags = flags_from(ns, lp)
-    resolved = resolve(flags=flags, config_file=ns.config_file, flag_labels=lp.labels)
+    resolved = resolve_from(ns, lp)
     rows = resolved.items()
     if ns.json:
         out = {

@@ -16,6 +16,7 @@ def main(argv: list[str], prog: str = "accel env") -> int:
         "--config_file", "--config-file", metavar="PATH", help="config file to show"
     )
     args = parser.parse_args(argv)
+    _check_named_config(args.config_file)
     print("\nCopy-and-paste the text below in your GitHub issue\n")
     for label, value in collect(args.config_file):
         if isinstance(value, list):
@@ -26,6 +27,20 @@ def main(argv: list[str], prog: str = "accel env") -> int:
             print(f"- {label}: {value}")
     print()
     return 0
+
+
+def _check_named_config(config_file: str | None) -> None:
+    """A config file the user named (``--config_file`` or ``$ACCEL_CONFIG_FILE``) must be
+    usable: a usage error before the report. A broken default file is shown in the report."""
+    from accel.config.settings import find_config_file
+
+    from .config_paths import read_config
+
+    path, reason = find_config_file(config_file)
+    if config_file:
+        read_config(config_file)
+    elif path is not None and reason.startswith("env "):
+        read_config(path, "$" + reason.removeprefix("env "))
 
 
 def collect(config_file: str | None = None) -> list[tuple[str, object]]:

@@ -173,7 +173,12 @@ def add_core_arguments(parser: argparse.ArgumentParser, script: bool = True) -> 
     train.add_argument(
         "--gradient_accumulation_steps", metavar="N", help="default gradient-accumulation steps"
     )
-    _bool_flag(train, "--debug", help="check tensor shapes across ranks before each collective")
+    _bool_flag(
+        train,
+        "--debug",
+        help="check tensor shapes across ranks before each collective, and print "
+        "torch.distributed's own report when a worker fails",
+    )
     train.add_argument(
         "--main_training_function", metavar="NAME", help="function to run (TPU pods, notebooks)"
     )
@@ -455,11 +460,12 @@ def resolve_from(ns: argparse.Namespace, lp: LaunchParser):
     """The resolved settings for a parsed ``accel launch`` / ``accel config show`` command line."""
     from accel.utils.config import resolve
 
+    from .config_paths import config_to_read
+
+    if ns.config_file:
+        config_to_read(ns.config_file)
     flags = flags_from(ns, lp)
-    resolved = resolve(flags=flags, config_file=ns.config_file, flag_labels=lp.labels)
-    if resolved.config_file is None and ns.config_file:
-        raise UsageError(f"config file {ns.config_file} does not exist")
-    return resolved
+    return resolve(flags=flags, config_file=ns.config_file, flag_labels=lp.labels)
 
 
 # --------------------------------------------------------------------------- running
@@ -630,7 +636,7 @@ def main(argv: list[str], prog: str = "accel launch") -> int:
         sys.stderr.flush()
     from .supervise import supervise
 
-    return supervise(command, full_env, prog=prog)
+    return supervise(command, full_env, prog=prog, debug=bool(config.get("debug")))
 
 
 if __name__ == "__main__":  # `python -m accel_cli.launch ...` is `accel launch ...`

@@ -3,9 +3,11 @@
 The torchelastic agent owns the workers (each in its own session) and stops them
 when it receives SIGINT/SIGTERM. This module forwards those signals to the agent,
 kills it if it does not stop in time, and afterwards prints which rank failed and
-its traceback (written by :mod:`accel.launchers.worker`), or, when the ranks' last
+the last lines of its traceback (written by :mod:`accel.launchers.worker`), or, when the ranks' last
 collectives do not line up, one hang report (:mod:`accel.faults.report`), or that the job
-was preempted (every worker saved a checkpoint and exited 75).
+was preempted (every worker saved a checkpoint and exited 75). torch's own report of the
+failure (its ``ChildFailedError`` traceback) is left out (:mod:`accel_cli.agent`) unless
+``debug`` is set (``accel launch --debug``).
 """
 
 from __future__ import annotations
@@ -26,14 +28,22 @@ GRACE_SECONDS = 30.0
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 PREEMPTED = 75
 """Exit code of ``accel launch`` when every worker saved a preemption checkpoint (accel.faults.preemption)."""
+TAIL_LINES = 6
+"""How many last lines of the failing rank's traceback the summary repeats."""
 
 
-def supervise(command: list[str], env: dict[str, str], prog: str = "accel launch") -> int:
+def supervise(
+    command: list[str], env: dict[str, str], prog: str = "accel launch", debug: bool = False
+) -> int:
     """Run ``command`` (an argv list, no shell) to completion; its exit status.
 
-    A failing worker's rank and traceback are printed after the agent exits.
+    A failing worker's rank and the end of its traceback are printed after the agent exits;
+    torch's own failure report only with ``debug``.
     """
     from accel import environment
+
+    if not debug:
+        command = quiet_agent(command)
 
     error_dir = tempfile.mkdtemp(prefix="accel-launch-")
     env = dict(env)
@@ -92,6 +102,15 @@ def supervise(command: list[str], env: dict[str, str], prog: str = "accel launch
     if received and code != 0:
         return 128 + received[0] if received[0] in (signal.SIGINT, signal.SIGTERM) else code
     return code
+
+
+def quiet_agent(command: list[str]) -> list[str]:
+    """``command`` with a ``python -m torch.distributed.run`` agent run through :mod:`accel_cli.agent`."""
+    from .agent import AGENT_MODULE
+
+    if command[1:3] != ["-m", AGENT_MODULE]:
+        return command  # another launcher's program: left as it is
+    return [command[0], "-m", "accel_cli.agent", *command[1:]]
 
 
 def _parent_death_signal():
@@ -192,6 +211,7 @@ def _report(
         + (f"; failed ranks: {ranks}" if len(records) > 1 else "")
         + "\n"
     )
-    if first.get("traceback"):
-        last = first["traceback"].rstrip().splitlines()[-1]
-        sys.stderr.write(f"{prog}: its traceback is above (ends with: {last})\n")
+    lines = (first.get("traceback") or "").rstrip().splitlines()
+    if lines:
+        sys.stderr.write(f"{prog}: the end of rank {first['rank']}'s traceback:\n")
+        sys.stderr.write("".join(f"    {line}\n" for line in lines[-TAIL_LINES:]))

@@ -22,6 +22,10 @@ def main(argv: list[str], prog: str = "accel test") -> int:
         "--config_file", "--config-file", metavar="PATH", help="config file to launch with"
     )
     args, launch_args = parser.parse_known_args(argv)
+    if args.config_file:  # the same error as accel launch's, under this command's name
+        from .config_paths import read_config
+
+        read_config(args.config_file)
     script = Path(__file__).with_name("test_script.py")
     command = [sys.executable, "-m", "accel_cli.main", "launch"]
     if args.config_file:

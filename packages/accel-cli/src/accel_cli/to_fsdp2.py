@@ -10,9 +10,9 @@ Torch-free.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
+from .config_paths import config_to_read, config_to_write
 from .parsing import Parser, UsageError
 
 DESCRIPTION = """\
@@ -105,15 +105,13 @@ def main(argv: list[str], prog: str = "accel to-fsdp2") -> int:
         help="allow writing over an existing file (the input file without --output_file)",
     )
     args = parser.parse_args(argv)
-    source = Path(args.config_file).expanduser()
-    if not source.is_file():
-        raise UsageError(f"--config_file {args.config_file}: the file does not exist")
+    source = config_to_read(args.config_file)
     if args.output_file is None and not args.overwrite:
         raise UsageError(
             "give --output_file PATH for the converted config, or --overwrite to rewrite "
             f"{args.config_file} in place"
         )
-    target = Path(args.output_file).expanduser() if args.output_file else source
+    target = config_to_write(args.output_file, "--output_file") if args.output_file else source
     if target.exists() and not args.overwrite:
         raise UsageError(
             f"--output_file {args.output_file} already exists; pass --overwrite to replace it"

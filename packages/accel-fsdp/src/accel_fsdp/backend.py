@@ -456,5 +456,7 @@ class FSDPBackend(NDParallelMixin, Backend):
             dcp_files.load(state, shards, planner=planner)
             set_optimizer_state_dict(model, inner, state["optimizer"])
             return
+        from .checkpointing import set_full_optimizer_state
+
         full = read_object(optimizer_file(folder, index), weights_only)
-        set_optimizer_state_dict(model, inner, full, options=self._options(full_state_dict=True))
+        set_full_optimizer_state(model, inner, full, self.version)

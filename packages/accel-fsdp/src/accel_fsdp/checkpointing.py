@@ -372,6 +372,52 @@ def _inner(optimizer: Any) -> Any:
     return getattr(optimizer, "optimizer", optimizer)
 
 
+def _has_shaped_tensor(value: Any) -> bool:
+    """Whether ``value`` (nested dicts and lists) holds a tensor of at least one dimension."""
+    if isinstance(value, dict):
+        return any(_has_shaped_tensor(item) for item in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_has_shaped_tensor(item) for item in value)
+    return getattr(value, "ndim", 0) > 0
+
+
+def set_full_optimizer_state(model: Any, optimizer: Any, state: dict[str, Any], version: int = 2):
+    """Load a full optimizer state dict (parameters named by their FQNs) into ``optimizer``.
+
+    torch's full-state loader learns the device to distribute to from the optimizer's own
+    per-parameter tensors and fails ("Expected device to be set") on FSDP2 when there are
+    none, as with SGD without momentum. Such a state holds nothing to shard: its entries
+    (scalars at most) and the param groups' hyperparameters are loaded through the
+    optimizer's own ``load_state_dict``, the FQNs translated to the optimizer's indices.
+    """
+    from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
+
+    if version == 1 or _has_shaped_tensor(state.get("state", {})):
+        set_optimizer_state_dict(model, optimizer, state, options=_options(full_state_dict=True))
+        return
+    current = optimizer.state_dict()["param_groups"]
+    saved = state["param_groups"]
+    sizes = [len(group["params"]) for group in saved], [len(group["params"]) for group in current]
+    if sizes[0] != sizes[1]:
+        raise ValueError(
+            f"the checkpoint's optimizer has param groups of {sizes[0]} parameters, this one "
+            f"{sizes[1]}: create the optimizer over the same parameters as the saved run"
+        )
+    index = {
+        name: number
+        for group, mine in zip(saved, current)
+        for name, number in zip(group["params"], mine["params"])
+    }
+    optimizer.load_state_dict(
+        {
+            "state": {index[name]: entries for name, entries in state.get("state", {}).items()},
+            "param_groups": [
+                {**group, "params": mine["params"]} for group, mine in zip(saved, current)
+            ],
+        }
+    )
+
+
 def save_fsdp_optimizer(
     fsdp_plugin: Any,
     accelerator: Any,
@@ -447,7 +493,7 @@ def load_fsdp_optimizer(
     inner = _inner(optimizer)
     if _kind(fsdp_plugin) == "FULL_STATE_DICT":
         state = read_object(_full_optimizer_file(folder, optimizer_index))
-        set_optimizer_state_dict(model, inner, state, options=_options(full_state_dict=True))
+        set_full_optimizer_state(model, inner, state, _version(fsdp_plugin))
     elif use_dcp:
         import torch.distributed.checkpoint as dcp
         from accel.checkpoint import dcp_files
