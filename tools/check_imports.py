@@ -61,9 +61,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("accel.connector",),
     ("accel.accelerator",),
     ("accel.launchers",),
-    ("accel.default_plugins", "accel.testing", "accel.test_utils", "accel"),
+    ("accel.default_plugins", "accel.testing", "accel"),
     (
         "accel.utils",
+        "accel.test_utils",
         "accel.hooks",
         "accel.big_modeling",
         "accel.data_loader",
