@@ -517,7 +517,7 @@ def check_fp8_transformer_engine(ctx: Context) -> str:
 def _bnb(ctx: Context, bits: int) -> str:
     import torch
     from accel import BnbQuantizationConfig, init_empty_weights
-    from accel.utils import load_and_quantize_model
+    from accel.quantization import load_and_quantize_model
 
     bnb = importlib.import_module("bitsandbytes")
     if bits == 8:

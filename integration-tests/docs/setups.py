@@ -38,14 +38,9 @@ def jsonl_plugin(ns: dict[str, Any]) -> Callable[[], None]:
 
 
 def _clear_caches() -> None:
-    for name in ("accel.plugins.registry", "accel.registry"):
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        if hasattr(module, "clear_cache"):
-            module.clear_cache()
-            return
+    from accel.plugins import registry
+
+    registry.clear_cache()
 
 
 SETUPS = {"accelerator": accelerator, "jsonl_plugin": jsonl_plugin}

@@ -20,8 +20,8 @@ def test_check_imports_finds_no_problem():
     assert "0 problem(s)" in result.stderr
 
 
-def test_check_imports_reports_a_circle_and_a_private_read(tmp_path):
-    """The checker itself fails on what it must catch (run on a copy of the tree with two defects)."""
+def test_check_imports_reports_a_circle_a_private_read_and_an_alias_import(tmp_path):
+    """The checker itself fails on what it must catch (run on a copy of the tree with three defects)."""
     import shutil
 
     copy = tmp_path / "repo"
@@ -34,6 +34,8 @@ def test_check_imports_reports_a_circle_and_a_private_read(tmp_path):
     state.write_text(state.read_text() + "\nfrom accel import accelerator  # noqa\n")
     ddp = copy / "packages/accel-ddp/src/accel_ddp/plugin.py"
     ddp.write_text(ddp.read_text() + "\n\ndef _peek(acc):\n    return acc._models\n")
+    kwargs = copy / "packages/accel-ddp/src/accel_ddp/kwargs.py"
+    kwargs.write_text(kwargs.read_text() + "\nfrom accel.utils.operations import gather  # noqa\n")
     result = subprocess.run(
         [sys.executable, str(copy / "tools/check_imports.py")],
         capture_output=True,
@@ -43,3 +45,5 @@ def test_check_imports_reports_a_circle_and_a_private_read(tmp_path):
     assert result.returncode == 1
     assert "accel.environment (layer 0) imports accel.accelerator" in result.stdout
     assert "touches core's private _models" in result.stdout
+    assert "kwargs.py:" in result.stdout
+    assert "imports accel.utils.operations, an Accelerate alias path" in result.stdout

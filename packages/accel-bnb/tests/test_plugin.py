@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from accel import registry
+from accel.plugins import registry
 
 
 def test_registered_quantizer_and_export():

@@ -42,7 +42,7 @@ def test_plugins_are_registered(accel):
     for name in ("mpi", "slurm", "sagemaker"):
         line = next(line for line in out.splitlines() if line.startswith(name + " "))
         assert "accel-cluster" in line and "launchers" in line
-    from accel import registry
+    from accel.plugins import registry
 
     names = dict(registry.launchers())
     assert {"mpirun", "slurm", "sagemaker"} <= set(names)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 from accel import Accelerator, DistributedType, PartialState, TorchDynamoPlugin
-from accel.data_loader import DataLoaderShard
+from accel.data.loader import DataLoaderShard
 from accel.logging import get_logger
 from accel.optimizer import AcceleratedOptimizer
 from accel.scheduler import AcceleratedScheduler

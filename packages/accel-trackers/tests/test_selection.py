@@ -109,7 +109,7 @@ def test_noop_tracker_accepts_everything():
 
 def test_importing_the_plugin_imports_no_tracking_library():
     code = (
-        "import sys, accel_trackers.plugin; from accel import registry;"
+        "import sys, accel_trackers.plugin; from accel.plugins import registry;"
         "names = sorted(registry.trackers());"
         "from accel.tracking import available_trackers; available_trackers();"
         "heavy = [m for m in ('wandb', 'mlflow', 'aim', 'clearml', 'comet_ml', 'dvclive', 'tensorboard', 'torch') if m in sys.modules];"

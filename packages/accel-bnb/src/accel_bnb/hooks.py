@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from accel.hooks import HOOK_ATTR, ModelHook, add_hook_to_module
+from accel.big_model.hooks import HOOK_ATTR, ModelHook, add_hook_to_module
 
 
 class Int8WeightHook(ModelHook):

@@ -8,9 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
-from accel.big_modeling import DEVICE_MAP_STRATEGIES, dispatch_model
-from accel.quantization import Quantizer
-from accel.utils.device_map import (
+from accel.big_model.device_map import (
     check_device_map,
     device_for,
     get_balanced_memory,
@@ -19,7 +17,9 @@ from accel.utils.device_map import (
     main_device,
     normalize_device,
 )
-from accel.utils.offload import save_offload_index
+from accel.big_model.dispatch import DEVICE_MAP_STRATEGIES, dispatch_model
+from accel.big_model.offload import save_offload_index
+from accel.quantization import Quantizer
 
 from .config import BnbQuantizationConfig
 from .hooks import attach_int8_hooks

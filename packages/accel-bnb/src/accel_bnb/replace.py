@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import torch
-from accel.utils.modeling import find_tied_parameters
+from accel.big_model.modeling import find_tied_parameters
 
 from .config import BnbQuantizationConfig
 

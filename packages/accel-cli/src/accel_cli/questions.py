@@ -174,8 +174,8 @@ MACHINE_TYPES = {
 
 
 def _valid_ids(answer: str) -> str | None:
+    from accel.config.keys import KEYS, coerce
     from accel.errors import ConfigError
-    from accel.utils.config import KEYS, coerce
 
     try:
         coerce(KEYS["gpu_ids"], answer, "gpu_ids")
@@ -190,7 +190,7 @@ def _valid_host(answer: str) -> str | None:
 
 def ask_questions(ask: Ask, plugin_questions: bool = True) -> dict[str, Any]:
     """Run the questionnaire; the config mapping (Accelerate's keys) it produced."""
-    from accel.utils.config_keys import DYNAMO_BACKENDS, DYNAMO_MODES
+    from accel.config.keys import DYNAMO_BACKENDS, DYNAMO_MODES
 
     config: dict[str, Any] = {"compute_environment": "LOCAL_MACHINE"}
     label = ask.select(

@@ -36,7 +36,7 @@ def main() -> int:
     """Run every check; the exit status."""
     import torch
     from accel import PartialState
-    from accel.utils import operations as ops
+    from accel.distributed import operations as ops
 
     state = PartialState()
     rank, world = state.process_index, state.num_processes

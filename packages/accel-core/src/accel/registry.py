@@ -1,4 +1,4 @@
-"""Compatibility path: the registry lives in :mod:`accel.plugins.registry`."""
+"""Old path of :mod:`accel.plugins.registry`, kept because docs/plugins.md once showed it to plugin authors."""
 
 from __future__ import annotations
 

@@ -16,9 +16,9 @@ from accel import (
     init_on_device,
     load_checkpoint_and_dispatch,
 )
-from accel.big_modeling import cpu_offload_with_hook
+from accel.big_model.dispatch import cpu_offload_with_hook
+from accel.big_model.hooks import remove_hook_from_module
 from accel.errors import CheckpointError
-from accel.hooks import remove_hook_from_module
 from accel.progress import progress_bar
 from accel.utils import load_checkpoint_in_model, save_weights
 from torch import nn

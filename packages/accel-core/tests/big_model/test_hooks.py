@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from accel.hooks import (
+from accel.big_model.hooks import (
     AlignDevicesHook,
     ModelHook,
     SequentialHook,

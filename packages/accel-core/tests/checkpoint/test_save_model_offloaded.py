@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from accel import Accelerator
-from accel.big_modeling import cpu_offload, disk_offload, dispatch_model
+from accel.big_model.dispatch import cpu_offload, disk_offload, dispatch_model
 from accel.utils.modeling import load_weights
 from torch import nn
 

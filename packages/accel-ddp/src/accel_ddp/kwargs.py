@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from accel.utils.dataclasses import KwargsHandler
+from accel.kwargs import KwargsHandler
 
 
 class DDPCommunicationHookType(str, enum.Enum):

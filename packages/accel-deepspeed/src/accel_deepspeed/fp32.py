@@ -59,7 +59,7 @@ def convert_zero_checkpoint_to_fp32_state_dict(
     max_shard_size: int | str = "10GB",
 ) -> list[str]:
     """Write the fp32 weights of a ZeRO checkpoint to ``output_dir`` (safetensors shards); returns the files."""
-    from accel.utils.modeling import save_weights
+    from accel.checkpoint.weights import save_weights
 
     state_dict = get_fp32_state_dict_from_zero_checkpoint(checkpoint_dir, tag, index)
     return save_weights(

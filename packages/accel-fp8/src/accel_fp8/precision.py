@@ -174,7 +174,7 @@ def _fsdp_version() -> int | None:
     plugin = _state().fsdp_plugin
     if plugin is not None:
         return int(plugin.fsdp_version)
-    from accel.utils.config import launched_config
+    from accel.config.launched import launched_config
 
     return int((launched_config().get("fsdp_config") or {}).get("fsdp_version", 2))
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from accel.utils.dataclasses import KwargsHandler
+from accel.kwargs import KwargsHandler
 
 from . import config as C
 

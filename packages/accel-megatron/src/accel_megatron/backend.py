@@ -132,7 +132,7 @@ class MegatronLMBackend(Backend):
         Every tensor- and pipeline-parallel peer of a process sees the same samples.
         The first loader prepared sets ``plugin.global_batch_size``.
         """
-        from accel.data_loader import prepare_data_loader
+        from accel.data.loader import prepare_data_loader
         from megatron.core import parallel_state as ps
 
         acc = self.accelerator

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from accel.utils.dataclasses import KwargsHandler
+from accel.kwargs import KwargsHandler
 
 ACTIVITIES: dict[str, str] = {
     "cpu": "CPU",

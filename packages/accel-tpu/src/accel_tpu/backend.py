@@ -19,10 +19,10 @@ from typing import Any
 
 import torch
 from accel.backends.base import Backend
+from accel.distributed.operations import recursively_apply
 from accel.errors import ConfigError
 from accel.optimizer import AcceleratedOptimizer
-from accel.utils.dataclasses import DistributedType
-from accel.utils.operations import recursively_apply
+from accel.types import DistributedType
 
 from . import runtime
 from .data import to_xla_loader

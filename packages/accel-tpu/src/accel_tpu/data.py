@@ -25,7 +25,7 @@ def shard_batch(batch: Any, mesh: Any) -> Any:
     Tensors whose first dimension does not divide evenly stay replicated.
     """
     import torch_xla.distributed.spmd as xs
-    from accel.utils.operations import recursively_apply
+    from accel.distributed.operations import recursively_apply
 
     devices = mesh.shape()["data"]
 

@@ -67,7 +67,7 @@ def sync() -> None:
 
 def to_cpu(data: Any) -> Any:
     """``data`` (tensors nested in lists, tuples, dicts) with every XLA tensor copied to the CPU."""
-    from accel.utils.operations import recursively_apply
+    from accel.distributed.operations import recursively_apply
 
     sync()
     return recursively_apply(lambda t: t.detach().cpu() if t.device.type == "xla" else t, data)

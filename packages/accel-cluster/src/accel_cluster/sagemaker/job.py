@@ -142,7 +142,7 @@ def _launch_config(value: str) -> str:
     """``ACCEL_LAUNCH_CONFIG`` shrunk to SageMaker's limit: null, empty and SageMaker-only keys go."""
     if len(value) <= ENVIRONMENT_VALUE_LIMIT:
         return value
-    from accel.utils.config_keys import KEYS, SAGEMAKER_KEYS
+    from accel.config.keys import KEYS, SAGEMAKER_KEYS
 
     data = json.loads(value)
     data = {

@@ -20,7 +20,7 @@ import os
 import sys
 from typing import Any
 
-from accel.utils.config import launched_config
+from accel.config.launched import launched_config
 
 from .job import JobDefinition, job_definition
 

@@ -1,4 +1,4 @@
-"""The :class:`Quantizer` ABC and ``load_and_quantize_model``, dispatching to quantizer plugins."""
+"""``load_and_quantize_model``, dispatching to quantizer plugins; the ABC of :mod:`accel.quantization.base` re-exported."""
 
 from __future__ import annotations
 
@@ -6,30 +6,7 @@ from typing import Any
 
 import torch
 
-
-class Quantizer:
-    """Quantizes a model's layers for one family of quantization configs.
-
-    ``config_class_names`` are the class names of the configs this quantizer
-    accepts (``"BnbQuantizationConfig"``); ``name`` selects it explicitly.
-    """
-
-    name: str = ""
-    config_class_names: tuple[str, ...] = ()
-
-    def quantize(
-        self,
-        model: torch.nn.Module,
-        config: Any,
-        weights_location: str | None = None,
-        device_map: Any = None,
-        no_split_module_classes: list[str] | None = None,
-        max_memory: dict | None = None,
-        offload_folder: str | None = None,
-        offload_state_dict: bool = False,
-    ) -> torch.nn.Module:
-        """Replace layers of ``model`` by quantized ones and load weights from ``weights_location``."""
-        raise NotImplementedError
+from accel.quantization.base import Quantizer
 
 
 def quantizer_for(config: Any) -> Quantizer:

@@ -20,6 +20,9 @@ collects it) and set its class attributes::
 Only accel's public API is used, so a check that passes here passes for any plugin. The kit
 needs pytest (a test dependency); :mod:`accel.testing.reference` and
 :mod:`accel.testing.processes` do not. See docs/conformance.md.
+
+:mod:`accel.testing.hardware` (``get_backend``, ``require_cuda``, ``require_multi_gpu``) skips
+tests on missing devices; Accelerate's path for it, ``accel.test_utils``, re-exports it.
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ _CLASSES = {
     "LauncherConformance": "launcher",
 }
 
-__all__ = [*_CLASSES, "run_processes", "WorkerFailure"]
+_HARDWARE = ("get_backend", "require_cuda", "require_multi_gpu")
+
+__all__ = [*_CLASSES, "run_processes", "WorkerFailure", *_HARDWARE]
 
 
 def __getattr__(name: str) -> Any:
@@ -46,4 +51,8 @@ def __getattr__(name: str) -> Any:
         from . import processes
 
         return getattr(processes, name)
+    if name in _HARDWARE:
+        from . import hardware
+
+        return getattr(hardware, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

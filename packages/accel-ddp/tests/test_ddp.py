@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from accel.testing import run_processes
+
+WORKERS = Path(__file__).parent / "workers"
 
 
 @pytest.mark.timeout(400)
-def test_ddp_on_two_processes(run_distributed):
-    result = run_distributed("ddp_checks.py", timeout=380)
+def test_ddp_on_two_processes():
+    result = run_processes(WORKERS / "ddp_checks.py", timeout=380)
     for name in (
         "parity",
         "accumulation",
@@ -19,9 +24,3 @@ def test_ddp_on_two_processes(run_distributed):
         "providers",
     ):
         assert f"ok {name}" in result.stdout, result.stdout
-
-
-@pytest.mark.timeout(200)
-def test_without_accel_ddp_preparing_a_model_names_the_package(run_distributed):
-    result = run_distributed("no_ddp_checks.py", timeout=180, env={"ACCEL_DISABLE_PLUGINS": "ddp"})
-    assert "ok no_ddp" in result.stdout, result.stdout
