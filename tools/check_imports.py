@@ -79,14 +79,6 @@ ALIAS_LAYER = len(LAYERS) - 1
 """The last layer: Accelerate's module paths, kept for users as aliases or re-exports.
 Package sources import the concept modules instead (tests may import an alias to test it)."""
 
-ALIAS_IMPORTS_PENDING = {
-    # Files another branch is editing at the same time; point them at accel.config.* /
-    # accel.checkpoint.weights once it has merged, then empty this set.
-    "packages/accel-cli/src/accel_cli/config_cmd.py",
-    "packages/accel-cli/src/accel_cli/env_cmd.py",
-    "packages/accel-cli/src/accel_cli/launch.py",
-    "packages/accel-fsdp/src/accel_fsdp/merge.py",
-}
 
 PRIVATE_STATE = ("_shared_state", "_models", "_optimizers", "_schedulers", "_dataloaders")
 PRIVATE_STATE += ("_custom_objects",)
@@ -270,7 +262,6 @@ def main() -> int:
                 target_dist == "accel-core"
                 and _layer(target) == ALIAS_LAYER
                 and _layer(module.name) != ALIAS_LAYER
-                and str(rel) not in ALIAS_IMPORTS_PENDING
             ):
                 problems.append(
                     f"{rel}:{line}: imports {target}, an Accelerate alias path kept for users; "

@@ -85,19 +85,19 @@ def _questionnaire(argv: list[str], prog: str) -> int:
 
 
 def _read_answers(path: str) -> dict[str, Any]:
-    from accel.utils.config import read_config_file
+    from accel.config.settings import read_config_file
 
     return read_config_file(path)
 
 
 def _save(data: dict[str, Any], path: Path) -> None:
-    from accel.utils.config import save_config_file
+    from accel.config.settings import save_config_file
 
     save_config_file(data, path)
 
 
 def _default(argv: list[str], prog: str) -> int:
-    from accel.utils.config import default_config_file, write_basic_config
+    from accel.config.settings import default_config_file, write_basic_config
 
     parser = Parser(
         prog=prog, description="Write a basic config for all of this machine's GPUs (or its CPU)."

@@ -120,7 +120,7 @@ def _backends(torch) -> str:
 
 def _config_lines(config_file: str | None) -> object:
     from accel.errors import ConfigError
-    from accel.utils.config import find_config_file, read_config_file
+    from accel.config.settings import find_config_file, read_config_file
 
     path, reason = find_config_file(config_file)
     if path is None:

@@ -1,7 +1,7 @@
 """``accel launch``: resolve the settings, pick a launcher, run the script.
 
 Settings come from defaults < config file < ``ACCEL_*`` environment < flags (see
-:mod:`accel.utils.config`). One process runs the script directly (the launcher
+:mod:`accel.config.settings`). One process runs the script directly (the launcher
 process becomes the script); several processes or machines run
 ``python -m torch.distributed.run``, whose workers get the resolved settings as
 ``ACCEL_*`` variables. ``--help`` and every bad-input error stay torch-free.
@@ -276,7 +276,7 @@ LAUNCH_ONLY_DESTS = {
     "preemption",
     "preemption_grace_period",
 }
-"""Parsed names that are not settings of :mod:`accel.utils.config`."""
+"""Parsed names that are not settings of :mod:`accel.config.settings`."""
 
 DYNAMO_DESTS = {
     "dynamo_backend",
@@ -334,7 +334,7 @@ def _add_plugin_arguments(result: LaunchParser) -> None:
 
 
 def _target(dest: str, sections: list[str]) -> str:
-    from accel.utils.config import KEYS
+    from accel.config.keys import KEYS
 
     if dest in SELECTOR_FLAGS or dest in KEYS or "." in dest:
         return dest
@@ -373,7 +373,7 @@ def parse(
         for prefix, package in PLUGIN_FLAG_OWNERS:
             if flag == prefix or (prefix.endswith("_") and flag.startswith(prefix)):
                 from accel.errors import MissingPluginError
-                from accel.utils.config import disabled_by, installed_but_disabled
+                from accel.config.settings import disabled_by, installed_but_disabled
 
                 extra = ""
                 if installed_but_disabled(package):
@@ -458,7 +458,7 @@ def flags_from(ns: argparse.Namespace, lp: LaunchParser) -> dict[str, Any]:
 
 def resolve_from(ns: argparse.Namespace, lp: LaunchParser):
     """The resolved settings for a parsed ``accel launch`` / ``accel config show`` command line."""
-    from accel.utils.config import resolve
+    from accel.config.settings import resolve
 
     from .config_paths import config_to_read
 

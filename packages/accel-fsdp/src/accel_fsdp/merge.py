@@ -35,7 +35,7 @@ def merge_fsdp_weights(
     ``output_path`` is a directory; the file written is ``model.safetensors``
     (``pytorch_model.bin`` without ``safe_serialization``). Returns its path.
     """
-    from accel.utils.modeling import save_weights
+    from accel.checkpoint.weights import save_weights
 
     source = Path(checkpoint_dir)
     if not (source / ".metadata").exists():
