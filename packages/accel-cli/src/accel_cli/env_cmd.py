@@ -119,8 +119,8 @@ def _backends(torch) -> str:
 
 
 def _config_lines(config_file: str | None) -> object:
-    from accel.errors import ConfigError
     from accel.config.settings import find_config_file, read_config_file
+    from accel.errors import ConfigError
 
     path, reason = find_config_file(config_file)
     if path is None:

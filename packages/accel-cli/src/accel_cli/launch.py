@@ -372,8 +372,8 @@ def parse(
         flag = underscored(token.split("=", 1)[0])
         for prefix, package in PLUGIN_FLAG_OWNERS:
             if flag == prefix or (prefix.endswith("_") and flag.startswith(prefix)):
-                from accel.errors import MissingPluginError
                 from accel.config.settings import disabled_by, installed_but_disabled
+                from accel.errors import MissingPluginError
 
                 extra = ""
                 if installed_but_disabled(package):
