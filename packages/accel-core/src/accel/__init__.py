@@ -10,7 +10,99 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what editors and type checkers see; at run time each name loads on first use
+    from accel.accelerator import (
+        Accelerator as Accelerator,
+    )
+    from accel.big_model.device_map import (
+        infer_auto_device_map as infer_auto_device_map,
+    )
+    from accel.big_model.dispatch import (
+        cpu_offload as cpu_offload,
+    )
+    from accel.big_model.dispatch import (
+        cpu_offload_with_hook as cpu_offload_with_hook,
+    )
+    from accel.big_model.dispatch import (
+        disk_offload as disk_offload,
+    )
+    from accel.big_model.dispatch import (
+        dispatch_model as dispatch_model,
+    )
+    from accel.big_model.dispatch import (
+        init_empty_weights as init_empty_weights,
+    )
+    from accel.big_model.dispatch import (
+        init_on_device as init_on_device,
+    )
+    from accel.big_model.dispatch import (
+        load_checkpoint_and_dispatch as load_checkpoint_and_dispatch,
+    )
+    from accel.big_model.dispatch import (
+        load_checkpoint_in_model as load_checkpoint_in_model,
+    )
+    from accel.data.loader import (
+        skip_first_batches as skip_first_batches,
+    )
+    from accel.faults.preemption import (
+        PreemptionKwargs as PreemptionKwargs,
+    )
+    from accel.hookspecs import (
+        hookimpl as hookimpl,
+    )
+    from accel.imports import (
+        is_rich_available as is_rich_available,
+    )
+    from accel.kwargs import (
+        AutocastKwargs as AutocastKwargs,
+    )
+    from accel.kwargs import (
+        DataLoaderConfiguration as DataLoaderConfiguration,
+    )
+    from accel.kwargs import (
+        GradientAccumulationPlugin as GradientAccumulationPlugin,
+    )
+    from accel.kwargs import (
+        GradScalerKwargs as GradScalerKwargs,
+    )
+    from accel.kwargs import (
+        InitProcessGroupKwargs as InitProcessGroupKwargs,
+    )
+    from accel.kwargs import (
+        ProjectConfiguration as ProjectConfiguration,
+    )
+    from accel.kwargs import (
+        TorchDynamoPlugin as TorchDynamoPlugin,
+    )
+    from accel.launchers.notebook import (
+        debug_launcher as debug_launcher,
+    )
+    from accel.launchers.notebook import (
+        notebook_launcher as notebook_launcher,
+    )
+    from accel.memory import (
+        find_executable_batch_size as find_executable_batch_size,
+    )
+    from accel.parallelism_config import (
+        ParallelismConfig as ParallelismConfig,
+    )
+    from accel.rng import (
+        synchronize_rng_states as synchronize_rng_states,
+    )
+    from accel.state import (
+        AcceleratorState as AcceleratorState,
+    )
+    from accel.state import (
+        GradientState as GradientState,
+    )
+    from accel.state import (
+        PartialState as PartialState,
+    )
+    from accel.types import (
+        DistributedType as DistributedType,
+    )
 
 _NAMES: dict[str, str] = {
     "Accelerator": "accel.accelerator",
