@@ -37,7 +37,7 @@ class MegatronLMBackend(Backend):
 
     def setup(self) -> None:
         """Read the plugin, check it against the world size, and initialise megatron-core's groups."""
-        acc = self.accelerator
+        acc = self.context
         state = acc.state
         self.plugin: MegatronLMPlugin = plugin_object(state, "megatron_lm_plugin", MegatronLMPlugin)
         if acc.gradient_accumulation_steps > 1:
@@ -135,7 +135,7 @@ class MegatronLMBackend(Backend):
         from accel.data.loader import prepare_data_loader
         from megatron.core import parallel_state as ps
 
-        acc = self.accelerator
+        acc = self.context
         plugin = self.plugin
         if dataloader.batch_size is None:
             raise ValueError(
@@ -185,7 +185,7 @@ class MegatronLMBackend(Backend):
 
             model.model_type = ModelType.encoder_or_decoder
         if device_placement:
-            model = model.to(self.accelerator.device)
+            model = model.to(self.context.device)
         ddp_config = DistributedDataParallelConfig(
             grad_reduce_in_fp32=True,
             overlap_grad_reduce=False,
@@ -225,9 +225,7 @@ class MegatronLMBackend(Backend):
             raise ValueError(
                 "MEGATRON_LM: prepare the model together with (or before) its optimizer"
             )
-        config = optimizer_config(
-            optimizer, self.plugin, self.accelerator.mixed_precision, self.on_cpu
-        )
+        config = optimizer_config(optimizer, self.plugin, self.context.mixed_precision, self.on_cpu)
         with cpu_execution(self.on_cpu):
             self.megatron_optimizer = get_megatron_optimizer(config, [self.model.module])
         install_init_state_fn(self.megatron_optimizer, config)
