@@ -70,17 +70,17 @@ class DeepSpeedBackend(Backend):
 
     def setup(self) -> Precision:
         """Read the plugin and set up the groups; returns the plain precision (DeepSpeed runs its own)."""
-        acc = self.context
-        if acc.device.type == "cpu":
+        run = self.context
+        if run.device.type == "cpu":
             os.environ.setdefault("DS_ACCELERATOR", "cpu")
-        self.plugin: DeepSpeedPlugin = plugin_object(acc, "deepspeed_plugin", DeepSpeedPlugin)
+        self.plugin: DeepSpeedPlugin = plugin_object(run, "deepspeed_plugin", DeepSpeedPlugin)
         self.plugin.select(_from_accelerator_state=True)
         self._steps_source = "Accelerator(gradient_accumulation_steps=...)"
         ensure_process_group()  # one process: DeepSpeed still needs a (trivial) group
         # DeepSpeed reads these even when the process group exists (set by every launcher)
-        os.environ.setdefault("LOCAL_RANK", str(acc.local_process_index))
-        os.environ.setdefault("RANK", str(acc.process_index))
-        os.environ.setdefault("WORLD_SIZE", str(acc.num_processes))
+        os.environ.setdefault("LOCAL_RANK", str(run.local_process_index))
+        os.environ.setdefault("RANK", str(run.process_index))
+        os.environ.setdefault("WORLD_SIZE", str(run.num_processes))
         self.engines: list[Any] = []
         self.filled: list[list[Filled]] = []
         """Per engine, the ``"auto"`` values filled and where each came from."""
@@ -92,7 +92,7 @@ class DeepSpeedBackend(Backend):
         self.mpu: Any = None
         """DeepSpeed's sequence-parallel groups given to ``deepspeed.initialize`` (None without SP)."""
         # DeepSpeed casts the model and scales the loss itself: no autocast, no GradScaler
-        return Precision(acc.mixed_precision, acc.device, acc.handlers)
+        return Precision(run.mixed_precision, run.device, run.handlers)
 
     def gradient_accumulation_steps(self, requested: int) -> int:
         """The DeepSpeed config's steps when the Accelerator asks for 1; otherwise both must agree."""
@@ -111,8 +111,8 @@ class DeepSpeedBackend(Backend):
         return requested
 
     def _sequence_parallel_layout(self) -> SequenceParallelLayout | None:
-        acc = self.context
-        config = getattr(acc.state, "parallelism_config", None)
+        run = self.context
+        config = getattr(run.state, "parallelism_config", None)
         if config is None:
             return None
         if config.sp_size == 1:
@@ -123,13 +123,13 @@ class DeepSpeedBackend(Backend):
                     "DeepSpeed's AutoTP (tensor_parallel.autotp_size in the DeepSpeed config)"
                 )
             return None
-        if acc.dataloader_config.dispatch_batches:
+        if run.dataloader_config.dispatch_batches:
             raise ConfigError(
                 "DeepSpeed sequence parallelism cuts every batch on each process: "
                 "dispatch_batches=True is not supported with sp_size > 1"
             )
         return check_layout(
-            config, acc.num_processes, acc.process_index, self.plugin.deepspeed_config
+            config, run.num_processes, run.process_index, self.plugin.deepspeed_config
         )
 
     def data_parallel_shard(self) -> tuple[int, int]:
@@ -208,12 +208,12 @@ class DeepSpeedBackend(Backend):
             self._micro_batch = (size, f"the data loader's batch_size {size}")
 
     def _context(self, model: torch.nn.Module, optimizer: Any, scheduler: Any) -> AutoContext:
-        acc, plugin = self.context, self.plugin
+        run, plugin = self.context, self.plugin
         ctx = AutoContext(
             num_processes=self.data_parallel_shard()[0],
-            gradient_accumulation_steps=acc.gradient_accumulation_steps,
+            gradient_accumulation_steps=run.gradient_accumulation_steps,
             gradient_accumulation_source=f"the Accelerator's gradient_accumulation_steps ({self._steps_source})",
-            mixed_precision=acc.mixed_precision,
+            mixed_precision=run.mixed_precision,
             gradient_clipping=plugin.gradient_clipping
             if isinstance(plugin.gradient_clipping, float)
             else None,

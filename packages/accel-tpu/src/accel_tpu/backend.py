@@ -86,13 +86,13 @@ class XLABackend(Backend):
     def setup(self) -> Precision:
         """Check the precision, take the device and the replica ordinals from PJRT; returns the
         precision remade for the XLA device."""
-        acc = self.context
-        if acc.mixed_precision not in SUPPORTED_PRECISIONS:
+        run = self.context
+        if run.mixed_precision not in SUPPORTED_PRECISIONS:
             raise ConfigError(
-                f"mixed_precision {acc.mixed_precision!r} is not supported on XLA devices: "
+                f"mixed_precision {run.mixed_precision!r} is not supported on XLA devices: "
                 "use 'bf16' (or 'no'); set downcast_bf16: yes to also run float32 as bfloat16"
             )
-        state = acc.state
+        state = run.state
         state.set_process_layout(
             runtime.device(),
             num_processes=runtime.world_size(),
@@ -103,7 +103,7 @@ class XLABackend(Backend):
         )
         self.mesh = _data_mesh() if runtime.is_spmd() else None
         # the precision was made for the device seen before this backend: autocast on "xla" now
-        return type(acc.precision)(acc.precision.name, state.device, acc.handlers)
+        return type(run.precision)(run.precision.name, state.device, run.handlers)
 
     # -- prepare --------------------------------------------------------------
     def prepare(self, objects: list[Any], device_placement: list[bool]) -> list[Any]:
@@ -163,13 +163,13 @@ class XLABackend(Backend):
 
     def prepare_data_loader(self, dataloader: Any, device_placement: bool = True) -> Any:
         """Shard the loader over the replicas; batches go to the XLA device, one step each."""
-        acc = self.context
-        config = acc.dataloader_config
+        run = self.context
+        config = run.dataloader_config
         restore = config.data_seed
-        if config.data_seed is None and acc.num_processes > 1:
+        if config.data_seed is None and run.num_processes > 1:
             # every replica must shuffle alike; torch.distributed is not set up on XLA
-            drawn = torch.randint(0, 2**31 - 1, (1,), device=acc.device)
-            config.data_seed = int(self.reduce(drawn * int(acc.is_main_process), "sum").item())
+            drawn = torch.randint(0, 2**31 - 1, (1,), device=run.device)
+            config.data_seed = int(self.reduce(drawn * int(run.is_main_process), "sum").item())
         try:
             loader = super().prepare_data_loader(dataloader, device_placement)
         finally:
