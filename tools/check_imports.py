@@ -2,12 +2,12 @@
 
 Fails (exit 1, one line per problem) when:
 
-1. a package's modules import each other in a circle (imports under ``if TYPE_CHECKING:``
-   are type hints only and do not count; imports inside functions do);
-2. a module of accel-core imports a module of a *higher* layer (the order is ``LAYERS``
-   below: environment/types -> plugins -> state -> collectives -> data -> models/weights ->
-   precision/backends -> checkpoint orchestration / big-model -> config -> Accelerator ->
-   launchers -> compatibility re-exports);
+1. a package's modules import each other in a circle (every import counts: inside
+   functions, and under ``if TYPE_CHECKING:`` too, since a type hint is a dependency);
+2. a module of accel-core imports a module of a *higher* layer, for type hints too (the
+   order is ``LAYERS`` below: environment/types -> plugins -> state -> collectives -> data ->
+   models/weights/prepared -> precision/backends -> checkpoint orchestration / big-model ->
+   config -> Accelerator -> launchers -> compatibility re-exports);
 3. a plugin package imports a private name of another accel distribution
    (``from accel.x import _y``, ``accel.x._y``), touches core's private state
    (``._shared_state``, ``._models``, ``._optimizers``, ``._schedulers``, ``._dataloaders``,
@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("accel.data", "accel.optimizer", "accel.scheduler"),
     (
         "accel.models",
+        "accel.prepared",
         "accel.checkpoint.weights",
         "accel.checkpoint.files",
         "accel.checkpoint.torch_files",
@@ -57,7 +58,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("accel.precision", "accel.backends", "accel.quantization", "accel.big_model.hooks"),
     ("accel.big_model", "accel.inference"),
     ("accel.checkpoint.async_writer",),
-    ("accel.prepared", "accel.process_helpers", "accel.tracking", "accel.checkpoint"),
+    ("accel.process_helpers", "accel.tracking", "accel.checkpoint"),
     ("accel.connector",),
     ("accel.accelerator",),
     ("accel.launchers",),
@@ -117,30 +118,13 @@ def _modules(src: Path, distribution: str) -> list[Module]:
     return result
 
 
-def _type_checking_lines(tree: ast.AST) -> set[int]:
-    lines: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If):
-            test = node.test
-            name = getattr(test, "id", None) or getattr(test, "attr", None)
-            if name == "TYPE_CHECKING":
-                for child in node.body:
-                    for sub in ast.walk(child):
-                        if hasattr(sub, "lineno"):
-                            lines.add(sub.lineno)
-    return lines
-
-
 def _imports(module: Module, known: set[str]) -> list[tuple[str, int, list[str]]]:
-    """``(imported module, line, names)`` for each import outside ``TYPE_CHECKING`` blocks."""
+    """``(imported module, line, names)`` for each import (``TYPE_CHECKING`` blocks included)."""
     tree = ast.parse(module.path.read_text(), str(module.path))
-    skip = _type_checking_lines(tree)
     is_package = module.path.name == "__init__.py"
     base = module.name.split(".") if is_package else module.name.split(".")[:-1]
     found = []
     for node in ast.walk(tree):
-        if getattr(node, "lineno", None) in skip:
-            continue
         if isinstance(node, ast.Import):
             for alias in node.names:
                 found.append((alias.name, node.lineno, []))

@@ -21,7 +21,7 @@ def test_check_imports_finds_no_problem():
 
 
 def test_check_imports_reports_a_circle_a_private_read_and_an_alias_import(tmp_path):
-    """The checker itself fails on what it must catch (run on a copy of the tree with three defects)."""
+    """The checker itself fails on what it must catch (run on a copy of the tree with four defects)."""
     import shutil
 
     copy = tmp_path / "repo"
@@ -34,6 +34,9 @@ def test_check_imports_reports_a_circle_a_private_read_and_an_alias_import(tmp_p
     state.write_text(state.read_text() + "\nfrom accel import accelerator  # noqa\n")
     ddp = copy / "packages/accel-ddp/src/accel_ddp/plugin.py"
     ddp.write_text(ddp.read_text() + "\n\ndef _peek(acc):\n    return acc._models\n")
+    context = copy / "packages/accel-core/src/accel/backends/context.py"
+    hint = "\nif TYPE_CHECKING:\n    from accel.accelerator import Accelerator  # noqa\n"
+    context.write_text(context.read_text() + hint)  # a type hint only: still upward
     kwargs = copy / "packages/accel-ddp/src/accel_ddp/kwargs.py"
     kwargs.write_text(kwargs.read_text() + "\nfrom accel.utils.operations import gather  # noqa\n")
     result = subprocess.run(
@@ -44,6 +47,7 @@ def test_check_imports_reports_a_circle_a_private_read_and_an_alias_import(tmp_p
     )
     assert result.returncode == 1
     assert "accel.environment (layer 0) imports accel.accelerator" in result.stdout
+    assert "accel.backends.context (layer 12) imports accel.accelerator" in result.stdout
     assert "touches core's private _models" in result.stdout
     assert "kwargs.py:" in result.stdout
     assert "imports accel.utils.operations, an Accelerate alias path" in result.stdout

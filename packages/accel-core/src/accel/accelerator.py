@@ -17,6 +17,7 @@ import torch
 
 from accel import environment
 from accel.backends.base import Backend
+from accel.backends.context import context_attribute
 from accel.checkpoint.manager import CheckpointManager
 from accel.connector import Connector
 from accel.contexts import NO_CONTEXT as _NO_CONTEXT
@@ -118,11 +119,9 @@ class Accelerator(ProcessHelpers):
         if debug is not None:
             self.state.debug = debug
         self.device_placement = device_placement
-        self.dataloader_config = dataloader_config or DataLoaderConfiguration()
+        config = dataloader_config or DataLoaderConfiguration()
         if split_batches is not None:
-            self.dataloader_config.split_batches = split_batches
-        self.step_scheduler_with_optimizer = step_scheduler_with_optimizer
-        self.rng_types = rng_types
+            config.split_batches = split_batches
         self.gradient_state = GradientState(
             gradient_accumulation_plugin=self._accumulation_plugin(
                 gradient_accumulation_plugin, gradient_accumulation_steps
@@ -130,8 +129,13 @@ class Accelerator(ProcessHelpers):
         )
         self.prepared = PreparedObjects()
         """Everything prepared (and registered for checkpointing), in order."""
+        connector = Connector(self.state, self.handlers)
+        self.backend_context = connector.context(
+            self.gradient_state, config, self.prepared, rng_types, step_scheduler_with_optimizer
+        )
+        """What the backend reads of this run (a :class:`~accel.backends.BackendContext`)."""
         try:
-            self.precision, self.backend = Connector(self.state, self.handlers).connect(self)
+            self.precision, self.backend = connector.connect(self.backend_context)
         except BaseException:
             AcceleratorState._reset_state()  # a failed Accelerator must not poison the next one
             raise
@@ -172,6 +176,10 @@ class Accelerator(ProcessHelpers):
         return GradientAccumulationPlugin(num_steps=steps)
 
     # -- configuration (identity and process helpers: accel.process_helpers) ----
+    dataloader_config = context_attribute("dataloader_config")
+    rng_types = context_attribute("rng_types")
+    step_scheduler_with_optimizer = context_attribute("step_scheduler_with_optimizer")
+
     @property
     def split_batches(self) -> bool:
         """Whether batches are split across processes rather than one per process."""
@@ -370,6 +378,8 @@ class Accelerator(ProcessHelpers):
 
     def _set_precision(self, precision: Precision) -> None:
         self._precision = precision
+        if "backend_context" in vars(self):  # the backend reads the current precision there
+            self.backend_context.precision = precision
         self._resolve_backward()
 
     backend = property(
@@ -449,14 +459,11 @@ class Accelerator(ProcessHelpers):
         with self.precision.autocast(autocast_handler):
             yield
 
-    @contextlib.contextmanager
     def join_uneven_inputs(
         self, joinables: list[Any], even_batches: bool | None = None
-    ) -> Iterator[None]:
-        """Train with uneven inputs across processes (the DDP backend overrides; elsewhere a no-op)."""
-        join = getattr(self.backend, "join_uneven_inputs", None)
-        with join(joinables, even_batches) if join is not None else contextlib.nullcontext():
-            yield
+    ) -> contextlib.AbstractContextManager:
+        """Train with uneven inputs across processes (the DDP backend joins; elsewhere a no-op)."""
+        return self.backend.join_uneven_inputs(joinables, even_batches)
 
     def unscale_gradients(self, optimizer: Any = None) -> None:
         """Unscale fp16 gradients of ``optimizer`` (all prepared ones by default)."""

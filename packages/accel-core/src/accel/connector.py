@@ -31,8 +31,11 @@ name a known package provides raises :class:`~accel.errors.MissingPluginError`.
    evaluation over data works with accel-core alone), a model raises the error naming
    the package to install.
 
-The backend is then set up (``Backend.setup``), and may replace the precision there
-(DeepSpeed and XLA run their own mixed precision).
+The backend is built with a :class:`~accel.backends.context.BackendContext` (made by
+:meth:`Connector.context`; never the Accelerator) and set up. What it changes it
+declares and :meth:`Connector.connect` applies: ``Backend.setup`` may return a
+replacement precision (DeepSpeed and XLA run their own mixed precision), and
+``Backend.gradient_accumulation_steps`` answers the accumulation steps to train with.
 """
 
 from __future__ import annotations
@@ -42,14 +45,16 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from accel import environment
+from accel.backends.context import BackendContext
 from accel.errors import MissingPluginError
 from accel.plugins import registry
 
 if TYPE_CHECKING:
-    from accel.accelerator import Accelerator
     from accel.backends.base import Backend
+    from accel.kwargs import DataLoaderConfiguration
     from accel.precision.base import Precision
-    from accel.state import AcceleratorState
+    from accel.prepared import PreparedObjects
+    from accel.state import AcceleratorState, GradientState
 
 
 class MissingBackend:
@@ -85,19 +90,38 @@ class Connector:
         name = self.state.mixed_precision
         return registry.get_precision(name)(name, self.state.device, self.handlers)
 
-    def select_backend(self, accelerator: Accelerator) -> Backend:
-        """The backend instance for ``accelerator`` (not set up yet)."""
+    def context(
+        self,
+        gradient_state: GradientState,
+        dataloader_config: DataLoaderConfiguration,
+        prepared: PreparedObjects,
+        rng_types: list[str] | None = None,
+        step_scheduler_with_optimizer: bool = True,
+    ) -> BackendContext:
+        """The :class:`~accel.backends.context.BackendContext` of these components (no precision yet)."""
+        return BackendContext(
+            self.state,
+            gradient_state,
+            dataloader_config,
+            self.handlers,
+            prepared,
+            rng_types=rng_types,
+            step_scheduler_with_optimizer=step_scheduler_with_optimizer,
+        )
+
+    def select_backend(self, context: BackendContext) -> Backend:
+        """The backend instance for ``context`` (not set up yet)."""
         name = environment.get_str(environment.BACKEND)
         if name:
             cls = registry.backends_by_name().get(name)
             if cls is not None:
-                return cls(accelerator)
+                return cls(context)
             raise MissingPluginError(
                 f"ACCEL_BACKEND={name}", f"the plugin providing backend {name!r}"
             )
         distributed_type = self.state.distributed_type
         try:
-            return registry.get_backend(distributed_type)(accelerator)
+            return registry.get_backend(distributed_type)(context)
         except MissingPluginError as error:
             if not str(distributed_type).startswith("MULTI_"):
                 raise
@@ -105,16 +129,24 @@ class Connector:
 
             others = " (or another data-parallel plugin: accel-fsdp, accel-deepspeed)"
             return MissingBackend(  # type: ignore[return-value]
-                Backend(accelerator), MissingPluginError(error.feature, error.package, others)
+                Backend(context), MissingPluginError(error.feature, error.package, others)
             )
 
-    def connect(self, accelerator: Accelerator) -> tuple[Precision, Backend]:
-        """Select the precision, then the backend, and set the backend up.
+    def connect(self, context: BackendContext) -> tuple[Precision, Backend]:
+        """Select the precision, then the backend, set the backend up and apply what it declares.
 
-        ``accelerator.precision`` is assigned before the backend is built (a backend reads
-        it); the returned precision is the one after set-up (a backend may replace it).
+        ``context.precision`` is set before the backend is built (a backend reads it); a
+        precision returned by ``Backend.setup`` replaces it, and the answer of
+        ``Backend.gradient_accumulation_steps`` becomes the gradient state's steps. Returns
+        the precision after set-up and the backend.
         """
-        accelerator.precision = self.select_precision()
-        backend = self.select_backend(accelerator)
-        backend.setup()
-        return accelerator.precision, backend
+        context.precision = self.select_precision()
+        backend = self.select_backend(context)
+        replacement = backend.setup()
+        if replacement is not None:
+            context.precision = replacement
+        requested = context.gradient_accumulation_steps
+        steps = backend.gradient_accumulation_steps(requested)
+        if steps != requested:
+            context.gradient_state.plugin_kwargs["num_steps"] = steps
+        return context.precision, backend

@@ -41,7 +41,8 @@ def accel_backends() -> list[type]:
     :func:`accel.plugins.reset_plugin_manager`).
     Called by the resolver (:mod:`accel.connector`) when an ``Accelerator`` is created: the
     class named by ``ACCEL_BACKEND``, else the one serving the resolved distributed type, is
-    instantiated with the Accelerator and its :meth:`~accel.backends.Backend.setup` called.
+    instantiated with a :class:`~accel.backends.BackendContext` and its
+    :meth:`~accel.backends.Backend.setup` called.
     """
 
 

@@ -299,6 +299,28 @@ class PartialState:
         """
         yield split_inputs(inputs, self.num_processes, self.process_index, apply_padding)
 
+    def set_process_layout(
+        self,
+        device: torch.device,
+        num_processes: int,
+        process_index: int,
+        local_process_index: int,
+        distributed_type: str,
+        backend: str | None = None,
+    ) -> None:
+        """Take this process's device, ranks and type from a runtime that assigns them itself.
+
+        For a backend's ``setup`` whose runtime (XLA's PJRT) decides devices and ordinals
+        instead of the launcher's environment; every reader of the process-wide state
+        (``Accelerator.device``, ``PartialState().process_index``, ...) sees them from then on.
+        """
+        self.device = device
+        self.num_processes = num_processes
+        self.process_index = process_index
+        self.local_process_index = local_process_index
+        self.distributed_type = distributed_type
+        self.backend = backend
+
     def destroy_process_group(self) -> None:
         """Tear down the process group (end of a run)."""
         _destroy_process_group()

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-from accel.backends import Backend
+from accel.backends import Backend, BackendContext
 from accel.catalog import DATA_PARALLEL_TYPES
 from torch.nn.parallel import DistributedDataParallel
 
@@ -24,7 +24,7 @@ class DDPBackend(Backend):
     def kwargs(self) -> DistributedDataParallelKwargs:
         """The ``DistributedDataParallelKwargs`` passed to the Accelerator, or the defaults."""
         return (
-            self.accelerator.handlers.get("DistributedDataParallelKwargs")
+            self.context.handlers.get("DistributedDataParallelKwargs")
             or DistributedDataParallelKwargs()
         )
 
@@ -32,7 +32,7 @@ class DDPBackend(Backend):
         """Wrap a model with trainable parameters in DDP and install the comm hook."""
         if not any(p.requires_grad for p in model.parameters()):
             return model
-        device = self.accelerator.device
+        device = self.context.device
         device_ids = [device.index] if device.type != "cpu" and device.index is not None else None
         if device_ids is not None and len({p.device for p in model.parameters()}) > 1:
             raise ValueError(
@@ -49,8 +49,8 @@ class DDPBackend(Backend):
         kwargs.register_comm_hook(wrapped)
         return wrapped
 
-    def __init__(self, accelerator: Any):
-        super().__init__(accelerator)
+    def __init__(self, context: BackendContext):
+        super().__init__(context)
         self._armed_by_next_loss: list[DistributedDataParallel] = []
 
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
@@ -104,24 +104,6 @@ class DDPBackend(Backend):
         """Let processes with fewer batches finish while the others continue (``torch.distributed.algorithms.Join``)."""
         from torch.distributed.algorithms import Join
 
-        acc = self.accelerator
-        saved = acc.even_batches
-        if even_batches is not None:
-            acc.even_batches = even_batches
-        loaders = [
-            d
-            for d in acc.prepared.dataloaders
-            if hasattr(d, "batch_sampler") and hasattr(d.batch_sampler, "even_batches")
-        ]
-        previous = [(d.batch_sampler.even_batches, d.batch_sampler.empty_batches) for d in loaders]
-        for loader in loaders:  # Join lets a process stop early: no empty padding batches
-            loader.batch_sampler.even_batches = acc.even_batches
-            loader.batch_sampler.empty_batches = False
-        try:
+        with self.context.override_even_batches(even_batches):
             with Join([j for j in joinables if isinstance(j, DistributedDataParallel)]):
                 yield
-        finally:
-            acc.even_batches = saved
-            for loader, (even, empty) in zip(loaders, previous):
-                loader.batch_sampler.even_batches = even
-                loader.batch_sampler.empty_batches = empty

@@ -31,7 +31,7 @@ from .sequence_parallel import (
     initialize_groups,
     is_transformers_model,
     register_attention,
-    ulysses_dl_adapter,
+    slice_loader,
 )
 from .wrappers import DeepSpeedEngineWrapper, DeepSpeedOptimizerWrapper, DeepSpeedSchedulerWrapper
 
@@ -68,32 +68,19 @@ class DeepSpeedBackend(Backend):
     """The engine divides the loss by its ``gradient_accumulation_steps`` (unless
     ``accelerator.backward(loss, scale_wrt_gas=False)``), as in Accelerate."""
 
-    def setup(self) -> None:
-        """Read the plugin, agree on accumulation steps, hand mixed precision to DeepSpeed."""
-        acc = self.accelerator
-        if acc.device.type == "cpu":
+    def setup(self) -> Precision:
+        """Read the plugin and set up the groups; returns the plain precision (DeepSpeed runs its own)."""
+        run = self.context
+        if run.device.type == "cpu":
             os.environ.setdefault("DS_ACCELERATOR", "cpu")
-        self.plugin: DeepSpeedPlugin = plugin_object(acc, "deepspeed_plugin", DeepSpeedPlugin)
+        self.plugin: DeepSpeedPlugin = plugin_object(run, "deepspeed_plugin", DeepSpeedPlugin)
         self.plugin.select(_from_accelerator_state=True)
-        steps = self.plugin.get_value("gradient_accumulation_steps")
         self._steps_source = "Accelerator(gradient_accumulation_steps=...)"
-        if isinstance(steps, int):
-            if acc.gradient_accumulation_steps == 1:
-                acc.gradient_accumulation_steps = steps
-                self._steps_source = "the DeepSpeed config / plugin"
-            elif acc.gradient_accumulation_steps != steps:
-                raise ConfigError(
-                    f"gradient_accumulation_steps is {steps} in the DeepSpeed config but "
-                    f"{acc.gradient_accumulation_steps} in the Accelerator: set it in one place "
-                    "(or write auto in the DeepSpeed config)"
-                )
-        # DeepSpeed casts the model and scales the loss itself: no autocast, no GradScaler
-        acc.precision = Precision(acc.mixed_precision, acc.device, acc.handlers)
         ensure_process_group()  # one process: DeepSpeed still needs a (trivial) group
         # DeepSpeed reads these even when the process group exists (set by every launcher)
-        os.environ.setdefault("LOCAL_RANK", str(acc.local_process_index))
-        os.environ.setdefault("RANK", str(acc.process_index))
-        os.environ.setdefault("WORLD_SIZE", str(acc.num_processes))
+        os.environ.setdefault("LOCAL_RANK", str(run.local_process_index))
+        os.environ.setdefault("RANK", str(run.process_index))
+        os.environ.setdefault("WORLD_SIZE", str(run.num_processes))
         self.engines: list[Any] = []
         self.filled: list[list[Filled]] = []
         """Per engine, the ``"auto"`` values filled and where each came from."""
@@ -104,10 +91,28 @@ class DeepSpeedBackend(Backend):
         """Where this process sits in DeepSpeed's sequence-parallel groups (``sp_size > 1``), else None."""
         self.mpu: Any = None
         """DeepSpeed's sequence-parallel groups given to ``deepspeed.initialize`` (None without SP)."""
+        # DeepSpeed casts the model and scales the loss itself: no autocast, no GradScaler
+        return Precision(run.mixed_precision, run.device, run.handlers)
+
+    def gradient_accumulation_steps(self, requested: int) -> int:
+        """The DeepSpeed config's steps when the Accelerator asks for 1; otherwise both must agree."""
+        steps = self.plugin.get_value("gradient_accumulation_steps")
+        if not isinstance(steps, int):
+            return requested
+        if requested == 1:
+            self._steps_source = "the DeepSpeed config / plugin"
+            return steps
+        if requested != steps:
+            raise ConfigError(
+                f"gradient_accumulation_steps is {steps} in the DeepSpeed config but "
+                f"{requested} in the Accelerator: set it in one place "
+                "(or write auto in the DeepSpeed config)"
+            )
+        return requested
 
     def _sequence_parallel_layout(self) -> SequenceParallelLayout | None:
-        acc = self.accelerator
-        config = getattr(acc.state, "parallelism_config", None)
+        run = self.context
+        config = getattr(run.state, "parallelism_config", None)
         if config is None:
             return None
         if config.sp_size == 1:
@@ -118,13 +123,13 @@ class DeepSpeedBackend(Backend):
                     "DeepSpeed's AutoTP (tensor_parallel.autotp_size in the DeepSpeed config)"
                 )
             return None
-        if acc.dataloader_config.dispatch_batches:
+        if run.dataloader_config.dispatch_batches:
             raise ConfigError(
                 "DeepSpeed sequence parallelism cuts every batch on each process: "
                 "dispatch_batches=True is not supported with sp_size > 1"
             )
         return check_layout(
-            config, acc.num_processes, acc.process_index, self.plugin.deepspeed_config
+            config, run.num_processes, run.process_index, self.plugin.deepspeed_config
         )
 
     def data_parallel_shard(self) -> tuple[int, int]:
@@ -138,7 +143,7 @@ class DeepSpeedBackend(Backend):
         loader = super().prepare_data_loader(dataloader, device_placement)
         layout = self.sequence_parallel
         if layout is not None:
-            handler = self.accelerator.state.parallelism_config.sp_handler
+            handler = self.context.state.parallelism_config.sp_handler
             fixed = None if handler.sp_seq_length_is_variable else handler.sp_seq_length
             loader.collate_fn = SequenceSlicingCollate(
                 loader.collate_fn, layout.sp_rank, layout.sp_size, fixed
@@ -148,7 +153,7 @@ class DeepSpeedBackend(Backend):
     def deepspeed_ulysses_dl_adapter(self, dataloader: Any, model: Any = None) -> Any:
         """The loader cutting each batch to this rank's sequence slice (see
         :func:`accel_deepspeed.sequence_parallel.ulysses_dl_adapter`); unchanged without SP."""
-        return ulysses_dl_adapter(self.accelerator, dataloader, model)
+        return slice_loader(self.sequence_parallel, self.context.state, dataloader)
 
     # -- prepare ----------------------------------------------------------------
     def prepare(self, objects: list[Any], device_placement: list[bool]) -> list[Any]:
@@ -193,7 +198,7 @@ class DeepSpeedBackend(Backend):
             size = getattr(loader.batch_sampler, "batch_size", None)
         if not isinstance(size, int) or self._micro_batch is not None:
             return
-        if self.accelerator.split_batches:
+        if self.context.split_batches:
             shards = self.data_parallel_shard()[0]
             self._micro_batch = (
                 size // shards,
@@ -203,12 +208,12 @@ class DeepSpeedBackend(Backend):
             self._micro_batch = (size, f"the data loader's batch_size {size}")
 
     def _context(self, model: torch.nn.Module, optimizer: Any, scheduler: Any) -> AutoContext:
-        acc, plugin = self.accelerator, self.plugin
+        run, plugin = self.context, self.plugin
         ctx = AutoContext(
             num_processes=self.data_parallel_shard()[0],
-            gradient_accumulation_steps=acc.gradient_accumulation_steps,
+            gradient_accumulation_steps=run.gradient_accumulation_steps,
             gradient_accumulation_source=f"the Accelerator's gradient_accumulation_steps ({self._steps_source})",
-            mixed_precision=acc.mixed_precision,
+            mixed_precision=run.mixed_precision,
             gradient_clipping=plugin.gradient_clipping
             if isinstance(plugin.gradient_clipping, float)
             else None,
@@ -328,7 +333,7 @@ class DeepSpeedBackend(Backend):
                 "pass the training data loader to the same accelerator.prepare() call as the "
                 "model, or set train_micro_batch_size_per_gpu in the DeepSpeed config"
             )
-        handler = self.accelerator.state.parallelism_config.sp_handler
+        handler = self.context.state.parallelism_config.sp_handler
         self.mpu = register_attention(model, handler, layout.sp_size, micro)
         return self.mpu
 
@@ -393,13 +398,13 @@ class DeepSpeedBackend(Backend):
         if not core_leaves_loss_scaling_to_backends():
             # accel-core already divided the loss by the accumulation steps: undo it when the
             # caller asked for no scaling
-            steps = self.accelerator.gradient_accumulation_steps
+            steps = self.context.gradient_accumulation_steps
             if not scale_wrt_gas and steps > 1:
                 loss = loss * steps
             scale_wrt_gas = False
         DeepSpeedEngineWrapper(engine).backward(
             loss,
-            sync_gradients=self.accelerator.sync_gradients,
+            sync_gradients=self.context.sync_gradients,
             scale_wrt_gas=scale_wrt_gas,
             **kwargs,
         )
@@ -488,7 +493,7 @@ class DeepSpeedBackend(Backend):
 
         params = list(engine.module.parameters())
         with deepspeed.zero.GatheredParameters(params, modifier_rank=0):
-            if self.accelerator.is_main_process:
+            if self.context.is_main_process:
                 return engine.module.load_state_dict(state_dict, strict=strict)
         return None
 

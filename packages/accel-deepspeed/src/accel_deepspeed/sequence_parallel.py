@@ -320,6 +320,13 @@ def ulysses_dl_adapter(accelerator: Any, dataloader: Any, model: Any = None) -> 
     ``model`` is accepted for Accelerate's signature (the slices stay on the loader's device).
     """
     layout = getattr(accelerator.backend, "sequence_parallel", None)
+    return slice_loader(layout, accelerator.state, dataloader)
+
+
+def slice_loader(layout: Any, state: Any, dataloader: Any) -> Any:
+    """``dataloader`` cutting each batch to this rank's slice under ``layout`` (a
+    :class:`SequenceParallelLayout`; ``state`` holds the ``parallelism_config``); unchanged
+    without sequence parallelism (see :func:`ulysses_dl_adapter`)."""
     if not isinstance(layout, SequenceParallelLayout) or layout.sp_size == 1:
         return dataloader
     collate = getattr(dataloader, "collate_fn", None)
@@ -330,7 +337,7 @@ def ulysses_dl_adapter(accelerator: Any, dataloader: Any, model: Any = None) -> 
             "deepspeed_ulysses_dl_adapter needs a data loader with a collate_fn (a torch "
             f"DataLoader or a loader from accelerator.prepare), not {type(dataloader).__name__}"
         )
-    handler = accelerator.state.parallelism_config.sp_handler
+    handler = state.parallelism_config.sp_handler
     fixed = None if handler.sp_seq_length_is_variable else handler.sp_seq_length
     dataloader.collate_fn = SequenceSlicingCollate(collate, layout.sp_rank, layout.sp_size, fixed)
     return dataloader

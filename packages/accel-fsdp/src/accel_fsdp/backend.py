@@ -34,21 +34,21 @@ class FSDPBackend(NDParallelMixin, Backend):
 
     def setup(self) -> None:
         """Read the plugin, make sure a process group exists, use a sharded grad scaler for fp16."""
-        state = self.accelerator.state
+        state = self.context.state
         self.plugin: FullyShardedDataParallelPlugin = plugin_object(
             state, "fsdp_plugin", FullyShardedDataParallelPlugin
         )
         ensure_process_group()  # one process: FSDP still needs a (trivial) group
-        self.nd = NDLayout.of(self.accelerator)  # N-D parallelism (accel_fsdp.nd), or None
+        self.nd = NDLayout.of(self.context)  # N-D parallelism (accel_fsdp.nd), or None
         if self.nd is not None and self.version != 2:
             raise ValueError("a ParallelismConfig needs FSDP2: set fsdp_version=2")
-        precision = self.accelerator.precision
+        precision = self.context.precision
         if precision.scaler is not None:
             from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
 
-            handler = self.accelerator.handlers.get("GradScalerKwargs")
+            handler = self.context.handlers.get("GradScalerKwargs")
             precision.scaler = ShardedGradScaler(
-                self.accelerator.device.type, **(handler.to_kwargs() if handler else {})
+                self.context.device.type, **(handler.to_kwargs() if handler else {})
             )
         self._param_map: dict[int, torch.nn.Parameter] = {}
 
@@ -69,7 +69,7 @@ class FSDPBackend(NDParallelMixin, Backend):
         return wrapped
 
     def _mixed_precision_dtype(self) -> torch.dtype | None:
-        return _DTYPES.get(self.accelerator.mixed_precision)
+        return _DTYPES.get(self.context.mixed_precision)
 
     def _mesh(self) -> Any:
         from torch.distributed.device_mesh import init_device_mesh
@@ -77,7 +77,7 @@ class FSDPBackend(NDParallelMixin, Backend):
         if self.nd is not None:
             return self.nd.fsdp_mesh
         world = dist.get_world_size()
-        device = self.accelerator.device.type
+        device = self.context.device.type
         strategy = self.plugin.sharding_strategy
         if strategy == "NO_SHARD":
             return init_device_mesh(device, (world, 1), mesh_dim_names=("replicate", "shard"))
@@ -123,7 +123,7 @@ class FSDPBackend(NDParallelMixin, Backend):
             "mesh": self._mesh(),
             "reshard_after_forward": plugin.reshard_after_forward,
             "mp_policy": mp,
-            "offload_policy": CPUOffloadPolicy(pin_memory=self.accelerator.device.type == "cuda")
+            "offload_policy": CPUOffloadPolicy(pin_memory=self.context.device.type == "cuda")
             if plugin.offload_params
             else OffloadPolicy(),  # pinned host memory needs a GPU
         }
@@ -166,7 +166,7 @@ class FSDPBackend(NDParallelMixin, Backend):
                 **{k: _DTYPES.get(v, v) if isinstance(v, str) else v for k, v in mp.items()}
             )
         prefetch = plugin.backward_prefetch
-        device = self.accelerator.device
+        device = self.context.device
         wrapped = FSDP(
             model,
             sharding_strategy=getattr(
@@ -243,7 +243,7 @@ class FSDPBackend(NDParallelMixin, Backend):
             return clip_grad_norm_(parameters, max_norm, norm_type)
         if self.version == 1:
             ids = {id(p) for p in parameters}
-            for model in self.accelerator.prepared.models:
+            for model in self.context.prepared.models:
                 if hasattr(model, "clip_grad_norm_") and any(
                     id(p) in ids for p in model.parameters()
                 ):
@@ -339,20 +339,20 @@ class FSDPBackend(NDParallelMixin, Backend):
         from accel.checkpoint.layout import write_object
 
         target.mkdir(parents=True, exist_ok=True)
-        write_object(shards, target / f"rank{self.accelerator.process_index}.pt")
+        write_object(shards, target / f"rank{self.context.process_index}.pt")
 
     def _load_local(self, model: torch.nn.Module, target: Path, weights_only: bool) -> None:
         from accel.errors import CheckpointError
 
         saved_by = len(list(target.glob("rank*.pt")))
-        if saved_by != self.accelerator.num_processes:
+        if saved_by != self.context.num_processes:
             raise CheckpointError(
                 f"{target} is a LOCAL_STATE_DICT checkpoint of {saved_by} processes and loads only "
-                f"on as many (now {self.accelerator.num_processes}); save with "
+                f"on as many (now {self.context.num_processes}); save with "
                 "state_dict_type=SHARDED_STATE_DICT to resume on another number of processes"
             )
         shards = torch.load(
-            target / f"rank{self.accelerator.process_index}.pt", weights_only=weights_only
+            target / f"rank{self.context.process_index}.pt", weights_only=weights_only
         )
         with torch.no_grad():  # the local shards are views of the flat parameters: copy in place
             state = self._local_state(model)
@@ -419,11 +419,11 @@ class FSDPBackend(NDParallelMixin, Backend):
             return
         # On a CPU device "offloading" copies nothing, and FSDP1's gathered optimizer states
         # then share one buffer (exp_avg came back equal to exp_avg_sq): offload only from GPUs.
-        offload = self.accelerator.device.type != "cpu"
+        offload = self.context.device.type != "cpu"
         state = get_optimizer_state_dict(
             model, inner, options=self._options(full_state_dict=True, cpu_offload=offload)
         )
-        if self.accelerator.is_main_process:
+        if self.context.is_main_process:
             write_object(state, optimizer_file(folder, index))
 
     def load_optimizer_state(

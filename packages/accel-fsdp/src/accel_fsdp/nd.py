@@ -110,9 +110,10 @@ class NDLayout:
         self._replicate_mesh: Any = None
 
     @classmethod
-    def of(cls, accelerator: Any) -> NDLayout | None:
-        """The layout of ``accelerator``'s state, or None without a parallelism config or mesh."""
-        state = accelerator.state
+    def of(cls, owner: Any) -> NDLayout | None:
+        """The layout of ``owner``'s state (an Accelerator or a backend context), or None without
+        a parallelism config or mesh."""
+        state = owner.state
         config = getattr(state, "parallelism_config", None)
         mesh = getattr(state, "device_mesh", None)
         if config is None or mesh is None:

@@ -37,18 +37,18 @@ class MegatronLMBackend(Backend):
 
     def setup(self) -> None:
         """Read the plugin, check it against the world size, and initialise megatron-core's groups."""
-        acc = self.accelerator
-        state = acc.state
+        run = self.context
+        state = run.state
         self.plugin: MegatronLMPlugin = plugin_object(state, "megatron_lm_plugin", MegatronLMPlugin)
-        if acc.gradient_accumulation_steps > 1:
+        if run.gradient_accumulation_steps > 1:
             raise ConfigError(
-                f"gradient_accumulation_steps={acc.gradient_accumulation_steps} does not apply under "
+                f"gradient_accumulation_steps={run.gradient_accumulation_steps} does not apply under "
                 "MEGATRON_LM: accumulate with megatron_lm_num_micro_batches instead"
             )
         ensure_process_group()  # one process: megatron-core still needs a group
         self.world_size = dist.get_world_size()
         self.dp_degree = self.plugin.dp_degree(self.world_size)
-        self.on_cpu = acc.device.type == "cpu"
+        self.on_cpu = run.device.type == "cpu"
         self._initialize_parallel_state()
         self.model: MegatronEngine | None = None
         self.megatron_optimizer: Any = None
@@ -135,7 +135,7 @@ class MegatronLMBackend(Backend):
         from accel.data.loader import prepare_data_loader
         from megatron.core import parallel_state as ps
 
-        acc = self.accelerator
+        run = self.context
         plugin = self.plugin
         if dataloader.batch_size is None:
             raise ValueError(
@@ -144,7 +144,7 @@ class MegatronLMBackend(Backend):
         if plugin.global_batch_size is None:
             plugin.set_batch_sizes(dataloader.batch_size, self.world_size)
         combined = _with_batch_size(dataloader, dataloader.batch_size * plugin.num_micro_batches)
-        config = acc.dataloader_config
+        config = run.dataloader_config
         seed = config.data_seed
         if seed is None:
             seed = [int(torch.empty((), dtype=torch.int64).random_().item())]
@@ -152,7 +152,7 @@ class MegatronLMBackend(Backend):
             seed = seed[0]
         return prepare_data_loader(
             combined,
-            device=acc.device,
+            device=run.device,
             num_processes=ps.get_data_parallel_world_size(),
             process_index=ps.get_data_parallel_rank(),
             put_on_device=device_placement,
@@ -185,7 +185,7 @@ class MegatronLMBackend(Backend):
 
             model.model_type = ModelType.encoder_or_decoder
         if device_placement:
-            model = model.to(self.accelerator.device)
+            model = model.to(self.context.device)
         ddp_config = DistributedDataParallelConfig(
             grad_reduce_in_fp32=True,
             overlap_grad_reduce=False,
@@ -225,9 +225,7 @@ class MegatronLMBackend(Backend):
             raise ValueError(
                 "MEGATRON_LM: prepare the model together with (or before) its optimizer"
             )
-        config = optimizer_config(
-            optimizer, self.plugin, self.accelerator.mixed_precision, self.on_cpu
-        )
+        config = optimizer_config(optimizer, self.plugin, self.context.mixed_precision, self.on_cpu)
         with cpu_execution(self.on_cpu):
             self.megatron_optimizer = get_megatron_optimizer(config, [self.model.module])
         install_init_state_fn(self.megatron_optimizer, config)

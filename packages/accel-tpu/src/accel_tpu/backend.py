@@ -15,7 +15,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from accel.backends.base import Backend
@@ -26,6 +26,9 @@ from accel.types import DistributedType
 
 from . import runtime
 from .data import to_xla_loader
+
+if TYPE_CHECKING:
+    from accel.precision import Precision
 
 logger = logging.getLogger(__name__)
 
@@ -80,24 +83,27 @@ class XLABackend(Backend):
     """Under SPMD, the ``(data, model)`` mesh batches are sharded over; None otherwise."""
 
     # -- lifecycle ----------------------------------------------------------
-    def setup(self) -> None:
-        """Check the precision, then take the device and the replica ordinals from PJRT."""
-        acc = self.accelerator
-        if acc.mixed_precision not in SUPPORTED_PRECISIONS:
+    def setup(self) -> Precision:
+        """Check the precision, take the device and the replica ordinals from PJRT; returns the
+        precision remade for the XLA device."""
+        run = self.context
+        if run.mixed_precision not in SUPPORTED_PRECISIONS:
             raise ConfigError(
-                f"mixed_precision {acc.mixed_precision!r} is not supported on XLA devices: "
+                f"mixed_precision {run.mixed_precision!r} is not supported on XLA devices: "
                 "use 'bf16' (or 'no'); set downcast_bf16: yes to also run float32 as bfloat16"
             )
-        state = acc.state
-        state.device = runtime.device()
-        state.num_processes = runtime.world_size()
-        state.process_index = runtime.global_ordinal()
-        state.local_process_index = runtime.local_ordinal()
-        state.distributed_type = DistributedType.XLA
-        state.backend = "xla"
-        # the precision was made for the device seen before this backend: autocast on "xla" now
-        acc.precision = type(acc.precision)(acc.precision.name, state.device, acc.handlers)
+        state = run.state
+        state.set_process_layout(
+            runtime.device(),
+            num_processes=runtime.world_size(),
+            process_index=runtime.global_ordinal(),
+            local_process_index=runtime.local_ordinal(),
+            distributed_type=DistributedType.XLA,
+            backend="xla",
+        )
         self.mesh = _data_mesh() if runtime.is_spmd() else None
+        # the precision was made for the device seen before this backend: autocast on "xla" now
+        return type(run.precision)(run.precision.name, state.device, run.handlers)
 
     # -- prepare --------------------------------------------------------------
     def prepare(self, objects: list[Any], device_placement: list[bool]) -> list[Any]:
@@ -152,18 +158,18 @@ class XLABackend(Backend):
     ) -> Any:
         """Wrap the optimizer in :class:`XLAOptimizer`."""
         return XLAOptimizer(
-            optimizer, precision=self.accelerator.precision, device_placement=device_placement
+            optimizer, precision=self.context.precision, device_placement=device_placement
         )
 
     def prepare_data_loader(self, dataloader: Any, device_placement: bool = True) -> Any:
         """Shard the loader over the replicas; batches go to the XLA device, one step each."""
-        acc = self.accelerator
-        config = acc.dataloader_config
+        run = self.context
+        config = run.dataloader_config
         restore = config.data_seed
-        if config.data_seed is None and acc.num_processes > 1:
+        if config.data_seed is None and run.num_processes > 1:
             # every replica must shuffle alike; torch.distributed is not set up on XLA
-            drawn = torch.randint(0, 2**31 - 1, (1,), device=acc.device)
-            config.data_seed = int(self.reduce(drawn * int(acc.is_main_process), "sum").item())
+            drawn = torch.randint(0, 2**31 - 1, (1,), device=run.device)
+            config.data_seed = int(self.reduce(drawn * int(run.is_main_process), "sum").item())
         try:
             loader = super().prepare_data_loader(dataloader, device_placement)
         finally:
@@ -184,10 +190,10 @@ class XLABackend(Backend):
         super().clip_grad_value_(parameters, clip_value)
 
     def _reduce_gradients_now(self) -> None:
-        state = self.accelerator.gradient_state
+        state = self.context.gradient_state
         if runtime.world_size() == 1 or state.is_xla_gradients_synced:
             return
-        for optimizer in self.accelerator.prepared.optimizers:
+        for optimizer in self.context.prepared.optimizers:
             reduce_gradients(getattr(optimizer, "optimizer", optimizer))
         state.is_xla_gradients_synced = True
 
@@ -247,7 +253,7 @@ class XLABackend(Backend):
         path = optimizer_file(folder, index)
         tmp = path.with_name(path.name + ".tmp")
         xm.save(optimizer.state_dict(), tmp, master_only=True, global_master=True)
-        if self.accelerator.is_main_process:
+        if self.context.is_main_process:
             tmp.replace(path)
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from accel.backends import Backend
+from accel.backends import Backend, BackendContext
 
 
 class AllReduceBackend(Backend):
@@ -19,14 +19,14 @@ class AllReduceBackend(Backend):
     name = "allreduce"
     distributed_types = ()
 
-    def __init__(self, accelerator: Any):
-        super().__init__(accelerator)
+    def __init__(self, context: BackendContext):
+        super().__init__(context)
         self.models: list[torch.nn.Module] = []
         """The models this backend prepared; their gradients are averaged after backward."""
 
     def distributed(self) -> bool:
         """Whether there is more than one process to talk to."""
-        return self.accelerator.num_processes > 1 and dist.is_available() and dist.is_initialized()
+        return self.context.num_processes > 1 and dist.is_available() and dist.is_initialized()
 
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
         """Keep ``model`` as is, with rank 0's parameters and buffers on every rank."""
@@ -40,14 +40,14 @@ class AllReduceBackend(Backend):
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
         """Back-propagate through the precision, then average the gradients on a synchronising step."""
         super().backward(loss, **kwargs)
-        if self.accelerator.sync_gradients:
+        if self.context.sync_gradients:
             self.average_gradients()
 
     def average_gradients(self) -> None:
         """``all_reduce`` (sum) every gradient of the prepared models and divide by the world size."""
         if not self.distributed():
             return
-        world_size = self.accelerator.num_processes
+        world_size = self.context.num_processes
         for model in self.models:
             for parameter in model.parameters():
                 if parameter.grad is not None:

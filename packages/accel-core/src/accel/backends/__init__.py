@@ -1,5 +1,7 @@
-"""Distributed strategies: the :class:`Backend` ABC and core's single-process backend."""
+"""Distributed strategies: the :class:`Backend` ABC, core's single-process backend, and the
+:class:`BackendContext` a backend reads the run through."""
 
 from accel.backends.base import Backend
+from accel.backends.context import BackendContext
 
-__all__ = ["Backend"]
+__all__ = ["Backend", "BackendContext"]

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 if TYPE_CHECKING:
-    from accel.accelerator import Accelerator
+    from accel.backends.context import BackendContext
+    from accel.precision.base import Precision
 
 
 class Backend:
@@ -25,21 +26,16 @@ class Backend:
     steps that differ. A backend needing all objects at once (DeepSpeed,
     Megatron-LM) overrides :meth:`prepare`.
 
-    **What a backend may use of** :attr:`accelerator` (its public view; nothing else,
-    and never a ``_`` name):
+    A backend sees the run through :attr:`context`, a
+    :class:`~accel.backends.context.BackendContext` (never the Accelerator): ``device``,
+    ``state`` (its ``plugins``, ``dynamo_plugin``, ...), the process facts
+    (``num_processes``, ``process_index``, ``is_main_process``, ...), ``mixed_precision``,
+    ``handlers``, ``dataloader_config``, ``split_batches``, ``even_batches``, ``rng_types``,
+    ``step_scheduler_with_optimizer``, ``gradient_state``, ``gradient_accumulation_steps``,
+    ``sync_gradients``, the current ``precision`` and the ``prepared`` objects.
 
-    - identity: ``device``, ``state`` (the :class:`~accel.state.AcceleratorState`: its
-      ``plugins``, ``dynamo_plugin``, ``distributed_type``, ...), ``distributed_type``,
-      ``num_processes``, ``process_index``, ``local_process_index``, ``is_main_process``;
-    - configuration: ``mixed_precision``, ``handlers`` (kwargs handlers by class name),
-      ``dataloader_config``, ``split_batches``, ``even_batches`` (read and set),
-      ``step_scheduler_with_optimizer``, ``gradient_accumulation_steps`` (may be set in
-      :meth:`setup`);
-    - training state: ``gradient_state``, ``sync_gradients``;
-    - ``precision``: the :class:`~accel.precision.Precision` (may be replaced in
-      :meth:`setup` by a backend running its own mixed precision);
-    - ``prepared``: the :class:`~accel.prepared.PreparedObjects` (models, optimizers,
-      schedulers, data loaders prepared so far, in order).
+    What a backend changes it declares, and the connector applies: :meth:`setup` returns a
+    replacement precision, :meth:`gradient_accumulation_steps` answers the requested steps.
 
     Checkpoint files are named and written with :mod:`accel.checkpoint.layout`.
     """
@@ -52,17 +48,56 @@ class Backend:
     """True when the backend divides the loss by the accumulation steps itself (DeepSpeed's
     engine): :meth:`Accelerator.backward <accel.Accelerator.backward>` then leaves it whole."""
 
-    def __init__(self, accelerator: Accelerator):
-        self.accelerator = accelerator
+    def __init__(self, context: BackendContext):
+        self.context = context
+        """What this backend may read of the run (a :class:`~accel.backends.context.BackendContext`)."""
+
+    @property
+    def supports_async_save(self) -> bool:
+        """Whether ``save_state(..., async_save=True)`` may stage this backend's writes.
+
+        Default: when it keeps core's :meth:`save_model_state` and :meth:`save_optimizer_state`
+        (they write through :mod:`accel.checkpoint.layout`); a backend writing its own files
+        declares it (a class attribute or property).
+        """
+        kind = type(self)
+        return (
+            kind.save_model_state is Backend.save_model_state
+            and kind.save_optimizer_state is Backend.save_optimizer_state
+        )
 
     # -- lifecycle --------------------------------------------------------
-    def setup(self) -> None:
-        """Called once when the Accelerator is created (validate options, set up groups)."""
+    def setup(self) -> Precision | None:
+        """Called once when the Accelerator is created (validate options, set up groups).
+
+        Returns a precision replacing the context's (a backend running its own mixed
+        precision, or on another device), or None to keep it; the connector applies it.
+        """
+        return None
+
+    def gradient_accumulation_steps(self, requested: int) -> int:
+        """The accumulation steps to train with, given the ``requested`` ones (after :meth:`setup`).
+
+        Default: ``requested``. A backend whose own configuration also sets them (DeepSpeed)
+        answers the agreed value or raises; the connector applies the answer.
+        """
+        return requested
+
+    def join_uneven_inputs(
+        self, joinables: list[Any], even_batches: bool | None = None
+    ) -> contextlib.AbstractContextManager:
+        """Context in which processes with fewer batches may finish early; default: does nothing.
+
+        A backend that joins (DDP) applies ``even_batches`` (unless None) inside the block
+        through :meth:`BackendContext.override_even_batches
+        <accel.backends.context.BackendContext.override_even_batches>`.
+        """
+        return contextlib.nullcontext()
 
     # -- prepare ----------------------------------------------------------
     def prepare(self, objects: list[Any], device_placement: list[bool]) -> list[Any]:
         """Prepare every object; models first (optimizers may need their wrapped parameters)."""
-        acc = self.accelerator
+        ctx = self.context
         result: list[Any] = list(objects)
         for index, obj in enumerate(objects):
             if isinstance(obj, torch.nn.Module):
@@ -74,7 +109,7 @@ class Backend:
                 result[index] = self.prepare_data_loader(obj, device_placement[index])
         for index, obj in enumerate(objects):
             if isinstance(obj, torch.optim.lr_scheduler.LRScheduler) or _looks_like_scheduler(obj):
-                optimizers = acc.prepared.optimizers_of(obj, also=result)
+                optimizers = ctx.prepared.optimizers_of(obj, also=result)
                 result[index] = self.prepare_scheduler(obj, optimizers)
         return result
 
@@ -82,10 +117,10 @@ class Backend:
         self, model: torch.nn.Module, device_placement: bool = True, evaluation_mode: bool = False
     ) -> torch.nn.Module:
         """Place the model, apply mixed precision, :meth:`wrap_model` (unless evaluating), then :meth:`compile_model`."""
-        acc = self.accelerator
+        ctx = self.context
         if device_placement:
-            model = model.to(acc.device)
-        model = acc.precision.wrap_model(model)
+            model = model.to(ctx.device)
+        model = ctx.precision.wrap_model(model)
         if not evaluation_mode:
             model = self.wrap_model(model)
         return self.compile_model(model)
@@ -99,7 +134,7 @@ class Backend:
         compilation of its repeated blocks); unchanged when dynamo is off."""
         from accel.models import compile_regions
 
-        plugin = self.accelerator.state.dynamo_plugin
+        plugin = self.context.state.dynamo_plugin
         if plugin is None or not plugin.enabled:
             return model
         if plugin.use_regional_compilation:
@@ -113,7 +148,7 @@ class Backend:
         from accel.optimizer import AcceleratedOptimizer
 
         return AcceleratedOptimizer(
-            optimizer, precision=self.accelerator.precision, device_placement=device_placement
+            optimizer, precision=self.context.precision, device_placement=device_placement
         )
 
     def data_parallel_shard(self) -> tuple[int, int]:
@@ -124,24 +159,24 @@ class Backend:
         parallelism override it with the data-parallel size and rank, so the ranks of one
         group get the same data; the default is ``(num_processes, process_index)``.
         """
-        return self.accelerator.num_processes, self.accelerator.process_index
+        return self.context.num_processes, self.context.process_index
 
     def prepare_data_loader(self, dataloader: Any, device_placement: bool = True) -> Any:
         """Shard the data loader for this process and place its batches."""
         from accel.data.loader import prepare_data_loader
 
-        acc = self.accelerator
-        config = acc.dataloader_config
+        ctx = self.context
+        config = ctx.dataloader_config
         num_processes, process_index = self.data_parallel_shard()
         return prepare_data_loader(
             dataloader,
-            device=acc.device,
+            device=ctx.device,
             num_processes=num_processes,
             process_index=process_index,
             split_batches=config.split_batches,
             put_on_device=device_placement,
             even_batches=config.even_batches,
-            rng_types=["generator"] if acc.rng_types is None else list(acc.rng_types),
+            rng_types=["generator"] if ctx.rng_types is None else list(ctx.rng_types),
             use_seedable_sampler=config.use_seedable_sampler,
             data_seed=config.data_seed,
             non_blocking=config.non_blocking,
@@ -154,19 +189,19 @@ class Backend:
         """Wrap the scheduler so it steps with its optimizers."""
         from accel.scheduler import AcceleratedScheduler
 
-        acc = self.accelerator
+        ctx = self.context
         return AcceleratedScheduler(
             scheduler,
             optimizers,
-            step_with_optimizer=acc.step_scheduler_with_optimizer,
-            split_batches=acc.dataloader_config.split_batches,
+            step_with_optimizer=ctx.step_scheduler_with_optimizer,
+            split_batches=ctx.dataloader_config.split_batches,
             num_processes=self.data_parallel_shard()[0],
         )
 
     # -- training step ----------------------------------------------------
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
         """Back-propagate ``loss`` (already divided for accumulation) through the precision."""
-        self.accelerator.precision.backward(loss, **kwargs)
+        self.context.precision.backward(loss, **kwargs)
 
     @contextlib.contextmanager
     def no_sync(self, model: torch.nn.Module) -> Iterator[None]:
@@ -243,7 +278,7 @@ class Backend:
 
     def wait_for_everyone(self) -> None:
         """Barrier across processes; default: the process state's barrier."""
-        self.accelerator.state.wait_for_everyone()
+        self.context.state.wait_for_everyone()
 
     # -- models and state -------------------------------------------------
     def unwrap_model(
@@ -281,7 +316,7 @@ class Backend:
         from accel.checkpoint.layout import write_model_weights
 
         state_dict = self.get_state_dict(model, unwrap=True)
-        if self.accelerator.is_main_process:
+        if self.context.is_main_process:
             write_model_weights(state_dict, folder, index, safe_serialization)
 
     def load_model_state(
@@ -305,7 +340,7 @@ class Backend:
         """Write optimizer ``index`` into checkpoint ``folder``; default: its state dict from the main process."""
         from accel.checkpoint.layout import optimizer_file, write_object
 
-        if self.accelerator.is_main_process:
+        if self.context.is_main_process:
             write_object(optimizer.state_dict(), optimizer_file(folder, index))
 
     def load_optimizer_state(

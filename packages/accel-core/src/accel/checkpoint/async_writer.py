@@ -360,20 +360,12 @@ def wait_for_markers(tmp: Path, ranks: list[int], timeout: float = FINISH_TIMEOU
 def supports_async(backend: Any) -> bool:
     """Whether ``backend`` writes checkpoints through core's layout functions (which can be staged).
 
-    A backend that writes its own files (DCP for FSDP sharded states, DeepSpeed's engine)
-    opts in with ``supports_async_save = True`` once its writes go through the layout
-    functions; otherwise ``async_save`` falls back to a synchronous save.
+    Its declared :attr:`Backend.supports_async_save <accel.backends.Backend.supports_async_save>`
+    (by default, whether it keeps core's save methods); a backend writing its own files (DCP
+    for FSDP sharded states, DeepSpeed's engine) makes ``async_save`` fall back to a
+    synchronous save.
     """
-    from accel.backends.base import Backend
-
-    declared = getattr(backend, "supports_async_save", None)
-    if declared is not None:
-        return bool(declared)
-    kind = type(backend)
-    return (
-        kind.save_model_state is Backend.save_model_state
-        and kind.save_optimizer_state is Backend.save_optimizer_state
-    )
+    return bool(backend.supports_async_save)
 
 
 def _guardable(optimizers: list[Any]) -> tuple[list[Any], set[int]]:

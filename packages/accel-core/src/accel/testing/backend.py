@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -24,7 +25,8 @@ class BackendConformance:
     The checks train :func:`~accel.testing.reference.make_model` with SGD (momentum) on
     :attr:`global_batch_size` samples a step, split across the ranks, and compare with the
     same training in plain PyTorch on one process. Gloo on the CPU; each launch has
-    :attr:`timeout` seconds.
+    :attr:`timeout` seconds. The backend must read the run only through its
+    :class:`~accel.backends.BackendContext` (the workers check it holds no Accelerator).
     """
 
     backend_name: ClassVar[str] = ""
@@ -151,6 +153,11 @@ class BackendConformance:
         assert self.backend_name in names, f"no registered backend {self.backend_name!r}: {names}"
         cls = names[self.backend_name]
         assert isinstance(cls, type) and issubclass(cls, Backend), f"{cls!r} is not a Backend"
+        parameters = list(inspect.signature(cls).parameters)
+        assert parameters[:1] == ["context"], (
+            f"{cls.__name__}(...) takes {parameters}: a backend is built with one BackendContext "
+            "(Backend.__init__(self, context)), never the Accelerator"
+        )
 
     def test_one_process_trains_like_plain_pytorch(self, one_process_run):
         """One process: same losses and weights as the plain-PyTorch loop."""

@@ -7,8 +7,9 @@ model, load_state, finish), ``world_size``, ``backend_name``, ``steps``, ``save_
 ``accelerator_kwargs``, and optional ``accelerator_kwargs_factory``, ``model_factory``,
 ``train_step`` (``"module:name"`` or ``"/file.py:name"``).
 
-Asserts inside the worker (wrong backend, wrong world size, untouched weights, lost data
-position); any failure exits non-zero.
+Asserts inside the worker (wrong backend, wrong world size, a backend holding the
+Accelerator instead of reading its :class:`~accel.backends.BackendContext`, untouched
+weights, lost data position); any failure exits non-zero.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import sys
 import torch
 
 from accel import Accelerator
+from accel.backends import BackendContext
 from accel.testing.reference import (
     default_train_step,
     load_object,
@@ -26,6 +28,16 @@ from accel.testing.reference import (
     make_model,
     make_optimizer,
 )
+
+
+def check_context_only(accelerator: Accelerator) -> None:
+    """The backend reads the run through its context, the Accelerator's, and holds no Accelerator."""
+    backend = accelerator.backend
+    assert isinstance(backend.context, BackendContext), "a backend is built with a BackendContext"
+    assert backend.context is accelerator.backend_context, "the backend has another context"
+    held = [name for name, value in vars(backend).items() if isinstance(value, Accelerator)]
+    assert not held, f"the backend holds the Accelerator in {held}: read backend.context instead"
+    assert backend.context.precision is accelerator.precision, "the context's precision is stale"
 
 
 def main() -> None:
@@ -44,6 +56,7 @@ def main() -> None:
         f"selected backend {accelerator.backend.name!r}, expected {spec['backend_name']!r} "
         f"(distributed_type {accelerator.distributed_type})"
     )
+    check_context_only(accelerator)
     steps, save_at, batch = spec["steps"], spec["save_at"], spec["global_batch_size"]
     assert batch % world_size == 0, "the global batch must split evenly across ranks"
     resume = spec["phase"] == "resume"

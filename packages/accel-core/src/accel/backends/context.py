@@ -1,0 +1,179 @@
+"""``BackendContext``: what a backend may read of the run, without the Accelerator.
+
+The :class:`~accel.connector.Connector` builds one context per Accelerator and gives it to
+the backend it selects (``Backend(context)``). The context holds the components the
+Accelerator owns (the process-wide state, the gradient state, the data-loader
+configuration, the kwargs handlers, the prepared objects), never the Accelerator itself;
+its properties read them, so a value that changes during the run (accumulation steps,
+``sync_gradients``, ``even_batches``) is always current.
+
+A backend does not assign what it changes: it returns or declares it
+(:meth:`Backend.setup <accel.backends.Backend.setup>` returns a replacement precision,
+:meth:`Backend.gradient_accumulation_steps <accel.backends.Backend.gradient_accumulation_steps>`
+answers the requested steps), and the connector applies it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from accel.kwargs import DataLoaderConfiguration
+    from accel.precision.base import Precision
+    from accel.prepared import PreparedObjects
+    from accel.state import AcceleratorState, GradientState
+
+
+class BackendContext:
+    """The run as a backend sees it: state, configuration, prepared objects, current precision.
+
+    ``precision``, ``rng_types`` and ``step_scheduler_with_optimizer`` are plain
+    attributes kept current by the owner (the Accelerator writes them when they change);
+    everything else is a property reading a shared component.
+    """
+
+    def __init__(
+        self,
+        state: AcceleratorState,
+        gradient_state: GradientState,
+        dataloader_config: DataLoaderConfiguration,
+        handlers: dict[str, Any],
+        prepared: PreparedObjects,
+        precision: Precision | None = None,
+        rng_types: list[str] | None = None,
+        step_scheduler_with_optimizer: bool = True,
+    ):
+        self.state = state
+        """The process-wide :class:`~accel.state.AcceleratorState` (``plugins``, ``dynamo_plugin``, ...)."""
+        self.gradient_state = gradient_state
+        """The :class:`~accel.state.GradientState` (accumulation steps, ``sync_gradients``)."""
+        self.dataloader_config = dataloader_config
+        """The :class:`~accel.kwargs.DataLoaderConfiguration` data loaders are prepared with."""
+        self.handlers = handlers
+        """The kwargs handlers passed to the Accelerator, by class name."""
+        self.prepared = prepared
+        """The :class:`~accel.prepared.PreparedObjects` prepared so far, in order."""
+        self.precision: Precision = precision  # type: ignore[assignment]
+        """The current :class:`~accel.precision.Precision` (set by the connector before the backend is built)."""
+        self.rng_types = rng_types
+        """The RNGs synchronised at each epoch of a prepared loader (None: the default)."""
+        self.step_scheduler_with_optimizer = step_scheduler_with_optimizer
+        """Whether prepared schedulers step with their optimizers."""
+
+    # -- process facts (live: read from the state) -------------------------------
+    @property
+    def device(self) -> torch.device:
+        """The device this process computes on."""
+        return self.state.device
+
+    @property
+    def distributed_type(self) -> str:
+        """The distributed type (``NO``, ``MULTI_GPU``, ``FSDP``, ...)."""
+        return self.state.distributed_type
+
+    @property
+    def num_processes(self) -> int:
+        """Total number of processes."""
+        return self.state.num_processes
+
+    @property
+    def process_index(self) -> int:
+        """Global rank of this process."""
+        return self.state.process_index
+
+    @property
+    def local_process_index(self) -> int:
+        """Rank of this process on its machine."""
+        return self.state.local_process_index
+
+    @property
+    def is_main_process(self) -> bool:
+        """True on global rank 0."""
+        return self.state.is_main_process
+
+    @property
+    def mixed_precision(self) -> str:
+        """The mixed-precision name (``no``, ``fp16``, ``bf16``, ``fp8``)."""
+        return self.state.mixed_precision
+
+    # -- configuration and training state (live) --------------------------------
+    @property
+    def split_batches(self) -> bool:
+        """Whether batches are split across processes rather than one per process."""
+        return self.dataloader_config.split_batches
+
+    @property
+    def even_batches(self) -> bool:
+        """Whether the last batches are padded so every process gets as many."""
+        return self.dataloader_config.even_batches
+
+    @property
+    def gradient_accumulation_steps(self) -> int:
+        """Micro-batches per optimizer step."""
+        return self.gradient_state.num_steps
+
+    @property
+    def sync_gradients(self) -> bool:
+        """Whether this step synchronises gradients and steps the optimizer."""
+        return self.gradient_state.sync_gradients
+
+    # -- actions ------------------------------------------------------------------
+    def wait_for_everyone(self) -> None:
+        """Barrier across processes (the state's)."""
+        self.state.wait_for_everyone()
+
+    @contextlib.contextmanager
+    def override_even_batches(self, even_batches: bool | None) -> Iterator[None]:
+        """Context for a join over uneven inputs: ``even_batches`` (unless None) and no empty batches.
+
+        Sets the data-loader configuration and the batch samplers of the prepared loaders,
+        and restores both on exit.
+        """
+        config = self.dataloader_config
+        saved = config.even_batches
+        if even_batches is not None:
+            config.even_batches = even_batches
+        samplers = [
+            d.batch_sampler
+            for d in self.prepared.dataloaders
+            if hasattr(d, "batch_sampler") and hasattr(d.batch_sampler, "even_batches")
+        ]
+        previous = [(s.even_batches, s.empty_batches) for s in samplers]
+        for sampler in samplers:  # a joined process may stop early: no empty padding batches
+            sampler.even_batches = config.even_batches
+            sampler.empty_batches = False
+        try:
+            yield
+        finally:
+            config.even_batches = saved
+            for sampler, (even, empty) in zip(samplers, previous):
+                sampler.even_batches = even
+                sampler.empty_batches = empty
+
+    def __repr__(self) -> str:
+        return (
+            f"BackendContext(distributed_type={self.distributed_type}, device={self.device}, "
+            f"num_processes={self.num_processes}, mixed_precision={self.mixed_precision})"
+        )
+
+
+def context_attribute(name: str, doc: str | None = None) -> Any:
+    """A read-write property forwarding ``name`` to its owner's ``backend_context``.
+
+    How the Accelerator exposes the values it shares with its backend (``rng_types``, ...),
+    so that both always see the same one.
+    """
+
+    def get(owner: Any) -> Any:
+        return getattr(owner.backend_context, name)
+
+    def set_(owner: Any, value: Any) -> None:
+        setattr(owner.backend_context, name, value)
+
+    return property(
+        get, set_, doc=doc or f"The run's ``{name}``, shared with the backend (its context)."
+    )
