@@ -77,17 +77,25 @@ def default_config_file() -> Path:
     return yaml_file
 
 
-def find_config_file(explicit: str | os.PathLike | None = None) -> tuple[Path | None, str]:
+def find_config_file(
+    explicit: str | os.PathLike | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[Path | None, str]:
     """The config file to use and why: ``(path, reason)``.
 
-    ``explicit`` (``--config_file``) wins, then ``$ACCEL_CONFIG_FILE``, then the default
+    ``explicit`` (``--config_file``) wins, then ``$ACCEL_CONFIG_FILE`` (unset: Accelerate's
+    ``$ACCELERATE_CONFIG_FILE``) in ``environ`` (default ``os.environ``), then the default
     file when it exists. ``(None, reason)`` when there is none.
     """
     if explicit:
         return Path(explicit).expanduser(), "flag --config_file"
-    from_env = environment.get_str(environment.CONFIG_FILE)
+    environ = os.environ if environ is None else environ
+    name = environment.CONFIG_FILE
+    from_env = environ.get(name)
+    if from_env is None:
+        name = environment.accelerate_name(name) or name
+        from_env = environ.get(name)
     if from_env:
-        return Path(from_env).expanduser(), f"env {environment.CONFIG_FILE}"
+        return Path(from_env).expanduser(), f"env {name}"
     default = default_config_file()
     if default.is_file():
         return default, "default location"
@@ -422,7 +430,7 @@ def resolve(
     # file
     path, reason = (None, "not used")
     if use_config_file:
-        path, reason = _find_with_environ(config_file, environ)
+        path, reason = find_config_file(config_file, environ)
         if path is not None:
             data = load_config_file(path, check_plugins=False)
             file_source = Source("file", str(path))
@@ -494,20 +502,6 @@ def resolve(
 
 def _copy(value: Any) -> Any:
     return list(value) if isinstance(value, list) else value
-
-
-def _find_with_environ(
-    explicit: str | os.PathLike | None, environ: Mapping[str, str]
-) -> tuple[Path | None, str]:
-    if explicit:
-        return Path(explicit).expanduser(), "flag --config_file"
-    from_env = environ.get(environment.CONFIG_FILE)
-    if from_env:
-        return Path(from_env).expanduser(), f"env {environment.CONFIG_FILE}"
-    default = default_config_file()
-    if default.is_file():
-        return default, "default location"
-    return None, f"no file at {default}"
 
 
 def _where(resolved: ResolvedConfig, key: str) -> str:
