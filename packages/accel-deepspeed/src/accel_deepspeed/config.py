@@ -16,6 +16,7 @@ from typing import Any
 
 from accel.config.keys import parse_bool
 from accel.config.sections import Option, Section
+from accel.config.strategy import Strategy
 from accel.errors import ConfigError
 
 from .hf_config import HfDeepSpeedConfig
@@ -116,6 +117,14 @@ DEEPSPEED_SECTION = Section(
     checks=[_check_section],
 )
 """The ``deepspeed_config`` section: its keys, types, defaults and ``accel launch`` flags."""
+
+DEEPSPEED_STRATEGY = Strategy(
+    DEEPSPEED_SECTION,
+    "use_deepspeed",
+    help="train with DeepSpeed (accel-deepspeed)",
+    question="Do you want to use DeepSpeed?",
+)
+"""``--use_deepspeed`` and the ``accel config`` question that choose DeepSpeed."""
 
 SECTION_KEYS: dict[str, str] = {option.name: option.help for option in DEEPSPEED_SECTION}
 """The keys of the ``deepspeed_config`` section and what each accepts."""

@@ -52,12 +52,9 @@ def accel_config_sections() -> dict[str, Any]:
 @hookimpl
 def accel_launch_arguments(parser: Any) -> None:
     """``--use_deepspeed`` and the DeepSpeed flags of ``accel launch`` (values go to ``deepspeed_config``)."""
-    from .config import DEEPSPEED_SECTION
+    from .config import DEEPSPEED_STRATEGY
 
-    parser.add_argument(
-        "--use_deepspeed", action="store_true", help="train with DeepSpeed (accel-deepspeed)"
-    )
-    DEEPSPEED_SECTION.add_arguments(parser)
+    DEEPSPEED_STRATEGY.add_arguments(parser)
 
 
 @hookimpl
@@ -71,19 +68,12 @@ def accel_launch_environment(config: dict) -> dict[str, str]:
 @hookimpl
 def accel_config_questions(ask: Any, config: dict) -> None:
     """``accel config`` questions for DeepSpeed (asked unless another strategy was chosen)."""
-    if str(config.get("distributed_type", "NO")).upper() not in (
-        "NO",
-        "MULTI_CPU",
-        "MULTI_GPU",
-        "DEEPSPEED",
-    ):
-        return
-    if not ask.confirm("Do you want to use DeepSpeed?", default=False, key="use_deepspeed"):
-        return
-    from .questions import ask_deepspeed
+    from .config import DEEPSPEED_STRATEGY
 
-    config["distributed_type"] = "DEEPSPEED"
-    config["deepspeed_config"] = ask_deepspeed(ask, int(config.get("num_machines") or 1))
+    if DEEPSPEED_STRATEGY.chosen(ask, config):
+        from .questions import ask_deepspeed
+
+        config["deepspeed_config"] = ask_deepspeed(ask, int(config.get("num_machines") or 1))
 
 
 @hookimpl

@@ -15,6 +15,7 @@ from typing import Any
 
 from accel.config.keys import parse_bool
 from accel.config.sections import Option, Section
+from accel.config.strategy import Strategy
 from accel.errors import ConfigError
 
 SHARDING_STRATEGIES = (
@@ -142,6 +143,14 @@ FSDP_SECTION = Section(
     distributed_type="FSDP",
 )
 """The ``fsdp_config`` section: its keys, types, defaults and flags (``--fsdp_*``)."""
+
+FSDP_STRATEGY = Strategy(
+    FSDP_SECTION,
+    "use_fsdp",
+    help="train with Fully Sharded Data Parallel (accel-fsdp)",
+    question="Do you want to use FullyShardedDataParallel (FSDP)?",
+)
+"""``--use_fsdp`` and the ``accel config`` question that choose FSDP."""
 
 FSDP_CONFIG_KEYS: dict[str, str] = {option.name: option.help for option in FSDP_SECTION}
 """The keys of the ``fsdp_config`` section and what each accepts."""

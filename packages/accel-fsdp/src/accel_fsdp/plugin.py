@@ -27,16 +27,10 @@ def accel_config_sections() -> dict[str, Any]:
 @hookimpl
 def accel_launch_arguments(parser: Any) -> None:
     """``--use_fsdp`` and the ``--fsdp_*`` flags of ``accel launch`` (from the declaration)."""
-    from .config import FSDP_SECTION
-
-    parser.add_argument(
-        "--use_fsdp",
-        action="store_true",
-        help="train with Fully Sharded Data Parallel (accel-fsdp)",
-    )
-    FSDP_SECTION.add_arguments(parser)
+    from .config import FSDP_STRATEGY
     from .nd_config import PARALLELISM_SECTION
 
+    FSDP_STRATEGY.add_arguments(parser)
     parser.add_argument(
         "--use_parallelism_config",
         action="store_true",
@@ -69,77 +63,12 @@ def accel_launch_environment(config: dict) -> dict[str, str]:
 @hookimpl
 def accel_config_questions(ask: Any, config: dict) -> None:
     """``accel config`` questions for FSDP (asked unless another strategy was already chosen)."""
-    if str(config.get("distributed_type", "NO")).upper() not in (
-        "NO",
-        "MULTI_CPU",
-        "MULTI_GPU",
-        "FSDP",
-    ):
-        return
-    if not ask.confirm(
-        "Do you want to use FullyShardedDataParallel (FSDP)?", default=False, key="use_fsdp"
-    ):
-        return
-    from .config import FSDP_SECTION as S
+    from .config import FSDP_STRATEGY
 
-    config["distributed_type"] = "FSDP"
-    section: dict[str, Any] = {}
-    section["fsdp_version"] = S.ask(ask, "fsdp_version", "Which FSDP version?", choices=[2, 1])
-    section["fsdp_sharding_strategy"] = S.ask(ask, "fsdp_sharding_strategy", "Sharding strategy?")
-    section["fsdp_offload_params"] = S.ask(
-        ask, "fsdp_offload_params", "Offload parameters to the CPU?"
-    )
-    policy = S.ask(
-        ask, "fsdp_auto_wrap_policy", "Auto-wrap policy?", default="TRANSFORMER_BASED_WRAP"
-    )
-    section["fsdp_auto_wrap_policy"] = policy
-    if policy == "TRANSFORMER_BASED_WRAP":
-        names = S.ask(
-            ask,
-            "fsdp_transformer_layer_cls_to_wrap",
-            "Layer classes to wrap (comma-separated; empty: the model's _no_split_modules)?",
-        )
-        if names:
-            section["fsdp_transformer_layer_cls_to_wrap"] = names
-    elif policy == "SIZE_BASED_WRAP":
-        section["fsdp_min_num_params"] = S.ask(
-            ask, "fsdp_min_num_params", "Minimum parameters per wrapped module?", default=100000000
-        )
-    section["fsdp_state_dict_type"] = S.ask(
-        ask,
-        "fsdp_state_dict_type",
-        "Checkpoint state dict type?",
-        default="SHARDED_STATE_DICT",
-        choices=["SHARDED_STATE_DICT", "FULL_STATE_DICT"],
-    )
-    section["fsdp_cpu_ram_efficient_loading"] = S.ask(
-        ask, "fsdp_cpu_ram_efficient_loading", "CPU-RAM-efficient model loading?", default=True
-    )
-    section["fsdp_activation_checkpointing"] = S.ask(
-        ask, "fsdp_activation_checkpointing", "Activation checkpointing?"
-    )
-    config["fsdp_config"] = section
-    if section["fsdp_version"] == 2 and ask.confirm(
-        "Do you want to use the parallelism config (N-D parallelism)?",
-        default=False,
-        key="use_parallelism_config",
-    ):
-        from .nd_config import PARALLELISM_SECTION as P
-        from .nd_config import PREFIX
+    if FSDP_STRATEGY.chosen(ask, config):
+        from .questions import ask_fsdp
 
-        layout: dict[str, Any] = {}
-        for name, question in (
-            ("dp_replicate_size", "Data-parallel replicate size?"),
-            ("dp_shard_size", "FSDP shard size?"),
-            ("tp_size", "Tensor-parallel size?"),
-            ("cp_size", "Context-parallel size?"),
-        ):
-            layout[PREFIX + name] = P.ask(ask, PREFIX + name, question)
-        if layout[PREFIX + "cp_size"] > 1:
-            layout[PREFIX + "cp_comm_strategy"] = P.ask(
-                ask, PREFIX + "cp_comm_strategy", "Context-parallel communication strategy?"
-            )
-        config["parallelism_config"] = layout
+        config.update(ask_fsdp(ask))
 
 
 @hookimpl

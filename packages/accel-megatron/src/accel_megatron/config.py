@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from accel.config.sections import Option, Section
+from accel.config.strategy import Strategy
 from accel.errors import ConfigError
 
 LR_DECAY_STYLES = ("constant", "linear", "cosine", "inverse-square-root", "WSD")
@@ -67,6 +68,14 @@ MEGATRON_SECTION = Section(
     checks=[_check_section],
 )
 """The ``megatron_lm_config`` section: its keys, types, defaults and ``--megatron_lm_*`` flags."""
+
+MEGATRON_STRATEGY = Strategy(
+    MEGATRON_SECTION,
+    "use_megatron_lm",
+    help="train with Megatron-LM tensor/pipeline/sequence parallelism (accel-megatron)",
+    question="Do you want to use Megatron-LM?",
+)
+"""``--use_megatron_lm`` and the ``accel config`` question that choose Megatron-LM."""
 
 MEGATRON_CONFIG_KEYS: dict[str, str] = {
     option.name: f"{option.help}, {option.describe()}" for option in MEGATRON_SECTION

@@ -52,11 +52,30 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from accel.config.keys import parse_bool
 from accel.errors import ConfigError
 
 _KINDS = {str: "str", int: "int", float: "float", bool: "bool", list: "list"}
+_CORE_KINDS = ("port", "gpu_ids", "yesno", "section")
+"""Kinds of core's top-level keys, converted by their ``reader`` (:func:`accel.config.keys.coerce`)."""
 _MISSING: Any = object()
+_TRUE = {"true", "yes", "1", "on", "y"}
+_FALSE = {"false", "no", "0", "off", "n"}
+
+
+def parse_bool(key: str, value: Any) -> bool:
+    """A boolean setting from a bool or ``true``/``false``/``yes``/``no``/``on``/``off``/``1``/``0``.
+
+    Anything else raises :class:`~accel.errors.ConfigError` naming ``key``; plugins use it
+    for the boolean keys of their config sections.
+    """
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ConfigError(f"{key}={value!r} is not a boolean: use true or false")
 
 
 def _article(title: str) -> str:
@@ -71,11 +90,13 @@ def _article(title: str) -> str:
 
 @dataclass(frozen=True)
 class Option:
-    """One key of a plugin's config section: its type, default, allowed values and help.
+    """One key of a config section (a plugin's or core's): its type, default, allowed values and help.
 
     ``type`` is ``str``, ``int``, ``float``, ``bool``, ``list`` (a list of names, or one
-    comma-separated string) or ``"any"``; ``choices`` makes the key a choice among them
-    (strings match in any case and come back as declared; ints are compared as numbers).
+    comma-separated string) or ``"any"`` (core's top-level keys also use ``"port"``,
+    ``"gpu_ids"``, ``"yesno"`` and ``"section"``); ``choices`` makes the key a choice among
+    them (strings match in any case and come back as declared; ints are compared as numbers;
+    YAML's bare ``no`` selects a ``no`` choice).
     ``reader(value, label)`` replaces the built-in conversion for keys with their own rules
     (it returns the value or raises :class:`~accel.errors.ConfigError` naming ``label``);
     ``type`` then still chooses the kind of question. ``None`` always means "not set".
@@ -114,16 +135,32 @@ class Option:
     """The flag takes no value and sets ``True``."""
     question: str = ""
     """The ``accel config`` question (default: ``help``)."""
+    value_aliases: Mapping[str, str] = field(default_factory=dict, hash=False)
+    """Other spellings of a choice, read as the declared one (``{"TPU": "XLA"}``)."""
+    env: str | None = None
+    """Environment variable of the environment layer (core's keys: ``ACCEL_NUM_PROCESSES``)."""
+    in_file: bool = True
+    """Whether the key may appear in a config file (launch-only settings may not)."""
+    nullable: bool = True
+    """Whether the key may be empty (None) in a config file."""
+    standard: bool = False
+    """Every config file ``accel config`` writes holds the key (:data:`~accel.config.settings.STANDARD_KEYS`)."""
 
     def __post_init__(self) -> None:
         kind = _KINDS.get(self.type, self.type)
-        if kind not in ("str", "int", "float", "bool", "list", "any"):
+        if kind not in ("str", "int", "float", "bool", "list", "any", *_CORE_KINDS):
             raise TypeError(f"Option {self.name!r}: unsupported type {self.type!r}")
         object.__setattr__(self, "type", kind)
         object.__setattr__(self, "choices", tuple(self.choices))
         object.__setattr__(self, "aliases", tuple(self.aliases))
         object.__setattr__(self, "extra", tuple(self.extra))
         object.__setattr__(self, "flag_aliases", tuple(self.flag_aliases))
+        object.__setattr__(self, "value_aliases", dict(self.value_aliases))
+
+    @property
+    def kind(self) -> str:
+        """``choice`` for a key with choices, else its type (``int``, ``bool``, ``gpu_ids``, ...)."""
+        return "choice" if self.choices else self.type
 
     # -- describing ---------------------------------------------------------------
     def describe(self) -> str:
@@ -144,6 +181,10 @@ class Option:
                 "str": "a string",
                 "list": "a list of names (or one comma-separated string)",
                 "any": "any value",
+                "port": "a port number from 1 to 65535",
+                "gpu_ids": "all or comma-separated GPU ids such as 0,1",
+                "yesno": "yes or no",
+                "section": "a mapping of settings (or {})",
             }[self.type]
         if self.extra:
             text += " (or " + ", ".join(self.extra) + ")"
@@ -172,6 +213,8 @@ class Option:
             return self.reader(value, label)
         if self.choices:
             return self._choice(value, label)
+        if self.type in _CORE_KINDS:
+            raise TypeError(f"Option {self.name!r}: type {self.type!r} needs a reader")
         return getattr(self, "_" + self.type)(value, label)
 
     def _bad(
@@ -182,6 +225,8 @@ class Option:
     def _choice(self, value: Any, label: str) -> Any:
         if not isinstance(value, str) and hasattr(value, "name"):  # an enum member
             value = value.name
+        if value is False:  # YAML reads a bare `no` as false
+            value = next((c for c in self.choices if str(c).lower() == "no"), value)
         if all(isinstance(c, int) and not isinstance(c, bool) for c in self.choices):
             number = self._int(value, label, check_minimum=False)
             if number not in self.choices:
@@ -190,6 +235,9 @@ class Option:
         text = str(value).strip()
         for choice in self.choices:
             if text.lower() == str(choice).lower():
+                return choice
+        for alias, choice in self.value_aliases.items():
+            if text.lower() == alias.lower():
                 return choice
         if self.numbered and text.isdigit() and 1 <= int(text) <= len(self.choices):
             return self.choices[int(text) - 1]
@@ -554,4 +602,11 @@ def registered_sections() -> dict[str, Section]:
     return {key: v for key, v in section_validators().items() if isinstance(v, Section)}
 
 
-__all__ = ["Option", "Section", "registered_sections", "section_table", "section_validators"]
+__all__ = [
+    "Option",
+    "Section",
+    "parse_bool",
+    "registered_sections",
+    "section_table",
+    "section_validators",
+]

@@ -24,17 +24,18 @@ from pathlib import Path
 from typing import Any
 
 from accel import environment
-from accel.config.keys import (  # the key table lives in its own module
-    _KEYS,
+from accel.config.keys import (  # the declarations live in their own module
+    CORE_SECTION,
     DYNAMO_KEYS,
+    DYNAMO_SECTION,
     KEYS,
     MULTI_DEVICE_TYPES,
     PROVIDERS,
     SAGEMAKER_KEYS,
     SECTION_DISTRIBUTED_TYPE,
     SECTION_PROVIDERS,
-    Key,
     coerce,
+    core_option,
 )
 from accel.config.launched import launched_config
 from accel.config.sections import section_validators
@@ -77,17 +78,25 @@ def default_config_file() -> Path:
     return yaml_file
 
 
-def find_config_file(explicit: str | os.PathLike | None = None) -> tuple[Path | None, str]:
+def find_config_file(
+    explicit: str | os.PathLike | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[Path | None, str]:
     """The config file to use and why: ``(path, reason)``.
 
-    ``explicit`` (``--config_file``) wins, then ``$ACCEL_CONFIG_FILE``, then the default
+    ``explicit`` (``--config_file``) wins, then ``$ACCEL_CONFIG_FILE`` (unset: Accelerate's
+    ``$ACCELERATE_CONFIG_FILE``) in ``environ`` (default ``os.environ``), then the default
     file when it exists. ``(None, reason)`` when there is none.
     """
     if explicit:
         return Path(explicit).expanduser(), "flag --config_file"
-    from_env = environment.get_str(environment.CONFIG_FILE)
+    environ = os.environ if environ is None else environ
+    name = environment.CONFIG_FILE
+    from_env = environ.get(name)
+    if from_env is None:
+        name = environment.accelerate_name(name) or name
+        from_env = environ.get(name)
     if from_env:
-        return Path(from_env).expanduser(), f"env {environment.CONFIG_FILE}"
+        return Path(from_env).expanduser(), f"env {name}"
     default = default_config_file()
     if default.is_file():
         return default, "default location"
@@ -179,7 +188,7 @@ def validate(data: Mapping[str, Any], origin: str = "<config>") -> dict[str, Any
             raise ConfigError(f"{origin}: key {name!r} is not a string; keys are setting names")
         key = KEYS.get(name)
         if key is None and name.endswith("_config") and name in _plugin_section_names():
-            key = Key(name, "section", None, "a plugin's section")  # a third-party plugin's own
+            key = core_option(name, "section", help="a plugin's section")  # a third-party plugin's
         if key is None or not key.in_file:
             if key is not None:
                 raise ConfigError(
@@ -200,7 +209,7 @@ def validate(data: Mapping[str, Any], origin: str = "<config>") -> dict[str, Any
             dynamo.setdefault("dynamo_backend", backend)
         out["dynamo_config"] = dynamo
     if out.get("dynamo_config"):
-        out["dynamo_config"] = _validate_dynamo(out["dynamo_config"], origin)
+        out["dynamo_config"] = _read_dynamo(out["dynamo_config"], origin)
     if out.get("compute_environment", "LOCAL_MACHINE") != "AMAZON_SAGEMAKER":
         stray = sorted(k for k in out if k in SAGEMAKER_KEYS)
         if stray:
@@ -211,16 +220,19 @@ def validate(data: Mapping[str, Any], origin: str = "<config>") -> dict[str, Any
     return out
 
 
-def _validate_dynamo(section: Mapping[str, Any], origin: str) -> dict[str, Any]:
-    out = {}
-    for name, value in section.items():
-        key = DYNAMO_KEYS.get(name)
-        if key is None:
-            close = difflib.get_close_matches(str(name), list(DYNAMO_KEYS), n=1)
-            hint = f"did you mean {close[0]}?" if close else "allowed: " + ", ".join(DYNAMO_KEYS)
-            raise ConfigError(f"{origin}: dynamo_config: unknown key {name!r}; {hint}")
-        out[name] = coerce(key, value, f"{origin}: dynamo_config")
-    return out
+def _read_dynamo(section: Mapping[str, Any], origin: str) -> dict[str, Any]:
+    """``dynamo_config`` checked against :data:`~accel.config.keys.DYNAMO_SECTION`, values typed."""
+    problems = DYNAMO_SECTION.validate(section)
+    if problems:
+        raise ConfigError(_first_problem(origin, DYNAMO_SECTION.key, problems))
+    return {
+        DYNAMO_SECTION[name].name: DYNAMO_SECTION[name].convert(v) for name, v in section.items()
+    }
+
+
+def _first_problem(origin: str, section: str, problems: list[str]) -> str:
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"{origin}: {section}: {problems[0]}{more}"
 
 
 def load_config_file(path: str | os.PathLike, check_plugins: bool = True) -> dict[str, Any]:
@@ -323,8 +335,7 @@ def check_sections(data: Mapping[str, Any], origin: str = "<config>") -> None:
         except Exception as exc:  # a validator must not crash the CLI
             problems = [f"validator failed: {type(exc).__name__}: {exc}"]
         if problems:
-            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise ConfigError(f"{origin}: {name}: {problems[0]}{more}")
+            raise ConfigError(_first_problem(origin, name, problems))
 
 
 # --------------------------------------------------------------------------- layered resolution
@@ -409,20 +420,19 @@ def resolve(
     environ = os.environ if environ is None else environ
     values: dict[str, Any] = {}
     sources: dict[str, Source] = {}
-    for key in _KEYS:
+    for key in CORE_SECTION:
         if key.name == "dynamo_backend":
             continue
         values[key.name] = dict(key.default or {}) if key.kind == "section" else _copy(key.default)
         sources[key.name] = DEFAULT
-    values["dynamo_config"] = {}
-    for sub in DYNAMO_KEYS.values():
-        values["dynamo_config"][sub.name] = sub.default
-        sources[f"dynamo_config.{sub.name}"] = DEFAULT
+    values[DYNAMO_SECTION.key] = DYNAMO_SECTION.defaults()
+    for sub in DYNAMO_SECTION.names:
+        sources[f"{DYNAMO_SECTION.key}.{sub}"] = DEFAULT
 
     # file
     path, reason = (None, "not used")
     if use_config_file:
-        path, reason = _find_with_environ(config_file, environ)
+        path, reason = find_config_file(config_file, environ)
         if path is not None:
             data = load_config_file(path, check_plugins=False)
             file_source = Source("file", str(path))
@@ -439,20 +449,15 @@ def resolve(
                     sources[name] = file_source
 
     # environment
-    for key in list(_KEYS) + [k for k in DYNAMO_KEYS.values()]:
-        if not key.env:
-            continue
-        raw = environ.get(key.env)
-        if raw is None or raw == "":
-            continue
-        value = coerce(key, raw, f"environment variable {key.env}")
-        env_source = Source("env", key.env)
-        if key.name in DYNAMO_KEYS and DYNAMO_KEYS[key.name] is key:
-            values["dynamo_config"][key.name] = value
-            sources[f"dynamo_config.{key.name}"] = env_source
-        else:
-            values[key.name] = value
-            sources[key.name] = env_source
+    for section in (CORE_SECTION, DYNAMO_SECTION):
+        for key in section:
+            raw = environ.get(key.env) if key.env else None
+            if raw is None or raw == "":
+                continue
+            value = coerce(key, raw, f"environment variable {key.env}")
+            name = f"{section.key}.{key.name}" if section.key else key.name
+            (values[section.key] if section.key else values)[key.name] = value
+            sources[name] = Source("env", key.env)
 
     # flags
     for name, value in (flags or {}).items():
@@ -494,20 +499,6 @@ def resolve(
 
 def _copy(value: Any) -> Any:
     return list(value) if isinstance(value, list) else value
-
-
-def _find_with_environ(
-    explicit: str | os.PathLike | None, environ: Mapping[str, str]
-) -> tuple[Path | None, str]:
-    if explicit:
-        return Path(explicit).expanduser(), "flag --config_file"
-    from_env = environ.get(environment.CONFIG_FILE)
-    if from_env:
-        return Path(from_env).expanduser(), f"env {environment.CONFIG_FILE}"
-    default = default_config_file()
-    if default.is_file():
-        return default, "default location"
-    return None, f"no file at {default}"
 
 
 def _where(resolved: ResolvedConfig, key: str) -> str:
@@ -668,24 +659,7 @@ def save_config_file(data: Mapping[str, Any], path: str | os.PathLike) -> Path:
     return path
 
 
-STANDARD_KEYS: tuple[str, ...] = (
-    "compute_environment",
-    "debug",
-    "distributed_type",
-    "downcast_bf16",
-    "enable_cpu_affinity",
-    "machine_rank",
-    "main_training_function",
-    "mixed_precision",
-    "num_machines",
-    "num_processes",
-    "rdzv_backend",
-    "same_network",
-    "tpu_env",
-    "tpu_use_cluster",
-    "tpu_use_sudo",
-    "use_cpu",
-)
+STANDARD_KEYS: tuple[str, ...] = tuple(sorted(key.name for key in CORE_SECTION if key.standard))
 """Keys every config file accel writes holds (as Accelerate's do)."""
 
 
@@ -749,7 +723,6 @@ __all__ = [
     "CONFIG_FILE_NAME",
     "KEYS",
     "STANDARD_KEYS",
-    "Key",
     "ResolvedConfig",
     "Source",
     "basic_config",
