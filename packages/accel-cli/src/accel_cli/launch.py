@@ -70,6 +70,8 @@ PLUGIN_FLAG_OWNERS: list[tuple[str, str]] = [
     ("--mpirun_", "accel-cluster"),
     ("--slurm_", "accel-cluster"),
     ("--sagemaker_", "accel-cluster"),
+    ("--ray", "accel-ray"),
+    ("--ray_", "accel-ray"),
 ]
 """Well-known plugin flags and their package, for a clear error when the plugin is absent."""
 

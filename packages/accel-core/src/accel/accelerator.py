@@ -629,12 +629,16 @@ class Accelerator(ProcessHelpers):
         calls or of :meth:`backward`. Backends that write their own files (FSDP sharded,
         DeepSpeed) save synchronously.
         """
+        from accel.plugins import hook
+
         meta = {"step": self.step, "gradient_step": self.gradient_state.step}
-        return str(
+        path = str(
             self.checkpoints.save_state(
                 output_dir, safe_serialization, meta=meta, async_save=async_save
             )
         )
+        hook().accel_checkpoint_saved(accelerator=self, path=path)
+        return path
 
     def load_state(
         self,
@@ -669,6 +673,11 @@ class Accelerator(ProcessHelpers):
                 "resume() needs ProjectConfiguration(automatic_checkpoint_naming=True, ...) "
                 "and a project_dir: it loads the newest project_dir/checkpoints/checkpoint_N"
             )
+        from accel.plugins import hook
+
+        # a plugin may first copy in a checkpoint its scheduler kept (accel-ray: Ray Train's)
+        root = str(self.checkpoints.checkpoint_root())
+        hook().accel_before_resume(accelerator=self, checkpoint_root=root)
         latest = self.checkpoints.latest_checkpoint()
         if latest is None:
             logger.info(

@@ -145,6 +145,7 @@ CONFIG_SECTIONS: dict[str, Provided] = _table(
     Provided("parallelism_config", "N-D parallelism", "accel-fsdp"),
     Provided("mpirun_config", "MPI launching", "accel-cluster"),
     Provided("slurm_config", "SLURM launching", "accel-cluster"),
+    Provided("ray_config", "Ray launching", "accel-ray"),
 )
 """Config-file sections owned by plugins."""
 

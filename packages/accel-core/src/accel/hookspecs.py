@@ -121,6 +121,32 @@ def accel_profile(accelerator: Any, profile_kwargs: Any) -> Any:
 
 
 @hookspec
+def accel_checkpoint_saved(accelerator: Any, path: str) -> None:
+    """React to a checkpoint that ``accelerator.save_state()`` has just written.
+
+    Arguments: ``accelerator``, the calling :class:`accel.Accelerator`; ``path``, the
+    checkpoint directory. Return: None. Combined: every implementation is called. Not
+    cached. Called by :meth:`accel.Accelerator.save_state` on every process, after the
+    save returned (a synchronous save is complete and renamed into place by then; an
+    ``async_save`` may still be writing: call ``accelerator.wait_for_everyone()`` before
+    reading it). accel-ray reports the checkpoint to Ray Train here.
+    """
+
+
+@hookspec
+def accel_before_resume(accelerator: Any, checkpoint_root: str) -> None:
+    """Place checkpoints kept elsewhere where ``accelerator.resume()`` looks for them.
+
+    Arguments: ``accelerator``, the calling :class:`accel.Accelerator`;
+    ``checkpoint_root``, its ``project_dir/checkpoints``. Return: None. Combined: every
+    implementation is called. Not cached. Called by :meth:`accel.Accelerator.resume` on
+    every process before it chooses the newest complete ``checkpoint_N`` there; a plugin
+    copies in (under a temporary name, then renamed) a checkpoint that a scheduler restored
+    after a restart (accel-ray: ``ray.train.get_checkpoint()``).
+    """
+
+
+@hookspec
 def accel_exports() -> dict[str, str]:
     """Return the public names this plugin adds to ``accel`` and ``accel.utils``.
 

@@ -1,0 +1,65 @@
+"""`accel launch --ray` tests: the session's loopback-only Ray cluster and the real `accel` program."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ACCEL = Path(sys.executable).with_name("accel")
+WORKERS = Path(__file__).parent / "workers"
+RAY_TRAIN = (
+    Path(__file__).parents[2] / "packages" / "accel-ray" / "tests" / "workers" / "ray_train.py"
+)
+"""accel-ray's own training worker (plain script mode here)."""
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """The session's :func:`accel_ray.testing.shared_cluster` (skipped without Ray)."""
+    pytest.importorskip("ray.train", reason="Ray (ray[train]) is not installed")
+    from accel_ray.testing import shared_cluster
+
+    return shared_cluster()
+
+
+def launch_env(tmp_path: Path, cluster=None, **extra: str) -> dict[str, str]:
+    """os.environ without ACCEL_* and torchrun variables, a private config dir, the cluster's variables."""
+    base = cluster.environment() if cluster is not None else dict(os.environ)
+    env = {
+        k: v
+        for k, v in base.items()
+        if not k.startswith(("ACCEL_", "ACCELERATE_", "TORCHELASTIC_", "PET_"))
+        and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+    }
+    env.update(ACCEL_CONFIG_DIR=str(tmp_path / "accel-config"), PYTHONUNBUFFERED="1")
+    env.update(extra)
+    return env
+
+
+def start(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:
+    """Start ``accel ARGV`` in its own process group, output captured."""
+    return subprocess.Popen(
+        [str(ACCEL), *argv],
+        env=env,
+        cwd=str(cwd),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def finish(process: subprocess.Popen, timeout: float) -> tuple[int, str, str]:
+    """Wait for ``process``; on a timeout kill its process group and fail."""
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        out, err = process.communicate()
+        pytest.fail(f"accel launch did not finish in {timeout} s:\n{out[-2000:]}\n{err[-4000:]}")
+    return process.returncode, out, err

@@ -1,0 +1,151 @@
+"""`accel launch --ray` on a loopback-only Ray cluster (one node, then two), against `accel launch`.
+
+Each run pays Ray's start-up of a controller and two workers (about a minute on 2 loaded
+cores), so there are four runs only: parity with a local launch, a failing rank on two
+nodes, Ctrl-C. Without accel-ray, `--ray` is a one-line error naming the package.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+import torch
+
+from .conftest import RAY_TRAIN, WORKERS, finish, launch_env, start
+
+
+def _ray_flags(cluster, tmp_path, *extra: str) -> list[str]:
+    return [
+        "--ray",
+        "--ray_address",
+        cluster.address,
+        "--ray_storage_path",
+        str(tmp_path / "ray-storage"),
+        "--ray_name",
+        "run",
+        *extra,
+    ]
+
+
+@pytest.mark.timeout(600)
+def test_two_ray_workers_train_like_a_local_launch(ray_cluster, tmp_path):
+    local = start(
+        [
+            "launch",
+            "--cpu",
+            "--num_processes",
+            "2",
+            str(RAY_TRAIN),
+            "script",
+            str(tmp_path / "local"),
+        ],
+        launch_env(tmp_path),
+        tmp_path,
+    )
+    code, out, err = finish(local, timeout=300)
+    assert code == 0, out + err[-4000:]
+    argv = [
+        "launch",
+        "--cpu",
+        "--num_processes",
+        "2",
+        *_ray_flags(ray_cluster, tmp_path),
+        str(RAY_TRAIN),
+        "script",
+        str(tmp_path / "ray"),
+    ]
+    code, out, err = finish(start(argv, launch_env(tmp_path, ray_cluster), tmp_path), timeout=500)
+    assert code == 0, out[-3000:] + err[-5000:]
+    assert "launcher ray" in err and "2 Ray Train workers" in err
+    ours, theirs = (
+        torch.load(tmp_path / "ray" / "final.pt"),
+        torch.load(tmp_path / "local" / "final.pt"),
+    )
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+    notes = [json.loads(p.read_text()) for p in (tmp_path / "ray").glob("note-*.json")]
+    assert sorted(n["rank"] for n in notes) == [0, 1]
+    assert all(n["group_before_accelerator"] and n["master_addr"] == "127.0.0.1" for n in notes)
+    # every save_state was reported to Ray by itself (ray_report_checkpoints)
+    storage = tmp_path / "ray-storage" / "run"
+    reported = sorted(p.name for p in storage.glob("checkpoint_*") if p.is_dir())
+    assert reported == [f"checkpoint_{i}" for i in range(8)], reported
+
+
+@pytest.mark.timeout(600)
+def test_failing_rank_on_the_second_node_is_reported(ray_cluster, tmp_path):
+    from accel_ray.testing import NODE_RESOURCE
+
+    if ray_cluster.nodes < 2:
+        ray_cluster.add_node(num_cpus=2, resources={NODE_RESOURCE: 1})
+    argv = [
+        "launch",
+        "--cpu",
+        "--num_processes",
+        "2",
+        *_ray_flags(
+            ray_cluster, tmp_path, "--ray_resources_per_worker", f"CPU=1,{NODE_RESOURCE}=1"
+        ),
+        str(WORKERS / "fail_rank.py"),
+        str(tmp_path),
+    ]
+    code, out, err = finish(start(argv, launch_env(tmp_path, ray_cluster), tmp_path), timeout=500)
+    assert code == 1, out[-3000:] + err[-5000:]
+    records = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert records[0]["node_id"] != records[1]["node_id"], "both workers ran on one node"
+    assert all(r["sum"] == 3.0 and r["world"] == 2 for r in records), records
+    summary = [line for line in err.splitlines() if "failed first" in line]
+    assert summary == [
+        "accel launch: worker rank 1 (local rank 0, machine 1) failed first: "
+        "ValueError: rank 1 fails on purpose"
+    ], err[-3000:]
+    tail = err[err.index("the end of rank 1's traceback") :]
+    assert 'raise ValueError("rank 1 fails on purpose")' in tail, tail
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.timeout(600)
+def test_ctrl_c_stops_the_ray_run_and_its_workers(ray_cluster, tmp_path):
+    argv = ["launch", "--cpu", "--num_processes", "2", *_ray_flags(ray_cluster, tmp_path)]
+    process = start(
+        [*argv, str(WORKERS / "sleeper.py"), str(tmp_path)],
+        launch_env(tmp_path, ray_cluster),
+        tmp_path,
+    )
+    pid_files = [tmp_path / f"pid-rank{r}" for r in (0, 1)]
+    deadline = time.monotonic() + 400
+    while not all(p.exists() for p in pid_files):
+        if process.poll() is not None or time.monotonic() > deadline:
+            os.killpg(process.pid, signal.SIGKILL)
+            out, err = process.communicate()
+            pytest.fail(f"the workers did not start:\n{out[-2000:]}\n{err[-4000:]}")
+        time.sleep(0.5)
+    pids = [int(p.read_text()) for p in pid_files]
+    process.send_signal(signal.SIGINT)  # what Ctrl-C in a terminal sends accel launch
+    code, out, err = finish(process, timeout=120)
+    assert code == 130, out[-2000:] + err[-4000:]
+    assert "stopped by SIGINT" in err, err[-3000:]
+    deadline = time.monotonic() + 60
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not any(_alive(pid) for pid in pids), f"Ray Train workers left running: {pids}"
+
+
+def test_ray_flags_without_accel_ray_name_the_package(tmp_path):
+    (tmp_path / "x.py").write_text("print('never runs')\n")
+    for flag in (["--ray"], ["--ray_address", "127.0.0.1:1"]):
+        env = launch_env(tmp_path, ACCEL_DISABLE_PLUGINS="ray")
+        code, out, err = finish(start(["launch", *flag, "x.py"], env, tmp_path), timeout=60)
+        assert code == 2, out + err
+        assert len(err.strip().splitlines()) == 1, err
+        assert f"{flag[0]} needs the accel-ray package: pip install accel-ray" in err, err

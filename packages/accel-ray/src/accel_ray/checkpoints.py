@@ -1,0 +1,165 @@
+"""accel checkpoints and Ray Train: report them to Ray, resume from the one Ray restores.
+
+* :func:`report_checkpoint` hands a complete ``save_state`` directory to
+  ``ray.train.report`` from every rank (Ray needs every worker to call it); the lowest
+  rank of each distinct directory passes it as the checkpoint, so a directory shared by
+  all ranks (one machine, a shared file system) is uploaded once and node-local
+  directories each once, into one Ray checkpoint named like accel's (``checkpoint_N``).
+* :func:`restore_checkpoint` runs when ``accelerator.resume()`` starts (the
+  ``accel_before_resume`` hook): after Ray restarted the worker group, it copies
+  ``ray.train.get_checkpoint()`` into ``project_dir/checkpoints`` (under a temporary
+  name, then renamed) unless a checkpoint of that name is already there; ``resume()``
+  then loads the newest complete checkpoint as always.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from accel.logging import get_logger
+
+logger = get_logger(__name__)
+
+REPORT_ENV = "ACCEL_RAY_REPORT_CHECKPOINTS"
+"""Set to ``true`` in a Ray Train worker to report every ``save_state()`` to Ray by itself."""
+_NAME = re.compile(r"checkpoint_\d+")
+
+
+def in_ray_train_worker() -> bool:
+    """Whether this process runs a Ray Train training function (cheap when Ray is not loaded)."""
+    if "ray.train" not in sys.modules:
+        return False
+    import ray.train
+
+    try:
+        ray.train.get_context()
+    except RuntimeError:
+        return False
+    return True
+
+
+def auto_report() -> bool:
+    """Whether every ``save_state()`` is reported (``ACCEL_RAY_REPORT_CHECKPOINTS`` or the launch's
+    ``ray_config.ray_report_checkpoints``), inside a Ray Train worker."""
+    from accel.config.sections import parse_bool
+
+    value = os.environ.get(REPORT_ENV)
+    if value is not None:
+        enabled = parse_bool(REPORT_ENV, value)
+    else:
+        from .config import RAY_SECTION
+
+        settings = RAY_SECTION.read()
+        enabled = bool(settings["use_ray"] and settings["ray_report_checkpoints"])
+    return enabled and in_ray_train_worker()
+
+
+def _uploads(accelerator: Any, path: Path) -> bool:
+    """Whether this rank is the lowest one seeing the directory ``path`` as it is here.
+
+    Ranks compare ``(path, inode, mtime)``: equal on one machine or a shared file system,
+    different for node-local copies.
+    """
+    stat = path.stat()
+    mine = (str(path), stat.st_ino, stat.st_mtime_ns)
+    if accelerator.num_processes == 1:
+        return True
+    import torch.distributed as dist
+
+    everyone: list[Any] = [None] * accelerator.num_processes
+    dist.all_gather_object(everyone, mine)
+    return everyone.index(mine) == accelerator.process_index
+
+
+def report_checkpoint(
+    accelerator: Any, checkpoint: str | os.PathLike, metrics: dict[str, Any] | None = None
+) -> None:
+    """Report the ``save_state`` directory ``checkpoint`` (and ``metrics``) to Ray Train.
+
+    Call it on every process, as ``save_state``. It waits for an ``async_save`` to finish,
+    so Ray only ever receives complete checkpoints; the Ray checkpoint keeps accel's name
+    (``checkpoint_N``) and the local directory is kept (``total_limit`` prunes it).
+    """
+    import ray.train
+
+    accelerator.wait_for_everyone()  # an async save is complete after this
+    path = Path(checkpoint).resolve()
+    if not path.is_dir():
+        raise FileNotFoundError(f"report_checkpoint: {path} is not a save_state directory")
+    upload = _uploads(accelerator, path)
+    ray.train.report(
+        dict(metrics or {}),
+        checkpoint=ray.train.Checkpoint.from_directory(str(path)) if upload else None,
+        checkpoint_dir_name=path.name,
+        delete_local_checkpoint_after_upload=False,
+    )
+
+
+def save_and_report(
+    accelerator: Any, metrics: dict[str, Any] | None = None, **save_kwargs: Any
+) -> str:
+    """``accelerator.save_state(**save_kwargs)``, then :func:`report_checkpoint` of it; the path.
+
+    When every save is already reported by itself (:func:`auto_report`), this saves only.
+    """
+    path = accelerator.save_state(**save_kwargs)
+    if not auto_report():
+        report_checkpoint(accelerator, path, metrics)
+    return path
+
+
+def report_saved(accelerator: Any, path: str) -> None:
+    """The ``accel_checkpoint_saved`` hook: report the new checkpoint when :func:`auto_report`."""
+    if auto_report():
+        report_checkpoint(accelerator, path, {"step": accelerator.step})
+
+
+def restore_checkpoint(checkpoint_root: str | os.PathLike) -> Path | None:
+    """Copy Ray's restored checkpoint into ``checkpoint_root``; its path there, or None.
+
+    None outside a Ray Train worker, when Ray has no checkpoint for this run, or when its
+    name is not accel's ``checkpoint_N`` (then it is left alone, with a warning).
+    """
+    if not in_ray_train_worker():
+        return None
+    import ray.train
+
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint is None:
+        return None
+    name = Path(checkpoint.path).name
+    if not _NAME.fullmatch(name):
+        logger.warning(
+            f"Ray's checkpoint {checkpoint.path} is not named checkpoint_N: resume() ignores it "
+            "(report save_state directories with accel_ray.report_checkpoint)"
+        )
+        return None
+    root = Path(checkpoint_root)
+    target = root / name
+    if target.exists():
+        return target
+    root.mkdir(parents=True, exist_ok=True)
+    staging = root / f"{name}.accel-ray-{os.getpid()}"
+    with checkpoint.as_directory() as source:
+        shutil.copytree(source, staging, dirs_exist_ok=True)
+    try:
+        os.rename(staging, target)
+    except OSError:  # another process on this file system renamed its copy first
+        shutil.rmtree(staging, ignore_errors=True)
+    logger.info(f"restored Ray Train checkpoint {checkpoint.path} to {target}")
+    return target
+
+
+__all__ = [
+    "REPORT_ENV",
+    "auto_report",
+    "in_ray_train_worker",
+    "report_checkpoint",
+    "restore_checkpoint",
+    "save_and_report",
+]

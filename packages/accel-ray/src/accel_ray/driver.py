@@ -1,0 +1,182 @@
+"""The Ray Train driver of ``accel launch --ray``: ``python -m accel_ray.driver --script train.py ...``.
+
+Run (and supervised, like torchrun) by ``accel launch`` on the launching machine, with
+the launch's environment: the resolved settings in ``ACCEL_LAUNCH_CONFIG`` (its
+``ray_config`` section says where and how) and the workers' variables in
+:data:`accel_ray.launcher.WORKER_ENV`. It connects to the Ray cluster, runs a
+``TorchTrainer`` whose ``num_workers`` workers each run the script
+(:func:`accel_ray.worker.run_script`), and exits with the job's status:
+
+* 0 when every worker's script finished;
+* a failing script's exit code (1 for an exception) once Ray gives up
+  (``ray_max_failures`` restarts used); each failing rank's record goes to
+  ``$ACCEL_LAUNCH_ERROR_DIR``, where ``accel launch`` reads it to report the first
+  failing rank and its traceback as for a local launch;
+* 130 after SIGINT or SIGTERM: Ray Train aborts the run (its workers are killed) first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from accel import environment
+from accel.config.launched import launched_config
+
+from .config import RAY_SECTION
+from .launcher import WORKER_ENV, num_workers
+
+PROG = "accel launch"
+INTERRUPTED = 130
+"""Exit code after SIGINT / SIGTERM."""
+
+
+def _usage() -> int:
+    sys.stderr.write(
+        "usage: python -m accel_ray.driver {--script PATH | --module NAME} [ARGS...]\n"
+    )
+    return 2
+
+
+def runtime_env(settings: dict[str, Any]) -> dict[str, Any]:
+    """The job's runtime environment: the user's, with the workers' variables in ``env_vars``."""
+    env = dict(settings.get("ray_runtime_env") or {})
+    workers = json.loads(os.environ.get(WORKER_ENV) or "{}")
+    env["env_vars"] = {**(env.get("env_vars") or {}), **workers}
+    return env
+
+
+def trainer_for(config: dict[str, Any], script: list[str], module: bool) -> Any:
+    """The ``TorchTrainer`` running ``script`` on ``ray_num_workers`` workers."""
+    from ray.train import FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    from .worker import run_script
+
+    settings = RAY_SECTION.read(config.get("ray_config") or {})
+    resources = dict(settings.get("ray_resources_per_worker") or {})
+    use_gpu = resources.get("GPU", 0) > 0
+    name = (
+        settings.get("ray_name") or f"accel-{Path(script[0]).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    )
+    return TorchTrainer(
+        run_script,
+        train_loop_config={
+            "script": list(script),
+            "module": module,
+            "cwd": os.getcwd(),
+            "working_dir": bool((settings.get("ray_runtime_env") or {}).get("working_dir")),
+        },
+        scaling_config=ScalingConfig(
+            num_workers=num_workers(config),
+            use_gpu=use_gpu,
+            resources_per_worker=resources or None,
+        ),
+        run_config=RunConfig(
+            name=name,
+            storage_path=settings.get("ray_storage_path"),
+            failure_config=FailureConfig(max_failures=int(settings.get("ray_max_failures") or 0)),
+        ),
+    )
+
+
+def failure_records(error: BaseException) -> list[dict[str, Any]]:
+    """The failure record of each failing rank of a ``WorkerGroupError``."""
+    from .worker import ScriptFailed
+
+    records = []
+    for rank, failure in sorted(getattr(error, "worker_failures", {}).items()):
+        found = failure
+        while found is not None and not isinstance(found, ScriptFailed):
+            found = getattr(found, "cause", None) or found.__cause__
+        if isinstance(found, ScriptFailed):
+            records.append(found.info())
+            continue
+        # the worker process died (killed, out of memory) or Ray itself failed
+        records.append(
+            {
+                "rank": rank,
+                "local_rank": "?",
+                "group_rank": "?",
+                "restart": 0,
+                "time": time.time(),
+                "exit_code": 1,
+                "error": f"{type(failure).__name__}: {str(failure).strip().splitlines()[0] if str(failure).strip() else ''}",
+                "traceback": "",
+            }
+        )
+    return records
+
+
+def _write_records(records: list[dict[str, Any]]) -> None:
+    """Put the records where ``accel launch`` reads them (or print the first one)."""
+    directory = environment.get_str(environment.LAUNCH_ERROR_DIR)
+    if not directory:
+        first = min(records, key=lambda r: r["time"])
+        sys.stderr.write(f"{PROG}: worker rank {first['rank']} failed first: {first['error']}\n")
+        return
+    for record in records:
+        name = f"ray-rank{record['rank']}-{os.getpid()}.json"
+        with open(os.path.join(directory, name), "w", encoding="utf-8") as handle:
+            json.dump(record, handle)
+
+
+def _signals_seen(read_fd: int) -> set[int]:
+    """The signals recorded on the wakeup pipe (whoever's handler ran)."""
+    seen: set[int] = set()
+    try:
+        while chunk := os.read(read_fd, 64):
+            seen.update(chunk)
+    except BlockingIOError:
+        pass
+    return seen
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the script named in ``argv`` on the Ray cluster; the job's exit status."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) < 2 or argv[0] not in ("--script", "--module"):
+        return _usage()
+    module, script = argv[0] == "--module", argv[1:]
+    config = launched_config()
+    settings = RAY_SECTION.read(config.get("ray_config") or {})
+    import ray
+    from ray.train import WorkerGroupError
+
+    # Ray Train's own SIGINT handler aborts the run gracefully; SIGTERM is sent on as SIGINT.
+    # The wakeup pipe records either signal, whoever's handler runs.
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    os.set_blocking(write_fd, False)
+    signal.set_wakeup_fd(write_fd)
+    signal.signal(signal.SIGTERM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
+    address = settings.get("ray_address")
+    init: dict[str, Any] = {"runtime_env": runtime_env(settings), "log_to_driver": True}
+    if not address and not os.environ.get("RAY_ADDRESS"):
+        init["include_dashboard"] = False  # a new local instance: no web server
+    ray.init(address=address, **init)
+    code = 0
+    try:
+        trainer_for(config, script, module).fit()
+    except WorkerGroupError as exc:
+        records = failure_records(exc)
+        _write_records(records)
+        first = min(records, key=lambda r: r["time"])
+        code = int(first["exit_code"]) or 1
+    except (KeyboardInterrupt, SystemExit, ray.exceptions.RayActorError):
+        code = INTERRUPTED
+    finally:
+        ray.shutdown()
+    if _signals_seen(read_fd) & {signal.SIGINT, signal.SIGTERM}:
+        sys.stderr.write(f"{PROG}: the Ray Train run was aborted; its workers are stopped\n")
+        return INTERRUPTED
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

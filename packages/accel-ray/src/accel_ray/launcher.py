@@ -1,0 +1,82 @@
+"""The Ray launcher: ``accel launch --ray`` runs the script as a Ray Train job.
+
+The plan's command is the driver, ``python -m accel_ray.driver``, run (and supervised)
+on the launching machine like torchrun would be: it connects to the Ray cluster, starts
+one Ray Train worker per process and waits for them. The variables every worker gets
+(the ``ACCEL_*`` settings and the plugins' variables) travel to the workers as one JSON
+variable, :data:`WORKER_ENV`, which the driver turns into the job's runtime environment.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from accel.errors import UsageError
+from accel.launchers import Launcher, LaunchPlan
+
+from .config import RAY_SECTION
+
+WORKER_ENV = "ACCEL_RAY_WORKER_ENV"
+"""JSON of the variables the plan gives every worker (read by :mod:`accel_ray.driver`)."""
+DRIVER_MODULE = "accel_ray.driver"
+"""Module the plan runs on the launching machine."""
+
+
+def ray_settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The typed ``ray_config`` values of ``config`` (defaults filled in)."""
+    return RAY_SECTION.read(config.get("ray_config") or {})
+
+
+def num_workers(config: Mapping[str, Any]) -> int:
+    """``ray_num_workers``, else ``num_processes`` (at least 1)."""
+    settings = ray_settings(config)
+    return int(settings.get("ray_num_workers") or config.get("num_processes") or 1)
+
+
+class RayLauncher(Launcher):
+    """Runs the script on a Ray cluster, one Ray Train worker per process (``--ray``)."""
+
+    name = "ray"
+    priority = 200
+
+    def claims(self, config: dict[str, Any]) -> bool:
+        """``ray_config.use_ray`` (``accel launch --ray``)."""
+        return bool(ray_settings(config).get("use_ray"))
+
+    def command(self, config: dict[str, Any], script: list[str]) -> list[str]:
+        """``python -m accel_ray.driver --script script.py args`` (``--module`` with ``-m``)."""
+        if config.get("no_python"):
+            raise UsageError(
+                "--ray runs Python scripts in Ray Train workers: drop --no_python "
+                "(or launch the program without --ray)"
+            )
+        target, *args = script
+        mode = "--module" if config.get("module") else "--script"
+        return [sys.executable, "-m", DRIVER_MODULE, mode, target, *args]
+
+    def plan(
+        self, config: dict[str, Any], script: list[str], environment: Mapping[str, str]
+    ) -> LaunchPlan:
+        """The driver command; the workers' variables ride along in :data:`WORKER_ENV`."""
+        settings = ray_settings(config)
+        workers = num_workers(config)
+        address = settings.get("ray_address") or "$RAY_ADDRESS or a local Ray instance"
+        env = dict(environment)
+        env[WORKER_ENV] = json.dumps(dict(environment), sort_keys=True)
+        return LaunchPlan(
+            launcher=self.name,
+            argv=self.command(config, script),
+            environment=env,
+            script=list(script),
+            num_processes=workers,
+            num_machines=1,
+            nproc_per_node=workers,
+            machine_rank=None,  # Ray places the workers
+            where=f"Ray cluster at {address} ({workers} Ray Train workers)",
+        )
+
+
+__all__ = ["DRIVER_MODULE", "RayLauncher", "WORKER_ENV", "num_workers", "ray_settings"]

@@ -1,0 +1,65 @@
+"""Entry-point module of accel-ray: the Ray launcher, ``ray_config``, flags and checkpoint hooks.
+
+Nothing here imports Ray or torch at registration: each hook imports what it needs when
+it is called, and the checkpoint hooks return at once in a process that never loaded Ray.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accel.hookspecs import hookimpl
+
+
+@hookimpl
+def accel_launchers() -> list[type]:
+    """The Ray launcher (``accel launch --ray``)."""
+    from .launcher import RayLauncher
+
+    return [RayLauncher]
+
+
+@hookimpl
+def accel_config_sections() -> dict[str, Any]:
+    """The ``ray_config`` section, declared in :data:`accel_ray.config.RAY_SECTION`."""
+    from .config import RAY_SECTION
+
+    return {RAY_SECTION.key: RAY_SECTION}
+
+
+@hookimpl
+def accel_launch_arguments(parser: Any) -> None:
+    """``--ray`` and the ``--ray_*`` flags."""
+    from .config import RAY_SECTION
+
+    RAY_SECTION.add_arguments(parser)
+
+
+@hookimpl
+def accel_checkpoint_saved(accelerator: Any, path: str) -> None:
+    """Inside a Ray Train worker with reporting on: report the checkpoint to Ray."""
+    from .checkpoints import report_saved
+
+    report_saved(accelerator, path)
+
+
+@hookimpl
+def accel_before_resume(accelerator: Any, checkpoint_root: str) -> None:
+    """Inside a Ray Train worker: copy in the checkpoint Ray restored after a restart."""
+    from .checkpoints import restore_checkpoint
+
+    restore_checkpoint(checkpoint_root)
+
+
+@hookimpl
+def accel_env_info() -> dict[str, str]:
+    """The installed Ray version and the cluster address in ``RAY_ADDRESS``."""
+    import os
+    from importlib import metadata
+
+    try:
+        version = metadata.version("ray")
+    except metadata.PackageNotFoundError:
+        return {"Ray": "not installed (pip install accel-ray)"}
+    address = os.environ.get("RAY_ADDRESS")
+    return {"Ray": f"{version}" + (f" (RAY_ADDRESS={address})" if address else "")}

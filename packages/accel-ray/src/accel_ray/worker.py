@@ -1,0 +1,111 @@
+"""What each Ray Train worker of ``accel launch --ray`` runs: the script, as ``__main__``.
+
+The worker is a Ray Train worker process: Ray has already set ``RANK``, ``WORLD_SIZE``,
+``LOCAL_RANK``, ``MASTER_ADDR``/``MASTER_PORT`` and initialised the process group, and
+the job's runtime environment carries the launch's ``ACCEL_*`` variables, so the
+script's ``Accelerator()`` joins Ray's group. A script that raises or exits non-zero
+fails the worker with :class:`ScriptFailed`, which carries the same failure record a
+local worker writes (rank, error, traceback) back to the driver.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import sys
+import time
+import traceback
+from typing import Any
+
+
+class ScriptFailed(RuntimeError):
+    """The script of one Ray Train worker failed; ``record`` says which rank and how."""
+
+    def __init__(self, record: str):
+        super().__init__(record)
+        self.record = record
+
+    def __str__(self) -> str:
+        info = json.loads(self.record)
+        return f"rank {info['rank']}: {info['error']}"
+
+    def info(self) -> dict[str, Any]:
+        """The failure record as a dict (the keys of accel's local worker records)."""
+        return json.loads(self.record)
+
+
+def _format(exc: BaseException) -> str:
+    """The traceback without this module's and runpy's frames."""
+    tb = exc.__traceback__
+    while tb is not None and (
+        tb.tb_frame.f_code.co_filename in (__file__, runpy.__file__)
+        or tb.tb_frame.f_code.co_filename.startswith("<frozen runpy")
+    ):
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def _record(context: Any, exc: BaseException | None, code: int) -> str:
+    return json.dumps(
+        {
+            "rank": context.get_world_rank(),
+            "local_rank": context.get_local_rank(),
+            "group_rank": context.get_node_rank(),
+            "restart": 0,
+            "time": time.time(),
+            "exit_code": code,
+            "error": f"{type(exc).__name__}: {exc}" if exc is not None else f"exit code {code}",
+            "traceback": _format(exc) if exc is not None else "",
+        }
+    )
+
+
+def _use_ray_device() -> None:
+    """On GPU workers, accel uses the device Ray assigned (``ACCEL_TORCH_DEVICE``)."""
+    from accel import environment
+
+    if environment.get_str(environment.TORCH_DEVICE) or environment.get_bool(environment.USE_CPU):
+        return
+    from ray.train.torch import get_device
+
+    device = get_device()
+    if device.type != "cpu":
+        os.environ[environment.TORCH_DEVICE] = str(device)
+
+
+def run_script(config: dict[str, Any]) -> None:
+    """``train_loop_per_worker`` of the launch: run ``config["script"]`` as ``__main__``.
+
+    ``config``: ``script`` (path or module and its arguments), ``module`` (run with
+    ``-m``) and ``cwd`` (the launching directory, entered when it exists here and the
+    runtime environment ships no ``working_dir``).
+    """
+    import ray.train
+
+    context = ray.train.get_context()
+    cwd = config.get("cwd")
+    if cwd and os.path.isdir(cwd) and not config.get("working_dir"):
+        os.chdir(cwd)
+    _use_ray_device()
+    target, *args = config["script"]
+    sys.argv = [target, *args]
+    try:
+        if config.get("module"):
+            sys.path.insert(0, os.getcwd())
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        else:
+            path = os.path.abspath(target)
+            sys.path.insert(0, os.path.dirname(path))
+            runpy.run_path(path, run_name="__main__")
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if code:
+            raise ScriptFailed(_record(context, None, code)) from None
+    except BaseException as exc:
+        sys.stderr.write(_format(exc))
+        sys.stderr.flush()
+        raise ScriptFailed(_record(context, exc, 1)) from None
+
+
+__all__ = ["ScriptFailed", "run_script"]

@@ -1,0 +1,111 @@
+"""The ``ray_config`` section, the Ray launcher's plan and the driver's failure records (no Ray run)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from accel.errors import ConfigError, UsageError
+from accel.launchers import plan_launch
+from accel_ray.config import RAY_SECTION, read_resources, read_runtime_env
+from accel_ray.launcher import DRIVER_MODULE, WORKER_ENV, RayLauncher
+
+
+def test_resources_from_text_json_and_mapping():
+    assert read_resources("CPU=2, GPU=1", "x") == {"CPU": 2.0, "GPU": 1.0}
+    assert read_resources('{"CPU": 1, "custom": 0.5}', "x") == {"CPU": 1.0, "custom": 0.5}
+    assert read_resources({"CPU": "3"}, "x") == {"CPU": 3.0}
+    for bad, words in [("CPU", "NAME=AMOUNT"), ("CPU=two", "not a number"), ("CPU=-1", "negative")]:
+        with pytest.raises(ConfigError, match=words):
+            read_resources(bad, "ray_config.ray_resources_per_worker")
+
+
+def test_runtime_env_from_json_and_files(tmp_path):
+    assert read_runtime_env('{"env_vars": {"A": "1"}}', "x") == {"env_vars": {"A": "1"}}
+    (tmp_path / "env.yaml").write_text("working_dir: .\nenv_vars:\n  A: '1'\n")
+    assert read_runtime_env(str(tmp_path / "env.yaml"), "x") == {
+        "working_dir": ".",
+        "env_vars": {"A": "1"},
+    }
+    with pytest.raises(ConfigError, match="neither JSON nor an existing"):
+        read_runtime_env("missing.yaml", "x")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        read_runtime_env("{bad", "x")
+
+
+def test_section_defaults_and_validation():
+    values = RAY_SECTION.read({})
+    assert values["use_ray"] is False and values["ray_max_failures"] == 0
+    assert values["ray_report_checkpoints"] is True
+    assert RAY_SECTION.validate({"ray_num_workers": 0})  # below the minimum
+    assert RAY_SECTION.validate({"ray_adress": "x"})  # unknown key
+
+
+def _settings(**ray: object) -> dict:
+    return {
+        "compute_environment": "LOCAL_MACHINE",
+        "distributed_type": "MULTI_CPU",
+        "num_processes": 2,
+        "use_cpu": True,
+        "ray_config": {"use_ray": True, **ray},
+    }
+
+
+def test_plan_runs_the_driver_with_the_workers_environment():
+    plan = plan_launch(_settings(ray_address="127.0.0.1:6379"), ["train.py", "--lr", "1"])
+    assert plan.launcher == "ray"
+    assert plan.argv == [sys.executable, "-m", DRIVER_MODULE, "--script", "train.py", "--lr", "1"]
+    assert (plan.num_processes, plan.machine_rank) == (2, None)
+    assert "127.0.0.1:6379" in plan.where
+    workers = json.loads(plan.environment[WORKER_ENV])
+    assert workers["ACCEL_USE_CPU"] == "true" and "ACCEL_LAUNCH_CONFIG" in workers
+    assert WORKER_ENV not in workers
+    assert plan_launch(_settings(ray_num_workers=3), ["t.py"]).num_processes == 3
+    module = plan_launch(_settings(), ["pkg.train"], module=True)
+    assert module.argv[-2:] == ["--module", "pkg.train"]
+
+
+def test_plan_refuses_no_python_and_is_not_chosen_without_ray():
+    with pytest.raises(UsageError, match="drop --no_python"):
+        plan_launch(_settings(), ["prog"], no_python=True)
+    settings = _settings()
+    settings["ray_config"] = {}
+    assert not RayLauncher().claims(settings)
+    assert plan_launch(settings, ["t.py"]).launcher != "ray"
+
+
+def test_registration_imports_neither_ray_nor_torch():
+    code = (
+        "import sys, accel_ray, accel_ray.plugin, accel_ray.launcher, accel_ray.config\n"
+        "from accel.plugins import registry\n"
+        "assert 'ray' in registry.launchers()\n"
+        "heavy = [m for m in ('ray', 'torch') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_failure_records_name_each_failing_rank():
+    pytest.importorskip("ray.train", reason="Ray (ray[train]) is not installed")
+    from accel_ray.driver import failure_records
+    from accel_ray.worker import ScriptFailed
+    from ray.train import WorkerGroupError
+
+    record = {
+        "rank": 1,
+        "local_rank": 0,
+        "group_rank": 1,
+        "restart": 0,
+        "time": 2.0,
+        "exit_code": 1,
+        "error": "ValueError: no",
+        "traceback": "Traceback ...",
+    }
+    error = WorkerGroupError(
+        "two failed", {1: ScriptFailed(json.dumps(record)), 0: RuntimeError("actor died\nmore")}
+    )
+    records = failure_records(error)
+    assert records[1] == record
+    assert records[0]["rank"] == 0 and records[0]["error"] == "RuntimeError: actor died"
