@@ -98,8 +98,10 @@ def test_failing_rank_on_the_second_node_is_reported(ray_cluster, tmp_path):
     assert records[0]["node_id"] != records[1]["node_id"], "both workers ran on one node"
     assert all(r["sum"] == 3.0 and r["world"] == 2 for r in records), records
     summary = [line for line in err.splitlines() if "failed first" in line]
+    # Ray Train numbers nodes by IP address: both nodes are 127.0.0.1 here, so Ray's context
+    # says node rank 0 and local rank 1 for the worker on the second node
     assert summary == [
-        "accel launch: worker rank 1 (local rank 0, machine 1) failed first: "
+        "accel launch: worker rank 1 (local rank 1, machine 0) failed first: "
         "ValueError: rank 1 fails on purpose"
     ], err[-3000:]
     tail = err[err.index("the end of rank 1's traceback") :]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 
@@ -54,17 +55,30 @@ def _settings(**ray: object) -> dict:
 
 
 def test_plan_runs_the_driver_with_the_workers_environment():
-    plan = plan_launch(_settings(ray_address="127.0.0.1:6379"), ["train.py", "--lr", "1"])
+    with socket.socket() as server:  # a "cluster" that accepts connections
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        plan = plan_launch(_settings(ray_address=address), ["train.py", "--lr", "1"])
     assert plan.launcher == "ray"
     assert plan.argv == [sys.executable, "-m", DRIVER_MODULE, "--script", "train.py", "--lr", "1"]
     assert (plan.num_processes, plan.machine_rank) == (2, None)
-    assert "127.0.0.1:6379" in plan.where
+    assert address in plan.where
     workers = json.loads(plan.environment[WORKER_ENV])
     assert workers["ACCEL_USE_CPU"] == "true" and "ACCEL_LAUNCH_CONFIG" in workers
     assert WORKER_ENV not in workers
     assert plan_launch(_settings(ray_num_workers=3), ["t.py"]).num_processes == 3
     module = plan_launch(_settings(), ["pkg.train"], module=True)
     assert module.argv[-2:] == ["--module", "pkg.train"]
+
+
+def test_unreachable_address_is_a_usage_error():
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # bound, never listening: connections are refused
+        with pytest.raises(UsageError, match=f"127.0.0.1:{port}: no Ray cluster answers there"):
+            plan_launch(_settings(ray_address=f"127.0.0.1:{port}"), ["t.py"])
+    plan_launch(_settings(ray_address="ray://head:10001"), ["t.py"])  # not probed
 
 
 def test_plan_refuses_no_python_and_is_not_chosen_without_ray():

@@ -43,11 +43,15 @@ def _usage() -> int:
     return 2
 
 
+QUIET_PRINT = {"RAY_TRAIN_ENABLE_PRINT_PATCH": "0"}
+"""Workers' ``print`` goes straight to their output (Ray Train would also log each line)."""
+
+
 def runtime_env(settings: dict[str, Any]) -> dict[str, Any]:
     """The job's runtime environment: the user's, with the workers' variables in ``env_vars``."""
     env = dict(settings.get("ray_runtime_env") or {})
     workers = json.loads(os.environ.get(WORKER_ENV) or "{}")
-    env["env_vars"] = {**(env.get("env_vars") or {}), **workers}
+    env["env_vars"] = {**QUIET_PRINT, **(env.get("env_vars") or {}), **workers}
     return env
 
 
@@ -146,8 +150,22 @@ def main(argv: list[str] | None = None) -> int:
     config = launched_config()
     settings = RAY_SECTION.read(config.get("ray_config") or {})
     import ray
-    from ray.train import WorkerGroupError
+    from ray.train import TrainingFailedError, WorkerGroupError
 
+    for name, value in QUIET_PRINT.items():  # Ray Train hands it on to its controller
+        os.environ.setdefault(name, value)
+
+    address = settings.get("ray_address")
+    init: dict[str, Any] = {"runtime_env": runtime_env(settings), "log_to_driver": True}
+    if not address and not os.environ.get("RAY_ADDRESS"):
+        init["include_dashboard"] = False  # a new local instance: no web server
+    try:
+        ray.init(address=address, **init)
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        where = address or os.environ.get("RAY_ADDRESS") or "a new local instance"
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        sys.stderr.write(f"{PROG}: error: cannot connect to the Ray cluster at {where}: {first}\n")
+        return 2
     # Ray Train's own SIGINT handler aborts the run gracefully; SIGTERM is sent on as SIGINT.
     # The wakeup pipe records either signal, whoever's handler runs.
     read_fd, write_fd = os.pipe()
@@ -155,12 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     os.set_blocking(write_fd, False)
     signal.set_wakeup_fd(write_fd)
     signal.signal(signal.SIGTERM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
-    address = settings.get("ray_address")
-    init: dict[str, Any] = {"runtime_env": runtime_env(settings), "log_to_driver": True}
-    if not address and not os.environ.get("RAY_ADDRESS"):
-        init["include_dashboard"] = False  # a new local instance: no web server
-    ray.init(address=address, **init)
-    code = 0
+    code, failure = 0, None
     try:
         trainer_for(config, script, module).fit()
     except WorkerGroupError as exc:
@@ -168,13 +181,19 @@ def main(argv: list[str] | None = None) -> int:
         _write_records(records)
         first = min(records, key=lambda r: r["time"])
         code = int(first["exit_code"]) or 1
-    except (KeyboardInterrupt, SystemExit, ray.exceptions.RayActorError):
-        code = INTERRUPTED
+    except TrainingFailedError as exc:  # the controller failed, not a worker
+        sys.stderr.write(f"{PROG}: the Ray Train run failed: {exc}\n")
+        code = 1
+    except (KeyboardInterrupt, SystemExit, ray.exceptions.RayActorError) as exc:
+        # Ray Train's SIGINT handler ends fit() this way; otherwise its controller died
+        code, failure = 1, exc
     finally:
         ray.shutdown()
     if _signals_seen(read_fd) & {signal.SIGINT, signal.SIGTERM}:
         sys.stderr.write(f"{PROG}: the Ray Train run was aborted; its workers are stopped\n")
         return INTERRUPTED
+    if failure is not None:
+        sys.stderr.write(f"{PROG}: the Ray Train run ended unexpectedly: {failure!r}\n")
     return code
 
 

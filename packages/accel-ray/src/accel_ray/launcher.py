@@ -36,6 +36,25 @@ def num_workers(config: Mapping[str, Any]) -> int:
     return int(settings.get("ray_num_workers") or config.get("num_processes") or 1)
 
 
+def check_reachable(address: str, timeout: float = 5.0) -> None:
+    """A ``host:port`` cluster address must accept connections (``ray://`` and names pass).
+
+    Ray itself retries an unreachable address for minutes; this says so at once.
+    """
+    host, sep, port = address.rpartition(":")
+    if "://" in address or not sep or not port.isdigit():
+        return
+    import socket
+
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise UsageError(
+            f"--ray_address {address}: no Ray cluster answers there ({exc.strerror or exc}); "
+            "start one with `ray start --head` or fix the address"
+        ) from None
+
+
 class RayLauncher(Launcher):
     """Runs the script on a Ray cluster, one Ray Train worker per process (``--ray``)."""
 
@@ -63,6 +82,8 @@ class RayLauncher(Launcher):
         """The driver command; the workers' variables ride along in :data:`WORKER_ENV`."""
         settings = ray_settings(config)
         workers = num_workers(config)
+        if settings.get("ray_address"):
+            check_reachable(settings["ray_address"])
         address = settings.get("ray_address") or "$RAY_ADDRESS or a local Ray instance"
         env = dict(environment)
         env[WORKER_ENV] = json.dumps(dict(environment), sort_keys=True)
@@ -79,4 +100,11 @@ class RayLauncher(Launcher):
         )
 
 
-__all__ = ["DRIVER_MODULE", "RayLauncher", "WORKER_ENV", "num_workers", "ray_settings"]
+__all__ = [
+    "DRIVER_MODULE",
+    "RayLauncher",
+    "WORKER_ENV",
+    "check_reachable",
+    "num_workers",
+    "ray_settings",
+]
