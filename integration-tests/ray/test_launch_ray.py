@@ -142,6 +142,17 @@ def test_ctrl_c_stops_the_ray_run_and_its_workers(ray_cluster, tmp_path):
         time.sleep(0.5)
     assert not any(_alive(pid) for pid in pids), f"Ray Train workers left running: {pids}"
 
+    # nor the run's controller, nor Ray Train's placement-group cleaner (cluster-wide
+    # services such as Ray's autoscaling coordinator stay)
+    def run_actors() -> dict[int, str]:
+        names = ("TrainController", "RayTrainWorker", "PlacementGroupCleaner")
+        return {p: t for p, t in ray_cluster.ray_processes().items() if any(n in t for n in names)}
+
+    deadline = time.monotonic() + 30
+    while run_actors() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not run_actors(), run_actors()
+
 
 def test_ray_flags_without_accel_ray_name_the_package(tmp_path):
     (tmp_path / "x.py").write_text("print('never runs')\n")

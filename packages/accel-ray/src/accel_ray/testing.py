@@ -54,6 +54,35 @@ class LocalRayCluster:
         self.nodes = 0
         self._proc: subprocess.Popen | None = None
 
+    def ray_processes(self) -> dict[int, str]:
+        """``{pid: title}`` of the Ray actors and tasks now running on this cluster's nodes
+        (``ray::TrainController``, ``ray::RayTrainWorker``, ...; idle workers left out)."""
+        if self._proc is None:
+            return {}
+        children: dict[int, list[int]] = {}
+        titles: dict[int, str] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", encoding="utf-8") as handle:
+                    parent = int(handle.read().rpartition(")")[2].split()[1])
+                with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                    titles[int(entry)] = handle.read().replace(b"\0", b" ").decode().strip()
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(parent, []).append(int(entry))
+        found, stack = {}, [self._proc.pid]
+        while stack:
+            pid = stack.pop()
+            stack.extend(children.get(pid, []))
+            title = titles.get(pid, "")
+            if title.startswith("ray::") and not title.startswith(
+                ("ray::IDLE", "ray::DashboardAgent", "ray::RuntimeEnvAgent")
+            ):
+                found[pid] = title
+        return found
+
     def environment(self) -> dict[str, str]:
         """``os.environ`` plus what a driver of this cluster needs (``RAY_ADDRESS``, ...)."""
         return {**os.environ, **ENVIRONMENT, "RAY_ADDRESS": self.address}
