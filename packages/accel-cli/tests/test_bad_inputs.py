@@ -115,6 +115,14 @@ CASES = [
         ["--fsdp_sharding_strategy", "accel-fsdp"],
     ),
     ("deepspeed-absent", ["launch", "--use_deepspeed", "s.py"], {}, {}, ["accel-deepspeed"]),
+    ("ray-absent", ["launch", "--ray", "s.py"], {}, {}, ["--ray", "accel-ray", "pip install"]),
+    (
+        "ray-flag-absent",
+        ["launch", "--ray_address", "127.0.0.1:6379", "s.py"],
+        {},
+        {},
+        ["--ray_address", "accel-ray"],
+    ),
     (
         "zero-stage-absent",
         ["launch", "--zero_stage=3", "s.py"],
