@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -46,17 +47,17 @@ def in_ray_train_worker() -> bool:
 def auto_report() -> bool:
     """Whether every ``save_state()`` is reported (``ACCEL_RAY_REPORT_CHECKPOINTS`` or the launch's
     ``ray_config.ray_report_checkpoints``), inside a Ray Train worker."""
+    if not in_ray_train_worker():  # first: cheap in a process that never loaded Ray
+        return False
     from accel.config.sections import parse_bool
 
     value = os.environ.get(REPORT_ENV)
     if value is not None:
-        enabled = parse_bool(REPORT_ENV, value)
-    else:
-        from .config import RAY_SECTION
+        return parse_bool(REPORT_ENV, value)
+    from .config import RAY_SECTION
 
-        settings = RAY_SECTION.read()
-        enabled = bool(settings["use_ray"] and settings["ray_report_checkpoints"])
-    return enabled and in_ray_train_worker()
+    settings = RAY_SECTION.read()
+    return bool(settings["use_ray"] and settings["ray_report_checkpoints"])
 
 
 def _uploads(accelerator: Any, path: Path) -> bool:
@@ -144,7 +145,7 @@ def restore_checkpoint(checkpoint_root: str | os.PathLike) -> Path | None:
     if target.exists():
         return target
     root.mkdir(parents=True, exist_ok=True)
-    staging = root / f"{name}.accel-ray-{os.getpid()}"
+    staging = root / f"{name}.accel-ray-{socket.gethostname()}-{os.getpid()}"
     with checkpoint.as_directory() as source:
         shutil.copytree(source, staging, dirs_exist_ok=True)
     try:

@@ -4,10 +4,10 @@
 run :func:`train`; in the first attempt rank 1 SIGKILLs itself mid-step, after a
 checkpoint was reported, and Ray restarts the worker group. The restarted workers use a
 fresh ``project_dir`` (so ``accelerator.resume()`` can only find the checkpoint through
-``ray.train.get_checkpoint()``). ``python ray_train.py script OUT`` is the plain script
-(torchrun, ``accel launch``, ``accel launch --ray``): uninterrupted, and reporting to Ray
-when it runs in a Ray Train worker. Each writes OUT/final.pt, OUT/predictions.pt and one
-OUT/note-*.json per start.
+``ray.train.get_checkpoint()``). ``python ray_train.py script OUT [fail]`` is the plain
+script (torchrun, ``accel launch``, ``accel launch --ray``): uninterrupted, and reporting to
+Ray when it runs in a Ray Train worker; with ``fail``, rank 1 raises once the weights are
+saved. Each writes OUT/final.pt, OUT/predictions.pt and one OUT/note-*.json per start.
 
 The step loop uses prepare, accumulate, save_state (+ report to Ray), resume, a tracker
 on the main process and gather_for_metrics; in Ray, a Ray Data shard's
@@ -56,11 +56,11 @@ class FileTracker(GeneralTracker):
             handle.write(json.dumps({"step": step, **values, "pid": os.getpid()}) + "\n")
 
 
-def train(out: Path, kill: bool = False, ray_data: bool = False) -> None:
+def train(out: Path, kill: bool = False, ray_data: bool = False, fail: bool = False) -> None:
     """Train a tiny model for EPOCHS; rank 0 writes out/final.pt.
 
     ``kill``: rank 1 of the first attempt SIGKILLs itself at KILL_AT; ``ray_data``: also
-    gather the ids of the Ray Data shard ``eval``.
+    gather the ids of the Ray Data shard ``eval``; ``fail``: rank 1 raises at the end.
     """
     import torch.distributed as dist
     from accel_ray import in_ray_train_worker, save_and_report
@@ -101,6 +101,7 @@ def train(out: Path, kill: bool = False, ray_data: bool = False) -> None:
         "resumed": resumed,
         "attempt": attempt,
         "master_addr": os.environ.get("MASTER_ADDR"),
+        "ray_node": _ray_node() if in_ray else None,
     }
     (out / f"note-rank{accelerator.process_index}-attempt{attempt}.json").write_text(
         json.dumps(note)
@@ -147,7 +148,16 @@ def train(out: Path, kill: bool = False, ray_data: bool = False) -> None:
     if accelerator.is_main_process:
         torch.save(accelerator.unwrap_model(model).state_dict(), out / "final.pt")
         torch.save(predictions, out / "predictions.pt")
+    accelerator.wait_for_everyone()  # the files are written before any rank fails
     accelerator.end_training()
+    if fail and accelerator.process_index == 1:
+        raise ValueError("rank 1 fails after training")
+
+
+def _ray_node() -> str:
+    import ray
+
+    return ray.get_runtime_context().get_node_id()
 
 
 def train_loop_per_worker(config: dict) -> None:
@@ -187,4 +197,4 @@ if __name__ == "__main__":
     if mode == "ray":
         ray_driver(folder, sys.argv[3])
     else:
-        train(folder)
+        train(folder, fail=sys.argv[3:] == ["fail"])
