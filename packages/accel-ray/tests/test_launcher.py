@@ -81,9 +81,11 @@ def test_unreachable_address_is_a_usage_error():
     plan_launch(_settings(ray_address="ray://head:10001"), ["t.py"])  # not probed
 
 
-def test_plan_refuses_no_python_and_is_not_chosen_without_ray():
+def test_plan_refuses_no_python_max_restarts_and_is_not_chosen_without_ray():
     with pytest.raises(UsageError, match="drop --no_python"):
         plan_launch(_settings(), ["prog"], no_python=True)
+    with pytest.raises(UsageError, match="use --ray_max_failures"):
+        plan_launch({**_settings(), "max_restarts": 2}, ["t.py"])
     settings = _settings()
     settings["ray_config"] = {}
     assert not RayLauncher().claims(settings)

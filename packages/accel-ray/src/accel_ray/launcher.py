@@ -82,6 +82,11 @@ class RayLauncher(Launcher):
         """The driver command; the workers' variables ride along in :data:`WORKER_ENV`."""
         settings = ray_settings(config)
         workers = num_workers(config)
+        if int(config.get("max_restarts") or 0):
+            raise UsageError(
+                "--max_restarts restarts torchrun's workers; with --ray, Ray restarts them: "
+                "use --ray_max_failures N"
+            )
         if settings.get("ray_address"):
             check_reachable(settings["ray_address"])
         address = settings.get("ray_address") or "$RAY_ADDRESS or a local Ray instance"
