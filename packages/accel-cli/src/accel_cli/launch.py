@@ -607,7 +607,8 @@ def _origins(resolved: Any) -> str:
         source = resolved.source(name)
         if source.kind == "default" and name not in resolved.job.settings:
             continue
-        shown.append(f"{name}={resolved.values.get(name)} ({source})")
+        origin = f"derived: {source.detail}" if source.kind == "derived" else str(source)
+        shown.append(f"{name}={resolved.values.get(name)} ({origin})")
     return ", ".join(shown)
 
 
