@@ -1,7 +1,7 @@
 """``accel launch``: resolve the settings, pick a launcher, run the script.
 
-Settings come from defaults < config file < ``ACCEL_*`` environment < flags (see
-:mod:`accel.config.settings`). One process runs the script directly (the launcher
+Settings come from defaults < config file < a Kubeflow pod's variables < ``ACCEL_*``
+environment < flags (see :mod:`accel.config.settings`). One process runs the script directly (the launcher
 process becomes the script); several processes or machines run
 ``python -m torch.distributed.run``, whose workers get the resolved settings as
 ``ACCEL_*`` variables. ``--help`` and every bad-input error stay torch-free.
@@ -27,8 +27,10 @@ Launch a training script on one process, several processes or several machines.
 
 Settings are taken, lowest precedence first, from the defaults, the config file
 (--config_file, $ACCEL_CONFIG_FILE or the default file written by `accel config`),
-ACCEL_* environment variables and these flags. `accel config show` prints every
-resolved setting and where it came from.
+a Kubeflow pod's variables (PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR, ...: machines,
+rank, rendezvous and processes per machine in a PyTorchJob or TrainJob), ACCEL_*
+environment variables and these flags. `accel config show` prints every resolved
+setting and where it came from.
 
 Every option may also be written with hyphens, as in Accelerate: --num-processes for
 --num_processes, --mixed-precision for --mixed_precision (plugins' options too).
