@@ -1,8 +1,8 @@
 """``accel launch``: resolve the settings, pick a launcher, run the script.
 
 Settings come from defaults < config file < a Kubeflow pod's variables < ``ACCEL_*``
-environment < flags (see :mod:`accel.config.settings`). One process runs the script directly (the launcher
-process becomes the script); several processes or machines run
+environment < flags (see :mod:`accel.config.settings`). One process runs the script
+directly (the launcher process becomes the script); several processes or machines run
 ``python -m torch.distributed.run``, whose workers get the resolved settings as
 ``ACCEL_*`` variables. ``--help`` and every bad-input error stay torch-free.
 """

@@ -129,7 +129,8 @@ def processes_per_pod(value: str, use_cpu: bool = False) -> tuple[int, str]:
     if text.isdigit() and int(text) >= 1:
         return int(text), ""
     if text == "cpu":
-        return os.cpu_count() or 1, f"{os.cpu_count() or 1} CPU cores"
+        cores = os.cpu_count() or 1
+        return cores, f"{cores} CPU core{'s' if cores > 1 else ''}"
     if text in ("auto", "gpu"):
         from accel import devices  # imports torch: only for these two values
 
