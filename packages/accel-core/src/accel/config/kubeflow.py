@@ -121,15 +121,18 @@ def _endpoint(value: str) -> tuple[str, int]:
 def processes_per_pod(value: str, use_cpu: bool = False) -> tuple[int, str]:
     """``PET_NPROC_PER_NODE`` as a number of processes, and how it was counted.
 
-    A number is itself; ``auto`` is one process per accelerator (one on a CPU-only pod, or
-    with ``use_cpu``: the operator counts such a pod as one process); ``gpu`` one per GPU;
-    ``cpu`` one per CPU core, as torchrun counts them.
+    A number is itself; ``auto`` is one process per accelerator, as torchrun's, but one on a
+    CPU-only pod or with ``use_cpu`` (torchrun would start one per core; the operator's
+    ``WORLD_SIZE`` counts such a pod as one process); ``gpu`` one per GPU; ``cpu`` one
+    per core this process may use, as torchrun counts them.
     """
     text = value.strip().lower()
     if text.isdigit() and int(text) >= 1:
         return int(text), ""
     if text == "cpu":
-        cores = os.cpu_count() or 1
+        # the cores this process may use, as torchrun counts them (cgroups, taskset)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+        cores = cores or os.cpu_count() or 1
         return cores, f"{cores} CPU core{'s' if cores > 1 else ''}"
     if text in ("auto", "gpu"):
         from accel import devices  # imports torch: only for these two values
