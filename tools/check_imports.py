@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ROOT / "packages"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("accel.catalog", "accel.errors", "accel.environment", "accel.sizes"),
+    ("accel.catalog", "accel.errors", "accel.environment", "accel.sizes", "accel.forwarding"),
     ("accel.types", "accel.kwargs", "accel.hookspecs", "accel.devices", "accel.contexts"),
     ("accel.plugins", "accel._lazy"),
     ("accel.config", "accel.parallelism_config"),
@@ -58,7 +58,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("accel.precision", "accel.backends", "accel.quantization", "accel.big_model.hooks"),
     ("accel.big_model", "accel.inference"),
     ("accel.checkpoint.async_writer",),
-    ("accel.process_helpers", "accel.tracking", "accel.checkpoint"),
+    ("accel.tracking", "accel.checkpoint"),
     ("accel.connector",),
     ("accel.accelerator",),
     ("accel.launchers",),
@@ -70,7 +70,6 @@ LAYERS: list[tuple[str, ...]] = [
         "accel.big_modeling",
         "accel.data_loader",
         "accel.stateful_loader",
-        "accel.registry",
         "accel.local_sgd",
     ),
 ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import time
 from pathlib import Path
@@ -37,7 +38,10 @@ def _workers(launcher_pid: int) -> list[psutil.Process]:
 
 
 def _checkpoints(out: Path) -> list[Path]:
-    return sorted((out / "project" / "checkpoints").glob("checkpoint_*"))
+    """The complete checkpoints (a ``checkpoint_N.accel-tmp`` being written does not count:
+    a kill before the first one is complete would leave nothing to resume from)."""
+    folder = out / "project" / "checkpoints"
+    return sorted(p for p in folder.glob("checkpoint_*") if re.fullmatch(r"checkpoint_\d+", p.name))
 
 
 def _run(launch, out: Path, kill_after: float | None, rng: random.Random):

@@ -1,8 +1,8 @@
 """``accel launch``: resolve the settings, pick a launcher, run the script.
 
-Settings come from defaults < config file < ``ACCEL_*`` environment < flags (see
-:mod:`accel.config.settings`). One process runs the script directly (the launcher
-process becomes the script); several processes or machines run
+Settings come from defaults < config file < a Kubeflow pod's variables < ``ACCEL_*``
+environment < flags (see :mod:`accel.config.settings`). One process runs the script
+directly (the launcher process becomes the script); several processes or machines run
 ``python -m torch.distributed.run``, whose workers get the resolved settings as
 ``ACCEL_*`` variables. ``--help`` and every bad-input error stay torch-free.
 """
@@ -27,8 +27,10 @@ Launch a training script on one process, several processes or several machines.
 
 Settings are taken, lowest precedence first, from the defaults, the config file
 (--config_file, $ACCEL_CONFIG_FILE or the default file written by `accel config`),
-ACCEL_* environment variables and these flags. `accel config show` prints every
-resolved setting and where it came from.
+a Kubeflow pod's variables (PET_NNODES, PET_NODE_RANK, PET_MASTER_ADDR, ...: machines,
+rank, rendezvous and processes per machine in a PyTorchJob or TrainJob), ACCEL_*
+environment variables and these flags. `accel config show` prints every resolved
+setting and where it came from.
 
 Every option may also be written with hyphens, as in Accelerate: --num-processes for
 --num_processes, --mixed-precision for --mixed_precision (plugins' options too).
@@ -544,9 +546,13 @@ def plan(argv: list[str], prog: str = "accel launch") -> dict[str, Any]:
         training_script=script[0],
         training_script_args=script[1:],
     )
+    values = dict(resolved.values)
+    if values.get("rdzv_backend") != "static" and resolved.source("machine_rank").kind == "default":
+        # a dynamic rendezvous numbers the machines itself (an elastic Kubeflow job has no rank)
+        values["machine_rank"] = config["machine_rank"] = None
     launcher = choose_launcher(config, ns.launcher)
     launch_plan = plan_launch(
-        resolved.values, script, launcher, module=bool(ns.module), no_python=bool(ns.no_python)
+        values, script, launcher, module=bool(ns.module), no_python=bool(ns.no_python)
     )
     return {
         "ns": ns,
@@ -584,16 +590,45 @@ def preemption_environment(ns: argparse.Namespace) -> dict[str, str]:
     return env
 
 
-def _topology(config: dict[str, Any], launch_plan: Any) -> str:
+TOPOLOGY_KEYS = (
+    "num_machines",
+    "max_num_machines",
+    "machine_rank",
+    "main_process_ip",
+    "main_process_port",
+    "rdzv_backend",
+    "nproc_per_node",
+    "num_processes",
+    "max_restarts",
+)
+"""Settings the summary line shows with their origin when a Kubeflow pod's environment is read."""
+
+
+def _origins(resolved: Any) -> str:
+    """``num_machines=2 (env PET_NNODES), ...``: the machine settings and where each came from."""
+    shown = []
+    for name in TOPOLOGY_KEYS:
+        source = resolved.source(name)
+        if source.kind == "default" and name not in resolved.job.settings:
+            continue
+        origin = f"derived: {source.detail}" if source.kind == "derived" else str(source)
+        shown.append(f"{name}={resolved.values.get(name)} ({origin})")
+    return ", ".join(shown)
+
+
+def _topology(config: dict[str, Any], launch_plan: Any, resolved: Any = None) -> str:
     machines = launch_plan.num_machines
     nproc = launch_plan.nproc_per_node
+    elastic = config.get("max_num_machines")
     parts = [
-        f"{machines} machine{'s' if machines > 1 else ''} x {nproc} process"
-        f"{'es' if nproc > 1 else ''}"
+        f"{machines}{f'-{elastic}' if elastic else ''} machine"
+        f"{'s' if (elastic or machines) > 1 else ''} x {nproc} process{'es' if nproc > 1 else ''}"
     ]
-    if machines > 1:
+    if machines > 1 or elastic:
         if launch_plan.machine_rank is not None:
             parts[0] += f" (this is machine {launch_plan.machine_rank})"
+        else:
+            parts[0] += " (machine rank from the rendezvous)"
         if launch_plan.where == "this machine":
             parts.append(
                 f"rendezvous {config['rdzv_backend']} at {config['main_process_ip']}:"
@@ -606,7 +641,10 @@ def _topology(config: dict[str, Any], launch_plan: Any) -> str:
     if config.get("max_restarts"):
         parts.append(f"max_restarts {config['max_restarts']}")
     parts.append(f"launcher {launch_plan.launcher}")
-    return "accel launch: " + ", ".join(parts)
+    line = "accel launch: " + ", ".join(parts)
+    if resolved is not None and resolved.job is not None:
+        line += "; Kubeflow pod: " + _origins(resolved)
+    return line
 
 
 def main(argv: list[str], prog: str = "accel launch") -> int:
@@ -625,6 +663,11 @@ def main(argv: list[str], prog: str = "accel launch") -> int:
             sys.stdout.write(f"env: {key}={env[key]}\n")
         return 0
     full_env = dict(os.environ)
+    if resolved.job is not None and p["plan"].replace_process:
+        from accel.config.kubeflow import POD_PROCESS_VARIABLES
+
+        for name in POD_PROCESS_VARIABLES:  # the pod's world is not this lone process's
+            full_env.pop(name, None)
     full_env.update(env)
     if p["plan"].replace_process:
         sys.stdout.flush()
@@ -634,7 +677,7 @@ def main(argv: list[str], prog: str = "accel launch") -> int:
         except OSError as exc:
             raise UsageError(f"cannot run {command[0]}: {exc.strerror}") from None
     if not ns.quiet:
-        sys.stderr.write(_topology(config, p["plan"]) + "\n")
+        sys.stderr.write(_topology(config, p["plan"], resolved) + "\n")
         sys.stderr.flush()
     from .supervise import supervise
 

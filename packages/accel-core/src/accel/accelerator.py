@@ -17,7 +17,7 @@ import torch
 
 from accel import environment
 from accel.backends.base import Backend
-from accel.backends.context import context_attribute
+from accel.backends.context import BackendContext
 from accel.checkpoint.manager import CheckpointManager
 from accel.connector import Connector
 from accel.contexts import NO_CONTEXT as _NO_CONTEXT
@@ -28,6 +28,7 @@ from accel.distributed.operations import (
     recursively_apply,
 )
 from accel.errors import MissingPluginError
+from accel.forwarding import forward_method, forward_property
 from accel.kwargs import (
     DataLoaderConfiguration,
     GradientAccumulationPlugin,
@@ -39,14 +40,13 @@ from accel.logging import get_logger
 from accel.optimizer import fused_backward
 from accel.precision.base import Precision
 from accel.prepared import PreparedObjects
-from accel.process_helpers import ProcessHelpers
-from accel.state import AcceleratorState, GradientState
+from accel.state import AcceleratorState, GradientState, PartialState, split_inputs
 from accel.tracking.manager import TrackerManager
 
 logger = get_logger(__name__)
 
 
-class Accelerator(ProcessHelpers):
+class Accelerator:
     """Prepare models, optimizers, data loaders and schedulers for the configured hardware and strategy.
 
     Arguments follow Accelerate's: ``mixed_precision``, ``gradient_accumulation_steps``,
@@ -61,8 +61,10 @@ class Accelerator(ProcessHelpers):
     by :class:`~accel.connector.Connector`), :attr:`checkpoints` (a
     :class:`~accel.checkpoint.manager.CheckpointManager`) and :attr:`tracking` (a
     :class:`~accel.tracking.manager.TrackerManager`). What it says about the processes
-    (``device``, ``process_index``, ``is_main_process``, ``on_main_process``,
-    ``split_between_processes``, ...) comes from :class:`~accel.process_helpers.ProcessHelpers`.
+    (``device``, ``process_index``, ``is_main_process``, ...) is read from
+    :attr:`backend_context`, the same :class:`~accel.backends.BackendContext` its backend
+    reads; the helpers that run code on some processes only (``on_main_process``,
+    ``main_process_first``, ``print``, ...) are the process-wide :attr:`state`'s.
     """
 
     def __init__(
@@ -175,24 +177,74 @@ class Accelerator(ProcessHelpers):
             steps = env_steps
         return GradientAccumulationPlugin(num_steps=steps)
 
-    # -- configuration (identity and process helpers: accel.process_helpers) ----
-    dataloader_config = context_attribute("dataloader_config")
-    rng_types = context_attribute("rng_types")
-    step_scheduler_with_optimizer = context_attribute("step_scheduler_with_optimizer")
+    # -- who this process is (the backend context's process facts) --------------
+    device = forward_property("backend_context", "device", BackendContext)
+    distributed_type = forward_property("backend_context", "distributed_type", BackendContext)
+    num_processes = forward_property("backend_context", "num_processes", BackendContext)
+    process_index = forward_property("backend_context", "process_index", BackendContext)
+    local_process_index = forward_property("backend_context", "local_process_index", BackendContext)
+    is_main_process = forward_property("backend_context", "is_main_process", BackendContext)
+    is_local_main_process = forward_property(
+        "backend_context", "is_local_main_process", BackendContext
+    )
+    is_last_process = forward_property("backend_context", "is_last_process", BackendContext)
+    use_distributed = forward_property("backend_context", "use_distributed", BackendContext)
+    mixed_precision = forward_property("backend_context", "mixed_precision", BackendContext)
+    parallelism_config = forward_property("backend_context", "parallelism_config", BackendContext)
+    torch_device_mesh = forward_property("backend_context", "torch_device_mesh", BackendContext)
 
-    @property
-    def split_batches(self) -> bool:
-        """Whether batches are split across processes rather than one per process."""
-        return self.dataloader_config.split_batches
+    # -- code for some processes only (the process-wide state's helpers) ---------
+    print = forward_method("state", "print", PartialState)
+    on_main_process = forward_method("state", "on_main_process", PartialState)
+    on_local_main_process = forward_method("state", "on_local_main_process", PartialState)
+    on_last_process = forward_method("state", "on_last_process", PartialState)
+    on_process = forward_method("state", "on_process", PartialState)
+    on_local_process = forward_method("state", "on_local_process", PartialState)
+    main_process_first = forward_method("state", "main_process_first", PartialState)
+    local_main_process_first = forward_method("state", "local_main_process_first", PartialState)
 
-    @property
-    def even_batches(self) -> bool:
-        """Whether the last batches are padded so every process gets as many."""
-        return self.dataloader_config.even_batches
+    @contextlib.contextmanager
+    def split_between_processes(self, inputs: Any, apply_padding: bool = False) -> Iterator[Any]:
+        """This process's contiguous share of ``inputs`` (list, tuple, dict of sequences, tensor).
 
-    @even_batches.setter
-    def even_batches(self, value: bool) -> None:
+        Split over the backend's data-parallel ranks (``backend.data_parallel_shard()``), as
+        the data loaders are: under tensor / context parallelism every rank of one group gets
+        the same share. With ``apply_padding`` every share has the same length, the last
+        element repeated.
+        """
+        num_shards, shard = self.backend.data_parallel_shard()
+        yield split_inputs(inputs, num_shards, shard, apply_padding)
+
+    # -- configuration and training state (shared with the backend context) -----
+    dataloader_config = forward_property(
+        "backend_context", "dataloader_config", BackendContext, writable=True
+    )
+    rng_types = forward_property("backend_context", "rng_types", BackendContext, writable=True)
+    step_scheduler_with_optimizer = forward_property(
+        "backend_context", "step_scheduler_with_optimizer", BackendContext, writable=True
+    )
+    split_batches = forward_property("backend_context", "split_batches", BackendContext)
+
+    def _set_even_batches(self, value: bool) -> None:
         self.dataloader_config.even_batches = value
+
+    even_batches = forward_property("backend_context", "even_batches", BackendContext).setter(
+        _set_even_batches
+    )
+
+    def _set_gradient_accumulation_steps(self, steps: int) -> None:
+        self.gradient_state.plugin_kwargs["num_steps"] = steps
+
+    gradient_accumulation_steps = forward_property(
+        "backend_context", "gradient_accumulation_steps", BackendContext
+    ).setter(_set_gradient_accumulation_steps)
+
+    def _set_sync_gradients(self, value: bool) -> None:
+        self.gradient_state._set_sync_gradients(value)
+
+    sync_gradients = forward_property("backend_context", "sync_gradients", BackendContext).setter(
+        _set_sync_gradients
+    )
 
     @property
     def project_dir(self) -> str | None:
@@ -208,24 +260,6 @@ class Accelerator(ProcessHelpers):
     def save_iteration(self) -> int:
         """Number of the next automatically named checkpoint."""
         return self.project_configuration.iteration
-
-    @property
-    def gradient_accumulation_steps(self) -> int:
-        """Micro-batches per optimizer step."""
-        return self.gradient_state.num_steps
-
-    @gradient_accumulation_steps.setter
-    def gradient_accumulation_steps(self, steps: int) -> None:
-        self.gradient_state.plugin_kwargs["num_steps"] = steps
-
-    @property
-    def sync_gradients(self) -> bool:
-        """Whether this step synchronises gradients and steps the optimizer."""
-        return self.gradient_state.sync_gradients
-
-    @sync_gradients.setter
-    def sync_gradients(self, value: bool) -> None:
-        self.gradient_state._set_sync_gradients(value)
 
     @property
     def optimizer_step_was_skipped(self) -> bool:

@@ -276,9 +276,15 @@ class PartialState:
         return self._only_if(lambda: self.process_index == process_index, function)
 
     def on_local_process(
-        self, function: Callable | None = None, local_process_index: int | None = None
+        self,
+        function: Callable | None = None,
+        local_process_index: int | None = None,
+        *,
+        local_process_idx: int | None = None,
     ) -> Callable:
-        """Decorator: run ``function`` only on local rank ``local_process_index``."""
+        """Decorator: run ``function`` only on local rank ``local_process_index`` (``local_process_idx``, the seed's spelling)."""
+        if local_process_index is None:
+            local_process_index = local_process_idx
         if function is None and local_process_index is None:
             raise ValueError("on_local_process needs local_process_index=N")
         return self._only_if(lambda: self.local_process_index == local_process_index, function)

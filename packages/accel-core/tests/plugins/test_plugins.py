@@ -108,7 +108,8 @@ def discovered(tmp_path_factory) -> dict:
         root,
         """
         import json, sys
-        from accel import Accelerator, registry
+        from accel import Accelerator
+        from accel.plugins import registry
         from accel.plugins import list_plugins
         infos = {p.name: p.to_dict() for p in list_plugins()}
         backend = registry.get_backend("FAKE")
@@ -192,8 +193,9 @@ def test_accel_disable_plugins(plugin_path):
 
 
 def test_missing_provider_names_the_package(monkeypatch):
-    from accel import plugins, registry
+    from accel import plugins
     from accel.errors import MissingPluginError
+    from accel.plugins import registry
 
     # without accel-tpu's entry point loaded, XLA has no backend
     monkeypatch.setenv("ACCEL_DISABLE_PLUGINS", "tpu")

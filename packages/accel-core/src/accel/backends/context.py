@@ -96,6 +96,31 @@ class BackendContext:
         return self.state.is_main_process
 
     @property
+    def is_local_main_process(self) -> bool:
+        """True on local rank 0."""
+        return self.state.is_local_main_process
+
+    @property
+    def is_last_process(self) -> bool:
+        """True on the last rank."""
+        return self.state.is_last_process
+
+    @property
+    def use_distributed(self) -> bool:
+        """True with more than one process."""
+        return self.state.use_distributed
+
+    @property
+    def parallelism_config(self) -> Any:
+        """The :class:`~accel.ParallelismConfig` (``parallelism_config=`` or ``accel launch``), or None."""
+        return self.state.parallelism_config
+
+    @property
+    def torch_device_mesh(self) -> Any:
+        """The named ``DeviceMesh`` of :attr:`parallelism_config` (``dp_shard``, ``tp``, ``dp``, ...), or None."""
+        return self.state.device_mesh
+
+    @property
     def mixed_precision(self) -> str:
         """The mixed-precision name (``no``, ``fp16``, ``bf16``, ``fp8``)."""
         return self.state.mixed_precision
@@ -159,21 +184,3 @@ class BackendContext:
             f"BackendContext(distributed_type={self.distributed_type}, device={self.device}, "
             f"num_processes={self.num_processes}, mixed_precision={self.mixed_precision})"
         )
-
-
-def context_attribute(name: str, doc: str | None = None) -> Any:
-    """A read-write property forwarding ``name`` to its owner's ``backend_context``.
-
-    How the Accelerator exposes the values it shares with its backend (``rng_types``, ...),
-    so that both always see the same one.
-    """
-
-    def get(owner: Any) -> Any:
-        return getattr(owner.backend_context, name)
-
-    def set_(owner: Any, value: Any) -> None:
-        setattr(owner.backend_context, name, value)
-
-    return property(
-        get, set_, doc=doc or f"The run's ``{name}``, shared with the backend (its context)."
-    )

@@ -7,7 +7,11 @@ hook. Every error names the file, the key and what is allowed.
 
 Settings are resolved in layers, each recording where its value came from::
 
-    default  <  config file  <  environment (ACCEL_*)  <  command-line flag
+    default  <  config file  <  Kubeflow pod (PET_*, ...)  <  environment (ACCEL_*)  <  flag
+
+The Kubeflow layer (:mod:`accel.config.kubeflow`) is the job description the training
+operator or Trainer gives each pod: it outranks a config file (often written for one
+machine and baked into the image) and yields to what the user sets explicitly.
 
 This module imports neither torch nor yaml at import time: ``accel launch --help``
 and bad-input errors stay fast.
@@ -37,6 +41,7 @@ from accel.config.keys import (  # the declarations live in their own module
     coerce,
     core_option,
 )
+from accel.config.kubeflow import MACHINE_KEYS, JobEnvironment, read_job
 from accel.config.launched import launched_config
 from accel.config.sections import section_validators
 from accel.errors import ConfigError, MissingPluginError
@@ -352,6 +357,8 @@ class ResolvedConfig:
     config_file_reason: str = ""
     notes: list[str] = field(default_factory=list)
     """Derivations worth telling the user (``distributed_type MULTI_CPU from --cpu``)."""
+    job: JobEnvironment | None = None
+    """The Kubeflow pod environment the settings read (None outside such a pod)."""
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -409,7 +416,7 @@ def resolve(
     check_plugins: bool = True,
     flag_labels: Mapping[str, str] | None = None,
 ) -> ResolvedConfig:
-    """Merge default < config file < environment < flags, recording each value's source.
+    """Merge default < config file < Kubeflow pod < environment < flags, recording sources.
 
     ``flags`` maps setting names to values given on the command line (None means
     "not given"); ``"section.key"`` names set a key inside a section; ``flag_labels``
@@ -448,6 +455,8 @@ def resolve(
                     values[name] = value
                     sources[name] = file_source
 
+    job = _apply_job(values, sources, flags or {}, environ)
+
     # environment
     for section in (CORE_SECTION, DYNAMO_SECTION):
         for key in section:
@@ -483,7 +492,7 @@ def resolve(
         values[name] = coerce(key, value, f"--{name}")
         sources[name] = flag_source
 
-    resolved = ResolvedConfig(values, sources, path, reason)
+    resolved = ResolvedConfig(values, sources, path, reason, job=job)
     _derive(resolved)
     if check_plugins:
         for name, value in values.items():
@@ -495,6 +504,48 @@ def resolve(
                 check_sections({name: value}, " + ".join(where) or "<config>")
         _check_plugins(resolved)
     return resolved
+
+
+def _apply_job(
+    values: dict[str, Any],
+    sources: dict[str, Source],
+    flags: Mapping[str, Any],
+    environ: Mapping[str, str],
+) -> JobEnvironment | None:
+    """The Kubeflow pod layer: what the pod's variables say, less what a higher layer replaces.
+
+    Besides the settings a flag or ``ACCEL_*`` variable replaces one by one, a total
+    ``num_processes`` given above drops the pod's processes per machine (the total decides
+    them), a ``num_machines`` given above drops the pod's elastic maximum, and
+    ``num_machines`` 1 given above drops every multi-machine setting (the pod runs alone).
+    """
+
+    def above(name: str) -> Any:
+        if flags.get(name) is not None:
+            return flags[name]
+        env_name = KEYS[name].env
+        return environ.get(env_name) or None if env_name else None
+
+    use_cpu = above("use_cpu")
+    use_cpu = (
+        values.get("use_cpu") if use_cpu is None else coerce(KEYS["use_cpu"], use_cpu, "use_cpu")
+    )
+    job = read_job(environ, use_cpu=bool(use_cpu))
+    if job is None:
+        return None
+    skip: set[str] = set()
+    if above("num_processes") is not None:
+        skip.add("nproc_per_node")
+    machines = above("num_machines")
+    if machines is not None:
+        skip.add("max_num_machines")
+        if str(machines).strip() == "1" and flags.get("max_num_machines") is None:
+            skip.update(MACHINE_KEYS)
+    for name, value in job.settings.items():
+        if name not in skip:
+            values[name] = value
+            sources[name] = Source("env", job.origins[name])
+    return job
 
 
 def _copy(value: Any) -> Any:
@@ -552,8 +603,10 @@ def _derive(resolved: ResolvedConfig) -> None:
     nproc = v.get("nproc_per_node")
     total = v["num_processes"]
     if nproc is not None:
-        if total != nproc * machines and v["rdzv_backend"] == "static":
-            s_num, s_np = resolved.source("num_processes"), resolved.source("nproc_per_node")
+        s_num, s_np = resolved.source("num_processes"), resolved.source("nproc_per_node")
+        # with c10d a higher num_processes stays the total (machines may differ); a lower one
+        # (a config file's, under a Kubeflow pod's processes per machine) is recomputed
+        if total != nproc * machines and (v["rdzv_backend"] == "static" or s_np.rank > s_num.rank):
             if s_num.rank >= s_np.rank:
                 raise ConfigError(
                     f"nproc_per_node {nproc} on {machines} machine(s) makes {nproc * machines} "
@@ -576,7 +629,7 @@ def _derive(resolved: ResolvedConfig) -> None:
     else:
         v["nproc_per_node"] = total // machines
         src["nproc_per_node"] = Source("derived", "from num_processes / num_machines")
-    multi = total > 1 or machines > 1
+    multi = total > 1 or machines > 1 or (elastic_max or 1) > 1
     if dtype is None:
         if multi:
             if v["use_cpu"]:
@@ -592,7 +645,7 @@ def _derive(resolved: ResolvedConfig) -> None:
             src["distributed_type"] = Source("derived", "one process")
     elif dtype == "NO" and multi:
         s_type, s_num = resolved.source("distributed_type"), resolved.source("num_processes")
-        if s_type.rank >= s_num.rank and machines == 1:
+        if s_type.rank >= s_num.rank and max(machines, elastic_max or 1) == 1:
             raise ConfigError(
                 f"{_where(resolved, 'distributed_type')} runs one process but "
                 f"{_where(resolved, 'num_processes')}; set distributed_type MULTI_CPU or "

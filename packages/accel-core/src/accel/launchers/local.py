@@ -51,10 +51,11 @@ class SimpleLauncher(Launcher):
     priority = 10
 
     def claims(self, config: dict[str, Any]) -> bool:
-        """One process, one machine, no restarts."""
+        """One process, one machine (not a MIN:MAX range of them), no restarts."""
         return (
             config.get("compute_environment", "LOCAL_MACHINE") == "LOCAL_MACHINE"
             and int(config.get("num_machines") or 1) == 1
+            and int(config.get("max_num_machines") or 1) == 1
             and int(config.get("nproc_per_node") or 1) == 1
             and int(config.get("max_restarts") or 0) == 0
         )

@@ -1,0 +1,50 @@
+"""Members that forward to a component: how a facade exposes what its parts already say.
+
+The :class:`~accel.Accelerator` answers ``accelerator.process_index`` or
+``accelerator.on_main_process`` by asking one of its components (the backend context,
+the process-wide state). These helpers build those members from the component's own
+definition, so its docstring and signature are written once, where the logic is.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+
+def _doc_of(source: type | None, name: str) -> str | None:
+    member = getattr(source, name, None) if source is not None else None
+    return getattr(member, "__doc__", None)
+
+
+def forward_property(
+    component: str, name: str, source: type | None = None, writable: bool = False
+) -> Any:
+    """A property reading ``owner.<component>.<name>`` (and writing it when ``writable``).
+
+    The docstring is the one ``source`` (the component's class) gives ``name``, if any.
+    Add a setter of your own with ``.setter(...)`` where the write goes elsewhere.
+    """
+
+    def get(owner: Any) -> Any:
+        return getattr(getattr(owner, component), name)
+
+    def set_(owner: Any, value: Any) -> None:
+        setattr(getattr(owner, component), name, value)
+
+    doc = _doc_of(source, name) or f"``{component}.{name}``."
+    return property(get, set_ if writable else None, doc=doc)
+
+
+def forward_method(component: str, name: str, source: type) -> Callable:
+    """A method calling ``owner.<component>.<name>(...)``, with that method's name, doc and signature."""
+
+    @functools.wraps(getattr(source, name))
+    def method(owner: Any, *args: Any, **kwargs: Any) -> Any:
+        return getattr(getattr(owner, component), name)(*args, **kwargs)
+
+    return method
+
+
+__all__ = ["forward_method", "forward_property"]

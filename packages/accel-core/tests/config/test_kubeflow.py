@@ -1,0 +1,79 @@
+"""Reading a Kubeflow pod's variables (accel.config.kubeflow) and their layer in resolve()."""
+
+from __future__ import annotations
+
+import pytest
+from accel.config.kubeflow import processes_per_pod, read_job
+from accel.config.settings import resolve
+from accel.errors import ConfigError
+
+TRAINJOB = {
+    "PET_NNODES": "2",
+    "PET_NPROC_PER_NODE": "3",
+    "PET_NODE_RANK": "1",
+    "JOB_COMPLETION_INDEX": "1",
+    "PET_MASTER_ADDR": "job-node-0-0.job",
+    "PET_MASTER_PORT": "29500",
+}
+
+
+def test_outside_a_pod_nothing_is_read():
+    assert read_job({}) is None
+    assert read_job({"MASTER_ADDR": "h", "MASTER_PORT": "1"}) is None  # no WORLD_SIZE / RANK
+    assert read_job({**TRAINJOB, "TORCHELASTIC_RUN_ID": "7"}) is None
+
+
+def test_trainjob_variables_and_their_origins():
+    job = read_job(TRAINJOB)
+    assert job.settings == {
+        "num_machines": 2,
+        "machine_rank": 1,
+        "main_process_ip": "job-node-0-0.job",
+        "main_process_port": 29500,
+        "nproc_per_node": 3,
+    }
+    assert job.origins["machine_rank"] == "PET_NODE_RANK"
+    no_rank = {k: v for k, v in TRAINJOB.items() if k != "PET_NODE_RANK"}
+    assert read_job(no_rank).origins["machine_rank"] == "JOB_COMPLETION_INDEX"
+
+
+def test_elastic_endpoint_forms():
+    env = {"PET_NNODES": "2:2", "PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "[fd00::1]:23456"}
+    job = read_job(env)
+    assert (job.settings["main_process_ip"], job.settings["main_process_port"]) == (
+        "fd00::1",
+        23456,
+    )
+    assert "max_num_machines" not in job.settings  # 2:2 is two machines
+    job = read_job({**env, "PET_NNODES": "1:4", "PET_RDZV_ENDPOINT": "job-worker-0"})
+    assert job.settings["main_process_port"] == 29400  # torchrun's default
+    assert (job.settings["num_machines"], job.settings["max_num_machines"]) == (1, 4)
+    with pytest.raises(ConfigError, match="PET_RDZV_ENDPOINT='h:x'"):
+        read_job({**env, "PET_RDZV_ENDPOINT": "h:x"})
+
+
+def test_processes_per_pod_values():
+    assert processes_per_pod("4") == (4, "")
+    assert processes_per_pod("auto", use_cpu=True) == (1, "use_cpu")
+    assert processes_per_pod("cpu")[0] >= 1
+    with pytest.raises(ConfigError, match="expected a number, auto, gpu or cpu"):
+        processes_per_pod("0")
+
+
+def test_the_pod_outranks_the_file_and_yields_to_accel_variables(tmp_path):
+    config = tmp_path / "laptop.yaml"
+    config.write_text(
+        "num_machines: 1\nnum_processes: 1\nmachine_rank: 0\ndistributed_type: 'NO'\n"
+    )
+    r = resolve(config_file=config, environ=TRAINJOB, check_plugins=False)
+    assert (r["num_machines"], r["machine_rank"], r["num_processes"]) == (2, 1, 6)
+    assert str(r.source("num_machines")) == "env PET_NNODES"
+    assert r["distributed_type"] in ("MULTI_CPU", "MULTI_GPU")
+    r = resolve(environ={**TRAINJOB, "ACCEL_NUM_PROCESSES": "4"}, check_plugins=False)
+    assert (r["nproc_per_node"], r.source("nproc_per_node").kind) == (2, "derived")
+
+
+def test_elastic_pod_on_one_machine_is_still_distributed():
+    env = {"PET_NNODES": "1:2", "PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "h:1"}
+    r = resolve(environ={**env, "PET_NPROC_PER_NODE": "1"}, use_config_file=False)
+    assert r["distributed_type"] != "NO" and r["max_num_machines"] == 2

@@ -1,0 +1,96 @@
+"""The Accelerator's process facts and helpers forward to its components, documented once."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from accel import Accelerator
+from accel.backends import BackendContext
+from accel.forwarding import forward_method, forward_property
+from accel.state import AcceleratorState, PartialState
+
+
+class _Part:
+    value = 1
+
+    def double(self, x: int, *, twice: bool = True) -> int:
+        """Twice ``x``."""
+        return 2 * x if twice else x
+
+
+class _Owner:
+    def __init__(self) -> None:
+        self.part = _Part()
+
+    value = forward_property("part", "value", _Part, writable=True)
+    frozen = forward_property("part", "value")
+    double = forward_method("part", "double", _Part)
+
+
+def test_forwarded_members_read_write_and_keep_the_source_signature():
+    owner = _Owner()
+    owner.value = 5
+    assert owner.part.value == 5 and owner.frozen == 5
+    with pytest.raises(AttributeError):
+        owner.frozen = 3
+    assert owner.double(4) == 8 and owner.double(4, twice=False) == 4
+    assert _Owner.double.__doc__ == "Twice ``x``."
+    assert list(inspect.signature(_Owner.double).parameters) == ["self", "x", "twice"]
+
+
+@pytest.fixture
+def accelerator():
+    AcceleratorState._reset_state()
+    yield Accelerator(cpu=True)
+    AcceleratorState._reset_state()
+
+
+def test_accelerator_process_facts_are_the_backend_contexts(accelerator):
+    context = accelerator.backend_context
+    for name in (
+        "device",
+        "distributed_type",
+        "num_processes",
+        "process_index",
+        "local_process_index",
+        "is_main_process",
+        "is_local_main_process",
+        "is_last_process",
+        "use_distributed",
+        "mixed_precision",
+        "parallelism_config",
+        "torch_device_mesh",
+        "split_batches",
+        "even_batches",
+        "gradient_accumulation_steps",
+        "sync_gradients",
+    ):
+        assert getattr(accelerator, name) == getattr(context, name), name
+        assert getattr(Accelerator, name).__doc__ == getattr(BackendContext, name).__doc__, name
+
+
+def test_accelerator_writes_go_to_the_shared_components(accelerator):
+    accelerator.even_batches = False
+    assert accelerator.dataloader_config.even_batches is False
+    assert accelerator.backend_context.even_batches is False
+    accelerator.gradient_accumulation_steps = 4
+    assert accelerator.backend_context.gradient_accumulation_steps == 4
+    accelerator.sync_gradients = False
+    assert accelerator.gradient_state.sync_gradients is False
+    accelerator.rng_types = ["generator"]
+    assert accelerator.backend_context.rng_types == ["generator"]
+
+
+def test_process_helpers_are_the_states(accelerator):
+    ran = []
+    accelerator.on_local_process(lambda: ran.append("idx"), local_process_idx=0)()
+    accelerator.on_main_process(lambda: ran.append("main"))()
+    accelerator.on_process(process_index=1)(lambda: ran.append("rank 1"))()
+    with accelerator.main_process_first():
+        ran.append("first")
+    assert ran == ["idx", "main", "first"]
+    assert Accelerator.on_process.__doc__ == PartialState.on_process.__doc__
+    assert inspect.signature(Accelerator.on_local_process) == inspect.signature(
+        PartialState.on_local_process
+    )
