@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -156,6 +157,7 @@ class LocalRayCluster:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        shutil.rmtree(self.temp_dir, ignore_errors=True)  # the nodes' sessions and logs
 
     def __enter__(self) -> LocalRayCluster:
         return self.start()
