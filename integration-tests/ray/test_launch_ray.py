@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import time
 
 import pytest
@@ -152,3 +153,33 @@ def test_ray_flags_without_accel_ray_name_the_package(tmp_path):
         assert code == 2, out + err
         assert len(err.strip().splitlines()) == 1, err
         assert f"{flag[0]} needs the accel-ray package: pip install accel-ray" in err, err
+
+
+def test_accel_config_question_writes_a_ray_launch(tmp_path):
+    import yaml
+
+    answers = {
+        "distributed_type": "multi-CPU",
+        "ray_config.use_ray": True,
+        "ray_config.ray_address": "ray://head:10001",
+        "ray_config.ray_max_failures": 2,
+    }
+    (tmp_path / "answers.yaml").write_text(yaml.safe_dump(answers))
+    (tmp_path / "train.py").write_text("print('never runs')\n")
+    env = launch_env(tmp_path)
+    configure = ["config", "--answers", "answers.yaml", "--config_file", "c.yaml"]
+    code, out, err = finish(start(configure, env, tmp_path), timeout=60)
+    assert code == 0, out + err
+    config = yaml.safe_load((tmp_path / "c.yaml").read_text())
+    assert config["ray_config"] == {
+        "use_ray": True,
+        "ray_address": "ray://head:10001",
+        "ray_max_failures": 2,
+    }, config
+    dry_run = ["launch", "--dry_run", "--config_file", "c.yaml", "train.py"]
+    code, out, err = finish(start(dry_run, env, tmp_path), timeout=60)
+    assert code == 0, out + err
+    assert out.splitlines()[:2] == [
+        "launcher: ray",
+        f"command: {sys.executable} -m accel_ray.driver --script train.py",
+    ], out

@@ -36,6 +36,32 @@ def accel_launch_arguments(parser: Any) -> None:
 
 
 @hookimpl
+def accel_config_questions(ask: Any, config: dict) -> None:
+    """For local multi-process jobs: whether ``accel launch`` runs them on a Ray cluster, and where."""
+    if config.get("compute_environment", "LOCAL_MACHINE") != "LOCAL_MACHINE":
+        return
+    if config.get("mpirun_config") or config.get("slurm_config"):
+        return  # another launcher already owns the job
+    from .config import RAY_SECTION
+
+    if not RAY_SECTION.ask(
+        ask, "use_ray", "Will you run the job on a Ray cluster (accel launch --ray)?", default=False
+    ):
+        return
+    address = RAY_SECTION.ask(
+        ask, "ray_address", "Address of the Ray cluster (empty: $RAY_ADDRESS or a local Ray)?", ""
+    )
+    failures = RAY_SECTION.ask(
+        ask, "ray_max_failures", "How many times may Ray restart the workers after a failure?"
+    )
+    config["ray_config"] = {
+        "use_ray": True,
+        **({"ray_address": address} if address else {}),
+        "ray_max_failures": failures,
+    }
+
+
+@hookimpl
 def accel_checkpoint_saved(accelerator: Any, path: str) -> None:
     """Inside a Ray Train worker with reporting on: report the checkpoint to Ray."""
     from .checkpoints import report_saved
