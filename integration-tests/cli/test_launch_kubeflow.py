@@ -34,15 +34,14 @@ POD_TIMEOUT = 240
 
 
 def kubernetes_section() -> tuple[Path, str]:
-    """The ``## Kubernetes`` section: in docs/scaling-out.md, else docs/kubernetes-section.md."""
-    for name in ("scaling-out.md", "kubernetes-section.md"):
-        page = DOCS / name
-        text = page.read_text(encoding="utf-8") if page.is_file() else ""
-        start = text.find("\n## Kubernetes\n") if not text.startswith("## Kubernetes\n") else 0
-        if start >= 0:
-            end = text.find("\n## ", start + 5)
-            return page, text[start : end if end >= 0 else len(text)]
-    pytest.fail("no '## Kubernetes' section in docs/scaling-out.md or docs/kubernetes-section.md")
+    """The ``## Kubernetes`` section of docs/scaling-out.md."""
+    page = DOCS / "scaling-out.md"
+    text = page.read_text(encoding="utf-8")
+    start = text.find("\n## Kubernetes\n")
+    if start < 0:
+        pytest.fail("no '## Kubernetes' section in docs/scaling-out.md")
+    end = text.find("\n## ", start + 5)
+    return page, text[start : end if end >= 0 else len(text)]
 
 
 def manifests() -> dict[str, dict]:
