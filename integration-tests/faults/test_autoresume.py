@@ -16,7 +16,7 @@ import pytest
 import torch
 
 WORKER = Path(__file__).parent / "workers" / "autoresume.py"
-TRIALS = 10
+TRIALS = 6
 PACE = "0.05"
 pytestmark = pytest.mark.timeout(1500)
 

@@ -16,7 +16,7 @@ import pytest
 from accel.checkpoint import manifest
 
 WORKER = Path(__file__).parent / "workers" / "saver.py"
-TRIALS = 20
+TRIALS = 12
 pytestmark = pytest.mark.timeout(900)
 
 
