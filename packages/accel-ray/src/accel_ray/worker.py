@@ -14,9 +14,9 @@ import json
 import os
 import runpy
 import sys
-import time
-import traceback
 from typing import Any
+
+from accel.launchers.worker import failure_record, script_traceback
 
 
 class ScriptFailed(RuntimeError):
@@ -35,30 +35,16 @@ class ScriptFailed(RuntimeError):
         return json.loads(self.record)
 
 
-def _format(exc: BaseException) -> str:
-    """The traceback without this module's and runpy's frames."""
-    tb = exc.__traceback__
-    while tb is not None and (
-        tb.tb_frame.f_code.co_filename in (__file__, runpy.__file__)
-        or tb.tb_frame.f_code.co_filename.startswith("<frozen runpy")
-    ):
-        tb = tb.tb_next
-    return "".join(traceback.format_exception(type(exc), exc, tb))
-
-
 def _record(context: Any, exc: BaseException | None, code: int) -> str:
-    return json.dumps(
-        {
-            "rank": context.get_world_rank(),
-            "local_rank": context.get_local_rank(),
-            "group_rank": context.get_node_rank(),
-            "restart": 0,
-            "time": time.time(),
-            "exit_code": code,
-            "error": f"{type(exc).__name__}: {exc}" if exc is not None else f"exit code {code}",
-            "traceback": _format(exc) if exc is not None else "",
-        }
+    record = failure_record(
+        exc,
+        code,
+        rank=context.get_world_rank(),
+        local_rank=context.get_local_rank(),
+        group_rank=context.get_node_rank(),
+        runner_files=(__file__,),
     )
+    return json.dumps(record)
 
 
 def _use_ray_device() -> None:
@@ -103,7 +89,7 @@ def run_script(config: dict[str, Any]) -> None:
         if code:
             raise ScriptFailed(_record(context, None, code)) from None
     except BaseException as exc:
-        sys.stderr.write(_format(exc))
+        sys.stderr.write(script_traceback(exc, __file__))
         sys.stderr.flush()
         raise ScriptFailed(_record(context, exc, 1)) from None
 

@@ -20,6 +20,7 @@ import signal
 import sys
 import time
 import traceback
+from typing import Any
 
 from .. import environment
 from ..faults import flight
@@ -40,32 +41,64 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
-def _format(exc: BaseException) -> str:
-    """The traceback without this module's and runpy's frames."""
+def script_traceback(exc: BaseException, *runner_files: str) -> str:
+    """The traceback of ``exc`` from the script's first frame on.
+
+    The frames of runpy and of ``runner_files`` (the module that ran the script: this
+    one, or a plugin's worker such as accel-ray's) are left out.
+    """
+    skip = (__file__, runpy.__file__, *runner_files)
     tb = exc.__traceback__
     while tb is not None and (
-        tb.tb_frame.f_code.co_filename in (__file__, runpy.__file__)
+        tb.tb_frame.f_code.co_filename in skip
         or tb.tb_frame.f_code.co_filename.startswith("<frozen runpy")
     ):
         tb = tb.tb_next
     return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
-def _report(exc: BaseException | None, code: int) -> None:
-    """Write this rank's failure record to ``$ACCEL_LAUNCH_ERROR_DIR`` (and torchelastic's file)."""
-    text = _format(exc) if exc is not None else ""
-    directory = environment.get_str(environment.LAUNCH_ERROR_DIR)
-    rank = os.environ.get("RANK", "?")
-    record = {
+def failure_record(
+    exc: BaseException | None,
+    code: int,
+    *,
+    rank: Any,
+    local_rank: Any,
+    group_rank: Any,
+    restart: int = 0,
+    runner_files: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """The record of a failed worker that ``accel launch`` reports ("rank N failed first").
+
+    ``exc`` is what the script raised (None when it exited with ``code``). The keys are
+    those of the JSON files in ``$ACCEL_LAUNCH_ERROR_DIR``: ``rank``, ``local_rank``,
+    ``group_rank``, ``restart``, ``time``, ``exit_code``, ``error``, ``traceback``. A
+    launcher plugin whose workers are not started by :func:`main` (accel-ray) builds its
+    records here so that the report reads the same.
+    """
+    return {
         "rank": rank,
-        "local_rank": os.environ.get("LOCAL_RANK", "?"),
-        "group_rank": os.environ.get("GROUP_RANK", "?"),
-        "restart": int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0),
+        "local_rank": local_rank,
+        "group_rank": group_rank,
+        "restart": restart,
         "time": time.time(),
         "exit_code": code,
         "error": f"{type(exc).__name__}: {exc}" if exc is not None else f"exit code {code}",
-        "traceback": text,
+        "traceback": script_traceback(exc, *runner_files) if exc is not None else "",
     }
+
+
+def _report(exc: BaseException | None, code: int) -> None:
+    """Write this rank's failure record to ``$ACCEL_LAUNCH_ERROR_DIR`` (and torchelastic's file)."""
+    directory = environment.get_str(environment.LAUNCH_ERROR_DIR)
+    rank = os.environ.get("RANK", "?")
+    record = failure_record(
+        exc,
+        code,
+        rank=rank,
+        local_rank=os.environ.get("LOCAL_RANK", "?"),
+        group_rank=os.environ.get("GROUP_RANK", "?"),
+        restart=int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0),
+    )
     if directory:
         try:
             name = f"rank{rank}-restart{record['restart']}-{os.getpid()}.json"
@@ -119,12 +152,14 @@ def main(argv: list[str] | None = None) -> None:
     except BaseException as exc:
         flight.finish(1, f"{type(exc).__name__}: {exc}")
         _report(exc, 1)
-        sys.stderr.write(_format(exc))
+        sys.stderr.write(script_traceback(exc))
         sys.stderr.flush()
         raise SystemExit(1) from None
     _leave_process_group()
     flight.finish(0)
 
+
+__all__ = ["failure_record", "main", "script_traceback"]
 
 if __name__ == "__main__":
     main()
