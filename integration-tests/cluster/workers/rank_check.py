@@ -26,8 +26,10 @@ assert total.item() == expected * (expected + 1) / 2, total
 gathered = accelerator.gather(torch.tensor([state.process_index]))
 assert gathered.tolist() == list(range(expected)), gathered
 node = os.environ.get("GROUP_RANK", os.environ.get("NODE_RANK", "?"))
-print(
+# One write call per line: print() writes the text and its newline separately, and the ranks
+# share one stdout, so two ranks' lines could otherwise run together.
+sys.stdout.write(
     f"ok rank={state.process_index} world={state.num_processes} "
-    f"local={state.local_process_index} node={node} sum={total.item():g}",
-    flush=True,
+    f"local={state.local_process_index} node={node} sum={total.item():g}\n"
 )
+sys.stdout.flush()

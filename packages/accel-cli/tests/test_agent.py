@@ -59,3 +59,15 @@ def test_launch_passes_debug_to_the_supervisor(flags, debug, monkeypatch, tmp_pa
     argv = ["--cpu", "--num_processes", "2", "--quiet", *flags, str(script)]
     assert launch.main(argv) == 0
     assert calls and calls[0]["debug"] is debug
+
+
+def test_a_launcher_without_worker_records_is_named_and_its_own_refusal_left_alone(capfd):
+    env = dict(os.environ)
+    killed = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"]
+    assert supervise.supervise(killed, env) == -9
+    err = capfd.readouterr().err
+    assert f"the job failed ({os.path.basename(sys.executable)} exited with -9)" in err
+    assert supervise.program_name([sys.executable, "-m", "accel_ray.driver"]) == "accel_ray.driver"
+    usage = [sys.executable, "-c", "import sys; sys.stderr.write('bad address\\n'); sys.exit(2)"]
+    assert supervise.supervise(usage, env) == 2
+    assert capfd.readouterr().err == "bad address\n"  # its reason, nothing added

@@ -11,7 +11,7 @@ import pytest
 from accel.errors import ConfigError, UsageError
 from accel.launchers import plan_launch
 from accel_ray.config import RAY_SECTION, read_resources, read_runtime_env
-from accel_ray.launcher import DRIVER_MODULE, WORKER_ENV, RayLauncher
+from accel_ray.launcher import DRIVER_MODULE, WORKER_ENV, RayLauncher, check_reachable
 
 
 def test_resources_from_text_json_and_mapping():
@@ -76,9 +76,24 @@ def test_unreachable_address_is_a_usage_error():
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]  # bound, never listening: connections are refused
-        with pytest.raises(UsageError, match=f"127.0.0.1:{port}: no Ray cluster answers there"):
-            plan_launch(_settings(ray_address=f"127.0.0.1:{port}"), ["t.py"])
-    plan_launch(_settings(ray_address="ray://head:10001"), ["t.py"])  # not probed
+        for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
+            with pytest.raises(UsageError, match=f"{address}: no Ray cluster answers there"):
+                plan_launch(_settings(ray_address=address), ["t.py"])
+    plan_launch(_settings(ray_address="auto"), ["t.py"])  # left to Ray
+
+
+def test_ray_client_address_without_port_is_probed_on_10001(monkeypatch):
+    probed = []
+
+    def connect(where, timeout):
+        probed.append(where)
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    monkeypatch.setattr(socket, "create_connection", connect)
+    with pytest.raises(UsageError, match="ray://127.0.0.1: no Ray cluster answers there"):
+        check_reachable("ray://127.0.0.1")
+    check_reachable("auto")
+    assert probed == [("127.0.0.1", 10001)]
 
 
 def test_plan_refuses_no_python_max_restarts_and_is_not_chosen_without_ray():

@@ -28,6 +28,12 @@ GRACE_SECONDS = 30.0
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 PREEMPTED = 75
 """Exit code of ``accel launch`` when every worker saved a preemption checkpoint (accel.faults.preemption)."""
+USAGE_ERROR = 2
+"""Exit status of a launched program (torchrun, the Ray driver) that refused to start the job.
+
+Such a program has printed its reason and no worker has left a record, so the summary
+adds nothing (a worker script's own exit status 2 comes with a record).
+"""
 TAIL_LINES = 6
 """How many last lines of the failing rank's traceback the summary repeats."""
 
@@ -42,6 +48,7 @@ def supervise(
     """
     from accel import environment
 
+    program = program_name(command)
     if not debug:
         command = quiet_agent(command)
 
@@ -95,7 +102,7 @@ def supervise(
             from accel.faults.report import hang_report
 
             hang = hang_report(flight_dir, records, prog)
-            _report(records, code, received, prog, hang)
+            _report(records, code, received, prog, hang, program)
     finally:
         if not any(Path(flight_dir).glob("nccl_trace_rank_*")):  # keep NCCL dumps it names
             shutil.rmtree(error_dir, ignore_errors=True)
@@ -180,8 +187,20 @@ def _records(error_dir: Path) -> list[dict]:
     return records
 
 
+def program_name(command: list[str]) -> str:
+    """What ``command`` runs, for messages: the module of ``python -m NAME``, else the executable."""
+    if len(command) > 2 and command[1] == "-m":
+        return command[2]
+    return os.path.basename(command[0])
+
+
 def _report(
-    records: list[dict], code: int, received: list[int], prog: str, hang: str | None = None
+    records: list[dict],
+    code: int,
+    received: list[int],
+    prog: str,
+    hang: str | None = None,
+    program: str = "torch.distributed.run",
 ) -> None:
     if received:
         name = signal.Signals(received[0]).name
@@ -192,9 +211,11 @@ def _report(
     if hang:  # one block: the collective, who entered it, who never did and why
         sys.stderr.write(hang + "\n")
         return
+    if not records and code == USAGE_ERROR:
+        return  # the launched program refused its arguments or its cluster and said why
     if not records:
         sys.stderr.write(
-            f"{prog}: the job failed (torch.distributed.run exited with {code}); "
+            f"{prog}: the job failed ({program} exited with {code}); "
             "a worker died without a Python traceback (killed, or out of memory): "
             "see the root cause above\n"
         )

@@ -36,22 +36,34 @@ def num_workers(config: Mapping[str, Any]) -> int:
     return int(settings.get("ray_num_workers") or config.get("num_processes") or 1)
 
 
-def check_reachable(address: str, timeout: float = 5.0) -> None:
-    """A ``host:port`` cluster address must accept connections (``ray://`` and names pass).
+RAY_CLIENT_PORT = 10001
+"""Port of a ``ray://host`` address that names none (Ray Client's default)."""
 
-    Ray itself retries an unreachable address for minutes; this says so at once.
+
+def check_reachable(address: str, timeout: float = 5.0) -> None:
+    """A ``host:port`` or ``ray://host[:port]`` address must accept connections.
+
+    Ray itself retries an unreachable cluster (for half a minute through Ray Client, for
+    minutes through the GCS); this says so at once. Other values (``auto``, a cluster
+    name) are left to Ray.
     """
-    host, sep, port = address.rpartition(":")
-    if "://" in address or not sep or not port.isdigit():
+    scheme, _, rest = address.rpartition("://")
+    if scheme not in ("", "ray"):
+        return
+    host, sep, port = rest.rpartition(":")
+    if not sep and scheme == "ray":
+        host, port = rest, str(RAY_CLIENT_PORT)
+    if not host or not port.isdigit():
         return
     import socket
 
     try:
-        socket.create_connection((host, int(port)), timeout=timeout).close()
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
     except OSError as exc:
         raise UsageError(
             f"--ray_address {address}: no Ray cluster answers there ({exc.strerror or exc}); "
-            "start one with `ray start --head` or fix the address"
+            "start one with `ray start --head` (Ray Client listens on port 10001) "
+            "or fix the address"
         ) from None
 
 
@@ -107,6 +119,7 @@ class RayLauncher(Launcher):
 
 __all__ = [
     "DRIVER_MODULE",
+    "RAY_CLIENT_PORT",
     "RayLauncher",
     "WORKER_ENV",
     "check_reachable",
