@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from accel.testing.processes import finish_processes, start_process
 
 ACCEL = Path(sys.executable).with_name("accel")
 WORKERS = Path(__file__).parent / "workers"
+finish = finish_processes
+"""Wait for the started launches (their process groups killed on a timeout)."""
 
 
 def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -32,30 +33,4 @@ def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 def start(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:
     """Start ``accel ARGV`` in its own process group."""
-    return subprocess.Popen(
-        [str(ACCEL), *argv],
-        env=env,
-        cwd=str(cwd),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-
-
-def finish(processes: list[subprocess.Popen], timeout: float) -> list[tuple[int, str, str]]:
-    """Wait for every process; on timeout kill every group and fail with their output."""
-    results = []
-    try:
-        for process in processes:
-            out, err = process.communicate(timeout=timeout)
-            results.append((process.returncode, out, err))
-    except subprocess.TimeoutExpired:
-        for process in processes:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        outputs = [p.communicate() for p in processes]
-        pytest.fail(f"timed out after {timeout} s: {outputs}")
-    return results
+    return start_process([str(ACCEL), *argv], env, cwd)

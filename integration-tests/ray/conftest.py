@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from accel.testing.processes import finish_processes, start_process
 
 ACCEL = Path(sys.executable).with_name("accel")
 WORKERS = Path(__file__).parent / "workers"
@@ -43,23 +43,9 @@ def launch_env(tmp_path: Path, cluster=None, **extra: str) -> dict[str, str]:
 
 def start(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen:
     """Start ``accel ARGV`` in its own process group, output captured."""
-    return subprocess.Popen(
-        [str(ACCEL), *argv],
-        env=env,
-        cwd=str(cwd),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    return start_process([str(ACCEL), *argv], env, cwd)
 
 
 def finish(process: subprocess.Popen, timeout: float) -> tuple[int, str, str]:
-    """Wait for ``process``; on a timeout kill its process group and fail."""
-    try:
-        out, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        out, err = process.communicate()
-        pytest.fail(f"accel launch did not finish in {timeout} s:\n{out[-2000:]}\n{err[-4000:]}")
-    return process.returncode, out, err
+    """Wait for ``process``: its exit code and output (its process group killed on a timeout)."""
+    return finish_processes([process], timeout)[0]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sys
 import time
 
@@ -158,10 +159,12 @@ def test_ray_flags_without_accel_ray_name_the_package(tmp_path):
 def test_accel_config_question_writes_a_ray_launch(tmp_path):
     import yaml
 
+    head = socket.create_server(("127.0.0.1", 0))  # answers the launch's reachability probe
+    address = f"ray://127.0.0.1:{head.getsockname()[1]}"
     answers = {
         "distributed_type": "multi-CPU",
         "ray_config.use_ray": True,
-        "ray_config.ray_address": "ray://head:10001",
+        "ray_config.ray_address": address,
         "ray_config.ray_max_failures": 2,
     }
     (tmp_path / "answers.yaml").write_text(yaml.safe_dump(answers))
@@ -173,11 +176,12 @@ def test_accel_config_question_writes_a_ray_launch(tmp_path):
     config = yaml.safe_load((tmp_path / "c.yaml").read_text())
     assert config["ray_config"] == {
         "use_ray": True,
-        "ray_address": "ray://head:10001",
+        "ray_address": address,
         "ray_max_failures": 2,
     }, config
     dry_run = ["launch", "--dry_run", "--config_file", "c.yaml", "train.py"]
-    code, out, err = finish(start(dry_run, env, tmp_path), timeout=60)
+    with head:
+        code, out, err = finish(start(dry_run, env, tmp_path), timeout=60)
     assert code == 0, out + err
     assert out.splitlines()[:2] == [
         "launcher: ray",

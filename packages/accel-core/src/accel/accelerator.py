@@ -593,54 +593,21 @@ class Accelerator:
         adapter = getattr(self.backend, "deepspeed_ulysses_dl_adapter", None)
         return dl if adapter is None else adapter(dl, model)
 
-    def unwrap_model(
-        self,
-        model: torch.nn.Module,
-        keep_fp32_wrapper: bool = True,
-        keep_torch_compile: bool = True,
-    ) -> torch.nn.Module:
-        """The user's model, without the wrappers ``prepare`` added."""
-        return self.backend.unwrap_model(
-            model, keep_fp32_wrapper=keep_fp32_wrapper, keep_torch_compile=keep_torch_compile
-        )
-
-    def get_state_dict(
-        self, model: torch.nn.Module, unwrap: bool = True
-    ) -> dict[str, torch.Tensor]:
-        """The full state dict of ``model`` (gathered if sharded)."""
-        return self.backend.get_state_dict(model, unwrap=unwrap)
+    unwrap_model = forward_method("backend", "unwrap_model", Backend)
+    get_state_dict = forward_method("backend", "get_state_dict", Backend)
 
     # -- saving and resuming (the checkpoint manager) -------------------------
-    def save(self, obj: Any, f: str | os.PathLike, safe_serialization: bool = False) -> None:
-        """Save ``obj`` once per machine (``torch.save``, or safetensors for a tensor dict); written atomically."""
-        self.checkpoints.save(obj, f, safe_serialization=safe_serialization)
-
-    def save_model(
-        self,
-        model: torch.nn.Module,
-        save_directory: str | os.PathLike,
-        max_shard_size: int | str = "10GB",
-        safe_serialization: bool = True,
-    ) -> None:
-        """Save the model's weights (safetensors by default) in shards of ``max_shard_size`` with an index JSON."""
-        self.checkpoints.save_model(
-            model,
-            save_directory,
-            max_shard_size=max_shard_size,
-            safe_serialization=safe_serialization,
-        )
-
-    def register_for_checkpointing(self, *objects: Any) -> None:
-        """Include objects with ``state_dict``/``load_state_dict`` in :meth:`save_state`."""
-        self.checkpoints.register_for_checkpointing(*objects)
-
-    def register_save_state_pre_hook(self, hook: Callable) -> Any:
-        """``hook(models, weights, output_dir)`` runs before :meth:`save_state` writes; returns a removable handle."""
-        return self.checkpoints.register_save_state_pre_hook(hook)
-
-    def register_load_state_pre_hook(self, hook: Callable) -> Any:
-        """``hook(models, input_dir)`` runs before :meth:`load_state` reads; returns a removable handle."""
-        return self.checkpoints.register_load_state_pre_hook(hook)
+    save = forward_method("checkpoints", "save", CheckpointManager)
+    save_model = forward_method("checkpoints", "save_model", CheckpointManager)
+    register_for_checkpointing = forward_method(
+        "checkpoints", "register_for_checkpointing", CheckpointManager
+    )
+    register_save_state_pre_hook = forward_method(
+        "checkpoints", "register_save_state_pre_hook", CheckpointManager
+    )
+    register_load_state_pre_hook = forward_method(
+        "checkpoints", "register_load_state_pre_hook", CheckpointManager
+    )
 
     def save_state(
         self,
@@ -733,50 +700,21 @@ class Accelerator:
         return skip_first_batches(dataloader, num_batches)
 
     # -- trackers and profiling -------------------------------------------------
-    def init_trackers(
-        self,
-        project_name: str,
-        config: dict[str, Any] | None = None,
-        init_kwargs: dict[str, dict] | None = None,
-    ) -> None:
-        """Start every tracker of ``log_with`` for ``project_name`` and store ``config``."""
-        self.tracking.init_trackers(project_name, config=config, init_kwargs=init_kwargs)
-
-    def get_tracker(self, name: str, unwrap: bool = False) -> Any:
-        """The tracker called ``name`` (its run object with ``unwrap``); a no-op tracker elsewhere."""
-        return self.tracking.get_tracker(name, unwrap=unwrap)
-
-    def log(
-        self,
-        values: dict[str, Any],
-        step: int | None = None,
-        log_kwargs: dict[str, dict] | None = None,
-    ) -> None:
-        """Log ``values`` at ``step`` to every tracker."""
-        self.tracking.log(values, step=step, log_kwargs=log_kwargs)
+    init_trackers = forward_method("tracking", "init_trackers", TrackerManager)
+    get_tracker = forward_method("tracking", "get_tracker", TrackerManager)
+    log = forward_method("tracking", "log", TrackerManager)
+    trackers = forward_property("tracking", "trackers", writable=True, doc="The started trackers.")
+    log_with = forward_property(
+        "tracking",
+        "log_with",
+        writable=True,
+        doc='What ``log_with`` was given (tracker names, ``"all"``, tracker instances).',
+    )
 
     def end_training(self) -> None:
         """Finish every tracker, wait for pending checkpoint writes, and wait for all processes."""
         self.tracking.finish()
         self.wait_for_everyone()
-
-    @property
-    def trackers(self) -> list[Any]:
-        """The started trackers."""
-        return self.tracking.trackers
-
-    @trackers.setter
-    def trackers(self, value: list[Any]) -> None:
-        self.tracking.trackers = value
-
-    @property
-    def log_with(self) -> Any:
-        """What ``log_with`` was given (tracker names, ``"all"``, tracker instances)."""
-        return self.tracking.log_with
-
-    @log_with.setter
-    def log_with(self, value: Any) -> None:
-        self.tracking.log_with = value
 
     def profile(self, profile_handler: Any = None) -> Any:
         """A context manager profiling the block (needs a profiler plugin such as accel-profiler)."""
@@ -789,27 +727,13 @@ class Accelerator:
         return context
 
     # -- Accelerate's private names, kept for user code that reads them -------------
-    _models = property(lambda self: self.prepared.models, doc="Alias of ``prepared.models``.")
-    _optimizers = property(
-        lambda self: self.prepared.optimizers, doc="Alias of ``prepared.optimizers``."
-    )
-    _schedulers = property(
-        lambda self: self.prepared.schedulers, doc="Alias of ``prepared.schedulers``."
-    )
-    _dataloaders = property(
-        lambda self: self.prepared.dataloaders, doc="Alias of ``prepared.dataloaders``."
-    )
-    _custom_objects = property(
-        lambda self: self.prepared.custom_objects, doc="Alias of ``prepared.custom_objects``."
-    )
-    _save_model_state_pre_hook = property(
-        lambda self: self.checkpoints.save_state_pre_hooks,
-        doc="Alias of ``checkpoints.save_state_pre_hooks``.",
-    )
-    _load_model_state_pre_hook = property(
-        lambda self: self.checkpoints.load_state_pre_hooks,
-        doc="Alias of ``checkpoints.load_state_pre_hooks``.",
-    )
+    _models = forward_property("prepared", "models")
+    _optimizers = forward_property("prepared", "optimizers")
+    _schedulers = forward_property("prepared", "schedulers")
+    _dataloaders = forward_property("prepared", "dataloaders")
+    _custom_objects = forward_property("prepared", "custom_objects")
+    _save_model_state_pre_hook = forward_property("checkpoints", "save_state_pre_hooks")
+    _load_model_state_pre_hook = forward_property("checkpoints", "load_state_pre_hooks")
 
     # -- memory --------------------------------------------------------------
     def free_memory(self, *objects: Any) -> list[None]:

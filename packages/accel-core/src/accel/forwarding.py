@@ -19,12 +19,17 @@ def _doc_of(source: type | None, name: str) -> str | None:
 
 
 def forward_property(
-    component: str, name: str, source: type | None = None, writable: bool = False
+    component: str,
+    name: str,
+    source: type | None = None,
+    writable: bool = False,
+    doc: str | None = None,
 ) -> Any:
     """A property reading ``owner.<component>.<name>`` (and writing it when ``writable``).
 
-    The docstring is the one ``source`` (the component's class) gives ``name``, if any.
-    Add a setter of your own with ``.setter(...)`` where the write goes elsewhere.
+    The docstring is ``doc``, else the one ``source`` (the component's class) gives
+    ``name``, if any (an instance attribute has none: pass ``doc``). Add a setter of your
+    own with ``.setter(...)`` where the write goes elsewhere.
     """
 
     def get(owner: Any) -> Any:
@@ -33,7 +38,7 @@ def forward_property(
     def set_(owner: Any, value: Any) -> None:
         setattr(getattr(owner, component), name, value)
 
-    doc = _doc_of(source, name) or f"``{component}.{name}``."
+    doc = doc or _doc_of(source, name) or f"``{component}.{name}``."
     return property(get, set_ if writable else None, doc=doc)
 
 

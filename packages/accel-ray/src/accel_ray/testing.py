@@ -107,7 +107,9 @@ class LocalRayCluster:
             command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env={**os.environ, **ENVIRONMENT},
+            # Ray records the head's address in $RAY_TMPDIR/ray/ray_current_cluster (/tmp/ray
+            # by default, shared with any other Ray on this machine): keep it in ours
+            env={**os.environ, **ENVIRONMENT, "RAY_TMPDIR": self.temp_dir},
             text=True,
         )
         self.address = self._answer("ready", timeout)
@@ -188,6 +190,7 @@ def _serve(port: int, num_cpus: int, resources: dict[str, float], temp_dir: str)
     """The child: start the head, then serve ``add`` / ``quit`` until told to stop."""
     from ray.cluster_utils import Cluster
 
+    os.makedirs(os.path.join(temp_dir, "ray"), exist_ok=True)  # Ray does not create it
     common = {"node_ip_address": LOOPBACK, "include_dashboard": False}
     cluster = Cluster(
         initialize_head=True,

@@ -175,16 +175,19 @@ class CheckpointManager:
         self.prepared.register(*objects)
 
     def register_save_state_pre_hook(self, hook: Callable) -> HookHandle:
-        """``hook(models, weights, output_dir)`` runs before :meth:`save_state` writes."""
+        """``hook(models, weights, output_dir)`` runs before :meth:`save_state` writes; returns a removable handle."""
         return HookHandle(self.save_state_pre_hooks, hook)
 
     def register_load_state_pre_hook(self, hook: Callable) -> HookHandle:
-        """``hook(models, input_dir)`` runs before :meth:`load_state` reads."""
+        """``hook(models, input_dir)`` runs before :meth:`load_state` reads; returns a removable handle."""
         return HookHandle(self.load_state_pre_hooks, hook)
 
     # -- single files -----------------------------------------------------------
     def save(self, obj: Any, f: str | os.PathLike, safe_serialization: bool = False) -> None:
-        """Save ``obj`` once per machine (or once in all with ``save_on_each_node`` off), atomically."""
+        """Save ``obj`` (``torch.save``, or safetensors for a tensor dict) atomically, from one process.
+
+        The main process writes it; with ``save_on_each_node`` each machine's local main one.
+        """
         writer = (
             self.state.is_local_main_process
             if self.project_configuration.save_on_each_node
@@ -210,7 +213,7 @@ class CheckpointManager:
         max_shard_size: int | str = "10GB",
         safe_serialization: bool = True,
     ) -> None:
-        """Save the model's full weights in shards of ``max_shard_size`` with an index JSON.
+        """Save the model's full weights (safetensors by default) in shards of ``max_shard_size`` with an index JSON.
 
         A model with offloaded weights (``dispatch_model`` with ``"cpu"``/``"disk"`` entries,
         ``cpu_offload``, ``disk_offload``) is saved with its real weights, loaded module by

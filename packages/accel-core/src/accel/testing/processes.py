@@ -139,3 +139,50 @@ def run_processes(
     else:
         command = torchrun_command(script, args, nproc)
     return run_command(command, env=clean_environment(env), timeout=timeout)
+
+
+def start_process(
+    command: Sequence[str], env: Mapping[str, str], cwd: str | os.PathLike | None = None
+) -> subprocess.Popen:
+    """Start ``command`` in its own process group, its output captured as text.
+
+    For tests that act on the running job (signals, a second "machine") before
+    :func:`finish_processes` collects it.
+    """
+    return subprocess.Popen(
+        list(command),
+        env=dict(env),
+        cwd=None if cwd is None else str(cwd),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def finish_processes(
+    processes: Sequence[subprocess.Popen], timeout: float
+) -> list[tuple[int, str, str]]:
+    """Wait for every process: ``(exit code, stdout, stderr)`` of each, in order.
+
+    On a timeout every process group is killed and :class:`WorkerFailure` carries their
+    output, so a hung launch never outlives the test.
+    """
+    results = []
+    try:
+        for process in processes:
+            out, err = process.communicate(timeout=timeout)
+            results.append((process.returncode, out, err))
+    except subprocess.TimeoutExpired:
+        for process in processes:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        outputs = "\n".join(
+            f"--- {' '.join(p.args)}\n{out[-3000:]}\n{err[-5000:]}"
+            for p in processes
+            for out, err in [p.communicate()]
+        )
+        raise WorkerFailure(f"ran past {timeout} s:\n{outputs}") from None
+    return results
