@@ -39,8 +39,9 @@ def test_runtime_env_from_json_and_files(tmp_path):
 def test_section_defaults_and_validation():
     values = RAY_SECTION.read({})
     assert values["use_ray"] is False and values["ray_max_failures"] == 0
-    assert values["ray_report_checkpoints"] is True
+    assert values["ray_report_checkpoints"] is True and values["ray_num_to_keep"] is None
     assert RAY_SECTION.validate({"ray_num_workers": 0})  # below the minimum
+    assert RAY_SECTION.validate({"ray_num_to_keep": 0})
     assert RAY_SECTION.validate({"ray_adress": "x"})  # unknown key
 
 

@@ -114,6 +114,14 @@ RAY_SECTION = Section(
             metavar="N",
         ),
         Option(
+            "ray_num_to_keep",
+            int,
+            minimum=1,
+            help="how many of the newest reported checkpoints Ray keeps under the storage path "
+            "(default: all)",
+            metavar="N",
+        ),
+        Option(
             "ray_runtime_env",
             "any",
             reader=read_runtime_env,

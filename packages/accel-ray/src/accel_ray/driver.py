@@ -57,7 +57,7 @@ def runtime_env(settings: dict[str, Any]) -> dict[str, Any]:
 
 def trainer_for(config: dict[str, Any], script: list[str], module: bool) -> Any:
     """The ``TorchTrainer`` running ``script`` on ``ray_num_workers`` workers."""
-    from ray.train import FailureConfig, RunConfig, ScalingConfig
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
     from .worker import run_script
@@ -85,6 +85,7 @@ def trainer_for(config: dict[str, Any], script: list[str], module: bool) -> Any:
             name=name,
             storage_path=settings.get("ray_storage_path"),
             failure_config=FailureConfig(max_failures=int(settings.get("ray_max_failures") or 0)),
+            checkpoint_config=CheckpointConfig(num_to_keep=settings.get("ray_num_to_keep")),
         ),
     )
 
