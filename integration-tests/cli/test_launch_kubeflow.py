@@ -320,7 +320,8 @@ def _plan(monkeypatch, tmp_path, env: dict[str, str], *argv: str) -> list[str]:
 
     for name in [n for n in os.environ if n.startswith(("PET_", "ACCEL_", "TORCHELASTIC_"))]:
         monkeypatch.delenv(name)
-    for name in ("WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT", "JOB_COMPLETION_INDEX"):
+    pod_variables = ("WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT", "JOB_COMPLETION_INDEX")
+    for name in (*pod_variables, "KUBERNETES_SERVICE_HOST"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("ACCEL_CONFIG_DIR", str(tmp_path / "cfg"))
     for name, value in env.items():
@@ -336,6 +337,7 @@ def _after(argv: list[str], flag: str) -> str:
 
 def test_operators_before_v1_7_world_size_counts_pods(monkeypatch, tmp_path):
     env = {"MASTER_ADDR": "job-master-0", "MASTER_PORT": "23456", "WORLD_SIZE": "3", "RANK": "2"}
+    env["KUBERNETES_SERVICE_HOST"] = "10.96.0.1"  # every pod has it (never contacted)
     argv = _plan(monkeypatch, tmp_path, env)
     assert [_after(argv, f) for f in ("--nnodes", "--node_rank", "--nproc_per_node")] == [
         "3",
@@ -357,13 +359,17 @@ def test_flags_and_accel_variables_override_the_pod(monkeypatch, tmp_path):
     argv = _plan(monkeypatch, tmp_path, pod, "--num_machines", "1")  # this pod runs alone
     assert "--standalone" in argv and "--node_rank" not in argv
     assert _after(argv, "--nproc_per_node") == "2"
+    bad = {**pod, "PET_NNODES": "two", "PET_MASTER_PORT": "99999"}  # replaced: never read
+    argv = _plan(monkeypatch, tmp_path, bad, "--num_machines", "2", "--main_process_port", "1234")
+    assert (_after(argv, "--nnodes"), _after(argv, "--master_port")) == ("2", "1234")
 
 
 def test_inside_a_torchrun_worker_nothing_is_read(monkeypatch, tmp_path):
     env = {"MASTER_ADDR": "h", "MASTER_PORT": "1", "WORLD_SIZE": "4", "RANK": "3"}
     argv = _plan(monkeypatch, tmp_path, {**env, "TORCHELASTIC_RUN_ID": "x", "PET_NNODES": "2"})
     assert "torch.distributed.run" not in argv  # one process: the script itself
-    assert "torch.distributed.run" in _plan(monkeypatch, tmp_path, {**env, "PET_NNODES": "2"})
+    pod = {**env, "PET_NNODES": "2", "PET_NODE_RANK": "1"}
+    assert "torch.distributed.run" in _plan(monkeypatch, tmp_path, pod)
 
 
 def test_a_lone_process_does_not_see_the_pods_world(run_accel, tmp_path):

@@ -152,6 +152,16 @@ def test_ctrl_c_stops_the_ray_run_and_its_workers(ray_cluster, tmp_path):
     assert not run_actors(), run_actors()
 
 
+def test_ray_train_v1_is_a_usage_error(tmp_path):
+    """Failing ranks are read from Ray Train V2's errors: V1 stops before Ray starts."""
+    (tmp_path / "x.py").write_text("print('never runs')\n")
+    env = launch_env(tmp_path, RAY_TRAIN_V2_ENABLED="0")
+    code, out, err = finish(start(["launch", "--ray", "x.py"], env, tmp_path), timeout=60)
+    assert code == 2, out + err
+    assert err.splitlines()[-1].startswith("accel launch: error: --ray needs Ray Train V2"), err
+    assert "Traceback" not in err
+
+
 def test_ray_flags_without_accel_ray_name_the_package(tmp_path):
     (tmp_path / "x.py").write_text("print('never runs')\n")
     for flag in (["--ray"], ["--ray_address", "127.0.0.1:1"]):

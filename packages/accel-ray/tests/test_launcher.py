@@ -73,13 +73,17 @@ def test_plan_runs_the_driver_with_the_workers_environment():
     assert module.argv[-2:] == ["--module", "pkg.train"]
 
 
-def test_unreachable_address_is_a_usage_error():
+def test_unreachable_address_is_a_usage_error(monkeypatch):
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]  # bound, never listening: connections are refused
         for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
             with pytest.raises(UsageError, match=f"{address}: no Ray cluster answers there"):
                 plan_launch(_settings(ray_address=address), ["t.py"])
+        monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+        with pytest.raises(UsageError, match=f"^RAY_ADDRESS 127.0.0.1:{port}: no Ray cluster"):
+            plan_launch(_settings(), ["t.py"])
+    monkeypatch.delenv("RAY_ADDRESS")
     plan_launch(_settings(ray_address="auto"), ["t.py"])  # left to Ray
 
 

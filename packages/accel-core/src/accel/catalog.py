@@ -116,6 +116,9 @@ DYNAMO_MODES: tuple[str, ...] = (
 )
 """``torch.compile`` modes."""
 
+RDZV_BACKENDS: tuple[str, ...] = ("static", "c10d", "etcd", "etcd-v2")
+"""Rendezvous backends of ``torch.distributed.run`` that ``accel launch`` passes on."""
+
 TRACKERS: dict[str, Provided] = _table(
     *(
         Provided(name, f"the {name!r} tracker", f"accel-trackers[{name}]")

@@ -20,6 +20,15 @@ TRAINJOB = {
 def test_outside_a_pod_nothing_is_read():
     assert read_job({}) is None
     assert read_job({"MASTER_ADDR": "h", "MASTER_PORT": "1"}) is None  # no WORLD_SIZE / RANK
+    exported = {"MASTER_ADDR": "h", "MASTER_PORT": "1", "WORLD_SIZE": "2", "RANK": "1"}
+    assert read_job(exported) is None  # not in a Kubernetes pod: a script's own variables
+    assert read_job({**exported, "KUBERNETES_SERVICE_HOST": "10.0.0.1"}).settings == {
+        "num_machines": 2,
+        "nproc_per_node": 1,
+        "machine_rank": 1,
+        "main_process_ip": "h",
+        "main_process_port": 1,
+    }
     assert read_job({**TRAINJOB, "TORCHELASTIC_RUN_ID": "7"}) is None
 
 
@@ -77,3 +86,39 @@ def test_elastic_pod_on_one_machine_is_still_distributed():
     env = {"PET_NNODES": "1:2", "PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "h:1"}
     r = resolve(environ={**env, "PET_NPROC_PER_NODE": "1"}, use_config_file=False)
     assert r["distributed_type"] != "NO" and r["max_num_machines"] == 2
+
+
+def test_what_a_job_of_several_machines_cannot_do_without():
+    no_rank = {
+        k: v for k, v in TRAINJOB.items() if k not in ("PET_NODE_RANK", "JOB_COMPLETION_INDEX")
+    }
+    with pytest.raises(ConfigError, match="no PET_NODE_RANK, RANK or JOB_COMPLETION_INDEX"):
+        read_job(no_rank)
+    assert read_job(no_rank, replaced={"machine_rank"}).settings["num_machines"] == 2
+    elastic = {"PET_NNODES": "1:2", "PET_NPROC_PER_NODE": "1"}  # no endpoint, no master
+    with pytest.raises(ConfigError, match="no PET_RDZV_ENDPOINT, PET_MASTER_ADDR or MASTER_ADDR"):
+        read_job(elastic)
+    rendezvous = {**elastic, "PET_RDZV_BACKEND": "c10d", "PET_RDZV_ENDPOINT": "h:1"}
+    assert "machine_rank" not in read_job(rendezvous).settings  # the rendezvous numbers them
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("PET_MASTER_PORT", "70000"), ("PET_MASTER_PORT", "0"), ("PET_RDZV_ENDPOINT", "h:0")],
+)
+def test_ports_out_of_range_are_refused(name, value):
+    env = {**TRAINJOB, name: value}
+    if name == "PET_RDZV_ENDPOINT":
+        env["PET_RDZV_BACKEND"] = "c10d"
+    with pytest.raises(ConfigError, match=f"{name}='{value}'"):
+        read_job(env)
+
+
+def test_a_flag_replaces_a_bad_pod_variable_without_reading_it():
+    bad = {**TRAINJOB, "PET_NNODES": "two", "PET_NPROC_PER_NODE": "many", "PET_MASTER_PORT": "x"}
+    with pytest.raises(ConfigError, match="PET_NNODES='two'"):
+        resolve(environ=bad, use_config_file=False, check_plugins=False)
+    flags = {"num_machines": 2, "nproc_per_node": 1, "main_process_port": 29501}
+    r = resolve(environ=bad, flags=flags, use_config_file=False, check_plugins=False)
+    assert (r["num_machines"], r["nproc_per_node"], r["main_process_port"]) == (2, 1, 29501)
+    assert str(r.source("machine_rank")) == "env PET_NODE_RANK"

@@ -45,19 +45,14 @@ def in_ray_train_worker() -> bool:
 
 
 def auto_report() -> bool:
-    """Whether every ``save_state()`` is reported (``ACCEL_RAY_REPORT_CHECKPOINTS`` or the launch's
-    ``ray_config.ray_report_checkpoints``), inside a Ray Train worker."""
-    if not in_ray_train_worker():  # first: cheap in a process that never loaded Ray
+    """Whether every ``save_state()`` is reported: ``ACCEL_RAY_REPORT_CHECKPOINTS`` is true in this
+    Ray Train worker (``accel launch --ray`` sets it from ``ray_config.ray_report_checkpoints``)."""
+    value = os.environ.get(REPORT_ENV)
+    if value is None or not in_ray_train_worker():
         return False
     from accel.config.sections import parse_bool
 
-    value = os.environ.get(REPORT_ENV)
-    if value is not None:
-        return parse_bool(REPORT_ENV, value)
-    from .config import RAY_SECTION
-
-    settings = RAY_SECTION.read()
-    return bool(settings["use_ray"] and settings["ray_report_checkpoints"])
+    return parse_bool(REPORT_ENV, value)
 
 
 def _uploads(accelerator: Any, path: Path) -> bool:
@@ -96,9 +91,26 @@ def report_checkpoint(
     ray.train.report(
         dict(metrics or {}),
         checkpoint=ray.train.Checkpoint.from_directory(str(path)) if upload else None,
-        checkpoint_dir_name=path.name,
+        checkpoint_dir_name=_ray_name(path),
         delete_local_checkpoint_after_upload=False,
     )
+
+
+_REPORTED: dict[str, int] = {}
+"""How often this process reported each checkpoint name."""
+
+
+def _ray_name(path: Path) -> str:
+    """The Ray checkpoint name of ``path``: its own name, then ``name-1``, ``name-2``, ... again.
+
+    Ray keeps one registered checkpoint per name: a second report under the same name (a
+    ``save_state`` to a fixed directory) would overwrite the first in place, and pruning the
+    older one (``num_to_keep``) would delete the newer. Every rank reports the same
+    sequence of directories, so every rank picks the same name.
+    """
+    seen = _REPORTED.get(path.name, 0)
+    _REPORTED[path.name] = seen + 1
+    return path.name if not seen else f"{path.name}-{seen}"
 
 
 def save_and_report(
@@ -120,11 +132,12 @@ def report_saved(accelerator: Any, path: str) -> None:
         report_checkpoint(accelerator, path, {"step": accelerator.step})
 
 
-def restore_checkpoint(checkpoint_root: str | os.PathLike) -> Path | None:
+def restore_checkpoint(accelerator: Any, checkpoint_root: str | os.PathLike) -> Path | None:
     """Copy Ray's restored checkpoint into ``checkpoint_root``; its path there, or None.
 
-    None outside a Ray Train worker, when Ray has no checkpoint for this run, or when its
-    name is not accel's ``checkpoint_N`` (then it is left alone, with a warning).
+    Call it on every process: the local main process of each machine copies, the others
+    wait for it. None outside a Ray Train worker, when Ray has no checkpoint for this run,
+    or when its name is not accel's ``checkpoint_N`` (then it is left alone, with a warning).
     """
     if not in_ray_train_worker():
         return None
@@ -140,20 +153,28 @@ def restore_checkpoint(checkpoint_root: str | os.PathLike) -> Path | None:
             "(report save_state directories with accel_ray.report_checkpoint)"
         )
         return None
-    root = Path(checkpoint_root)
-    target = root / name
-    if target.exists():
-        return target
-    root.mkdir(parents=True, exist_ok=True)
-    staging = root / f"{name}.accel-ray-{socket.gethostname()}-{os.getpid()}"
-    with checkpoint.as_directory() as source:
-        shutil.copytree(source, staging, dirs_exist_ok=True)
-    try:
-        os.rename(staging, target)
-    except OSError:  # another process on this file system renamed its copy first
-        shutil.rmtree(staging, ignore_errors=True)
-    logger.info(f"restored Ray Train checkpoint {checkpoint.path} to {target}")
+    target = Path(checkpoint_root) / name
+    if accelerator.is_local_main_process and not target.exists():
+        _copy_in(checkpoint, target)
+        logger.info(f"restored Ray Train checkpoint {checkpoint.path} to {target}")
+    accelerator.wait_for_everyone()
     return target
+
+
+def _copy_in(checkpoint: Any, target: Path) -> None:
+    """Copy ``checkpoint`` to ``target`` under a temporary name, then rename it (atomic)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # ends like an unfinished save_state (".accel-tmp"): accel sweeps what a crash leaves
+    staging = target.with_name(f"{target.name}.ray-{socket.gethostname()}-{os.getpid()}.accel-tmp")
+    try:
+        with checkpoint.as_directory() as source:
+            shutil.copytree(source, staging, dirs_exist_ok=True)
+        os.rename(staging, target)
+    except OSError:
+        if not target.is_dir():  # not another machine's copy renamed first: a real failure
+            raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 __all__ = [

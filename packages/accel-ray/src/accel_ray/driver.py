@@ -28,6 +28,7 @@ from typing import Any
 from accel import environment
 from accel.config.launched import launched_config
 
+from .checkpoints import REPORT_ENV
 from .config import RAY_SECTION
 from .launcher import WORKER_ENV, num_workers
 
@@ -48,10 +49,15 @@ QUIET_PRINT = {"RAY_TRAIN_ENABLE_PRINT_PATCH": "0"}
 
 
 def runtime_env(settings: dict[str, Any]) -> dict[str, Any]:
-    """The job's runtime environment: the user's, with the workers' variables in ``env_vars``."""
+    """The job's runtime environment: the user's, with the workers' variables in ``env_vars``.
+
+    ``ACCEL_RAY_REPORT_CHECKPOINTS`` comes from ``ray_report_checkpoints`` unless the
+    user's ``env_vars`` or the launching environment set it.
+    """
     env = dict(settings.get("ray_runtime_env") or {})
     workers = json.loads(os.environ.get(WORKER_ENV) or "{}")
-    env["env_vars"] = {**QUIET_PRINT, **(env.get("env_vars") or {}), **workers}
+    report = {REPORT_ENV: "true" if settings.get("ray_report_checkpoints", True) else "false"}
+    env["env_vars"] = {**QUIET_PRINT, **report, **(env.get("env_vars") or {}), **workers}
     return env
 
 
@@ -151,7 +157,15 @@ def main(argv: list[str] | None = None) -> int:
     config = launched_config()
     settings = RAY_SECTION.read(config.get("ray_config") or {})
     import ray
-    from ray.train import TrainingFailedError, WorkerGroupError
+
+    try:
+        from ray.train import TrainingFailedError, WorkerGroupError
+    except ImportError:  # Ray Train V1: no worker-group errors to report ranks from
+        sys.stderr.write(
+            f"{PROG}: error: --ray needs Ray Train V2 (ray {ray.__version__} runs V1): "
+            "install a newer ray[train], or unset RAY_TRAIN_V2_ENABLED=0\n"
+        )
+        return 2
 
     for name, value in QUIET_PRINT.items():  # Ray Train hands it on to its controller
         os.environ.setdefault(name, value)
@@ -179,9 +193,11 @@ def main(argv: list[str] | None = None) -> int:
         trainer_for(config, script, module).fit()
     except WorkerGroupError as exc:
         records = failure_records(exc)
-        _write_records(records)
-        first = min(records, key=lambda r: r["time"])
-        code = int(first["exit_code"]) or 1
+        if records:
+            _write_records(records)
+            code = int(min(records, key=lambda r: r["time"])["exit_code"]) or 1
+        else:  # no worker named: report Ray's own error
+            code, failure = 1, exc
     except TrainingFailedError as exc:  # the controller failed, not a worker
         sys.stderr.write(f"{PROG}: the Ray Train run failed: {exc}\n")
         code = 1
@@ -190,7 +206,11 @@ def main(argv: list[str] | None = None) -> int:
         code, failure = 1, exc
     finally:
         ray.shutdown()
-    if _signals_seen(read_fd) & {signal.SIGINT, signal.SIGTERM}:
+        signal.set_wakeup_fd(-1)
+        os.close(write_fd)
+    seen = _signals_seen(read_fd)
+    os.close(read_fd)
+    if seen & {signal.SIGINT, signal.SIGTERM}:
         sys.stderr.write(f"{PROG}: the Ray Train run was aborted; its workers are stopped\n")
         return INTERRUPTED
     if failure is not None:

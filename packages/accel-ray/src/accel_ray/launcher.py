@@ -10,6 +10,7 @@ variable, :data:`WORKER_ENV`, which the driver turns into the job's runtime envi
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -40,7 +41,7 @@ RAY_CLIENT_PORT = 10001
 """Port of a ``ray://host`` address that names none (Ray Client's default)."""
 
 
-def check_reachable(address: str, timeout: float = 5.0) -> None:
+def check_reachable(address: str, timeout: float = 5.0, given_as: str = "--ray_address") -> None:
     """A ``host:port`` or ``ray://host[:port]`` address must accept connections.
 
     Ray itself retries an unreachable cluster (for half a minute through Ray Client, for
@@ -61,7 +62,7 @@ def check_reachable(address: str, timeout: float = 5.0) -> None:
         socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
     except OSError as exc:
         raise UsageError(
-            f"--ray_address {address}: no Ray cluster answers there ({exc.strerror or exc}); "
+            f"{given_as} {address}: no Ray cluster answers there ({exc.strerror or exc}); "
             "start one with `ray start --head` (Ray Client listens on port 10001) "
             "or fix the address"
         ) from None
@@ -101,7 +102,10 @@ class RayLauncher(Launcher):
             )
         if settings.get("ray_address"):
             check_reachable(settings["ray_address"])
-        address = settings.get("ray_address") or "$RAY_ADDRESS or a local Ray instance"
+        elif os.environ.get("RAY_ADDRESS"):
+            check_reachable(os.environ["RAY_ADDRESS"], given_as="RAY_ADDRESS")
+        address = settings.get("ray_address") or os.environ.get("RAY_ADDRESS")
+        cluster = f"the Ray cluster at {address}" if address else "a new local Ray instance"
         env = dict(environment)
         env[WORKER_ENV] = json.dumps(dict(environment), sort_keys=True)
         return LaunchPlan(
@@ -113,7 +117,7 @@ class RayLauncher(Launcher):
             num_machines=1,
             nproc_per_node=workers,
             machine_rank=None,  # Ray places the workers
-            where=f"Ray cluster at {address} ({workers} Ray Train workers)",
+            where=f"{cluster} ({workers} Ray Train workers)",
         )
 
 

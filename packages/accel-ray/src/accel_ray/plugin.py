@@ -74,7 +74,7 @@ def accel_before_resume(accelerator: Any, checkpoint_root: str) -> None:
     """Inside a Ray Train worker: copy in the checkpoint Ray restored after a restart."""
     from .checkpoints import restore_checkpoint
 
-    restore_checkpoint(checkpoint_root)
+    restore_checkpoint(accelerator, checkpoint_root)
 
 
 @hookimpl

@@ -168,7 +168,7 @@ CORE_SECTION = Section(
             "choice",
             "static",
             "rendezvous backend of torch.distributed.run",
-            choices=("static", "c10d", "etcd", "etcd-v2"),
+            choices=catalog.RDZV_BACKENDS,
             env=environment.RDZV_BACKEND,
             nullable=False,
             standard=True,

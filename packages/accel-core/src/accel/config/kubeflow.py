@@ -27,10 +27,11 @@ to count the accelerators.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from accel.catalog import RDZV_BACKENDS
 from accel.errors import ConfigError
 
 MACHINE_KEYS = (
@@ -44,6 +45,15 @@ MACHINE_KEYS = (
 )
 """Settings that only mean something with several machines: dropped when a higher layer
 says the job runs on one machine (``--num_machines 1`` in a pod: this pod runs alone)."""
+
+JOB_KEYS = (
+    "num_machines",
+    "max_num_machines",
+    "nproc_per_node",
+    "max_restarts",
+    *MACHINE_KEYS,
+)
+"""Every setting :func:`read_job` may give."""
 
 POD_PROCESS_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 """torch.distributed variables the operator sets for the pod: a process that runs the
@@ -64,23 +74,35 @@ class JobEnvironment:
 
 
 def in_pod_of_job(environ: Mapping[str, str]) -> bool:
-    """Whether ``environ`` looks like a Kubeflow training pod seen from outside torchrun."""
+    """Whether ``environ`` looks like a Kubeflow training pod seen from outside torchrun.
+
+    ``PET_NNODES`` says so; without it (operators before v1.7) ``MASTER_ADDR``,
+    ``WORLD_SIZE`` and ``RANK`` do, in a Kubernetes pod (``KUBERNETES_SERVICE_HOST``) only:
+    elsewhere a script may export those three for its own launcher.
+    """
     if environ.get("TORCHELASTIC_RUN_ID"):
         return False  # a torchrun worker: RANK / WORLD_SIZE are per process
     if environ.get("PET_NNODES"):
         return True
-    return all(environ.get(name) for name in ("MASTER_ADDR", "WORLD_SIZE", "RANK"))
+    names = ("KUBERNETES_SERVICE_HOST", "MASTER_ADDR", "WORLD_SIZE", "RANK")
+    return all(environ.get(name) for name in names)
 
 
-def _number(environ: Mapping[str, str], name: str, minimum: int = 0) -> int:
+MAX_PORT = 65535
+
+
+def _number(
+    environ: Mapping[str, str], name: str, minimum: int = 0, maximum: int | None = None
+) -> int:
     value = environ[name]
     try:
         number = int(value.strip())
     except ValueError:
         number = -1
-    if number < minimum:
+    if number < minimum or (maximum is not None and number > maximum):
+        span = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
         raise ConfigError(
-            f"{name}={value!r}: expected a whole number >= {minimum} (set by the Kubeflow "
+            f"{name}={value!r}: expected a whole number {span} (set by the Kubeflow "
             "training operator); fix the pod's environment or pass the setting as a flag"
         )
     return number
@@ -110,7 +132,7 @@ def _endpoint(value: str) -> tuple[str, int]:
         port = rest[1:] if rest.startswith(":") else ""
     elif value.count(":") == 1:
         host, _, port = value.partition(":")
-    if not host or (port and not port.isdigit()):
+    if not host or (port and not (port.isdigit() and 1 <= int(port) <= MAX_PORT)):
         raise ConfigError(
             f"PET_RDZV_ENDPOINT={value!r}: expected HOST:PORT; fix the pod's environment "
             "or pass --main_process_ip and --main_process_port"
@@ -153,11 +175,15 @@ def processes_per_pod(value: str, use_cpu: bool = False) -> tuple[int, str]:
     )
 
 
-def read_job(environ: Mapping[str, str], use_cpu: bool = False) -> JobEnvironment | None:
+def read_job(
+    environ: Mapping[str, str], use_cpu: bool = False, replaced: Collection[str] = ()
+) -> JobEnvironment | None:
     """The settings the Kubeflow pod environment ``environ`` gives, or None outside such a pod.
 
     ``use_cpu`` (from the other layers) makes ``PET_NPROC_PER_NODE=auto`` count no GPU.
-    ConfigError names the variable whose value cannot be read.
+    Settings in ``replaced`` (a flag or ``ACCEL_*`` variable gives them) are not read, so
+    a bad variable behind them is no error. ConfigError names the variable whose value
+    cannot be read, or those missing for a job of several machines.
     """
     if not in_pod_of_job(environ):
         return None
@@ -165,33 +191,49 @@ def read_job(environ: Mapping[str, str], use_cpu: bool = False) -> JobEnvironmen
     values, origins = job.settings, job.origins
 
     def put(name: str, value: Any, origin: str) -> None:
-        values[name] = value
-        origins[name] = origin
+        if name not in replaced:
+            values[name] = value
+            origins[name] = origin
 
     pet = bool(environ.get("PET_NNODES"))
-    if pet:
-        minimum, maximum = _machines(environ)
-        put("num_machines", minimum, "PET_NNODES")
-        if maximum is not None and maximum != minimum:
-            put("max_num_machines", maximum, "PET_NNODES")
-    else:  # operators before v1.7: WORLD_SIZE counts pods, one process each
-        put("num_machines", _number(environ, "WORLD_SIZE", minimum=1), "WORLD_SIZE")
+    machines, elastic_max = 1, None
+    if pet and "num_machines" not in replaced:
+        machines, elastic_max = _machines(environ)
+        put("num_machines", machines, "PET_NNODES")
+        if elastic_max is not None and elastic_max != machines:
+            put("max_num_machines", elastic_max, "PET_NNODES")
+    elif not pet:  # operators before v1.7: WORLD_SIZE counts pods, one process each
+        if "num_machines" not in replaced:
+            machines = _number(environ, "WORLD_SIZE", minimum=1)
+            put("num_machines", machines, "WORLD_SIZE")
         put("nproc_per_node", 1, "WORLD_SIZE")
+    backend = environ.get("PET_RDZV_BACKEND")
+    rendezvous = bool(backend and environ.get("PET_RDZV_ENDPOINT"))
     for name in ("PET_NODE_RANK", "RANK", "JOB_COMPLETION_INDEX"):
         if environ.get(name) and (name != "RANK" or not pet):
-            put("machine_rank", _number(environ, name), name)
+            if "machine_rank" not in replaced:
+                put("machine_rank", _number(environ, name), name)
             break
-    backend = environ.get("PET_RDZV_BACKEND")
-    if backend and environ.get("PET_RDZV_ENDPOINT"):
-        if backend not in ("static", "c10d", "etcd", "etcd-v2"):
+    else:  # a static job of several machines needs this pod's rank; a rendezvous numbers them
+        needs_rank = machines > 1 and elastic_max is None and backend in (None, "static")
+        if needs_rank and "machine_rank" not in replaced:
             raise ConfigError(
-                f"PET_RDZV_BACKEND={backend!r}: accel launch supports static, c10d, etcd and "
-                "etcd-v2; set rdzvBackend in the elasticPolicy or pass --rdzv_backend"
+                f"a job of {machines} machines, but no PET_NODE_RANK, RANK or "
+                "JOB_COMPLETION_INDEX says which one this pod is: fix the pod's environment "
+                "or pass --machine_rank"
             )
-        host, port = _endpoint(environ["PET_RDZV_ENDPOINT"])
+    if rendezvous:
+        if "rdzv_backend" not in replaced and backend not in RDZV_BACKENDS:
+            raise ConfigError(
+                f"PET_RDZV_BACKEND={backend!r}: accel launch supports "
+                f"{', '.join(RDZV_BACKENDS[:-1])} and {RDZV_BACKENDS[-1]}; set rdzvBackend in "
+                "the elasticPolicy or pass --rdzv_backend"
+            )
         put("rdzv_backend", backend, "PET_RDZV_BACKEND")
-        put("main_process_ip", host, "PET_RDZV_ENDPOINT")
-        put("main_process_port", port, "PET_RDZV_ENDPOINT")
+        if not {"main_process_ip", "main_process_port"} <= set(replaced):
+            host, port = _endpoint(environ["PET_RDZV_ENDPOINT"])
+            put("main_process_ip", host, "PET_RDZV_ENDPOINT")
+            put("main_process_port", port, "PET_RDZV_ENDPOINT")
         for key, name in (("rdzv_id", "PET_RDZV_ID"), ("rdzv_conf", "PET_RDZV_CONF")):
             if environ.get(name):
                 put(key, environ[name], name)
@@ -201,22 +243,32 @@ def read_job(environ: Mapping[str, str], use_cpu: bool = False) -> JobEnvironmen
             ("main_process_port", ("PET_MASTER_PORT", "MASTER_PORT")),
         ):
             name = next((n for n in names if environ.get(n)), None)
-            if name is not None:
-                value = environ[name] if key == "main_process_ip" else _number(environ, name, 1)
+            if name is not None and key not in replaced:
+                port = key == "main_process_port"
+                value = _number(environ, name, 1, MAX_PORT) if port else environ[name]
                 put(key, value, name)
-    if environ.get("PET_NPROC_PER_NODE"):
+    several = max(machines, elastic_max or 1) > 1
+    if several and "main_process_ip" not in values and "main_process_ip" not in replaced:
+        raise ConfigError(
+            "a job of several machines, but no PET_RDZV_ENDPOINT, PET_MASTER_ADDR or "
+            "MASTER_ADDR says where they meet: fix the pod's environment or pass "
+            "--main_process_ip"
+        )
+    if environ.get("PET_NPROC_PER_NODE") and "nproc_per_node" not in replaced:
         raw = environ["PET_NPROC_PER_NODE"]
         count, how = processes_per_pod(raw, use_cpu)
         origin = "PET_NPROC_PER_NODE" + (f"={raw} ({how})" if how else "")
         put("nproc_per_node", count, origin)
-    if environ.get("PET_MAX_RESTARTS"):
+    if environ.get("PET_MAX_RESTARTS") and "max_restarts" not in replaced:
         put("max_restarts", _number(environ, "PET_MAX_RESTARTS"), "PET_MAX_RESTARTS")
     return job
 
 
 __all__ = [
     "ELASTIC_PORT",
+    "JOB_KEYS",
     "MACHINE_KEYS",
+    "MAX_PORT",
     "POD_PROCESS_VARIABLES",
     "JobEnvironment",
     "in_pod_of_job",

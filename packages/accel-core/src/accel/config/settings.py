@@ -41,7 +41,7 @@ from accel.config.keys import (  # the declarations live in their own module
     coerce,
     core_option,
 )
-from accel.config.kubeflow import MACHINE_KEYS, JobEnvironment, read_job
+from accel.config.kubeflow import JOB_KEYS, MACHINE_KEYS, JobEnvironment, read_job
 from accel.config.launched import launched_config
 from accel.config.sections import section_validators
 from accel.errors import ConfigError, MissingPluginError
@@ -518,6 +518,7 @@ def _apply_job(
     ``num_processes`` given above drops the pod's processes per machine (the total decides
     them), a ``num_machines`` given above drops the pod's elastic maximum, and
     ``num_machines`` 1 given above drops every multi-machine setting (the pod runs alone).
+    The pod's variables behind replaced settings are not read: a flag fixes a bad one.
     """
 
     def above(name: str) -> Any:
@@ -530,10 +531,7 @@ def _apply_job(
     use_cpu = (
         values.get("use_cpu") if use_cpu is None else coerce(KEYS["use_cpu"], use_cpu, "use_cpu")
     )
-    job = read_job(environ, use_cpu=bool(use_cpu))
-    if job is None:
-        return None
-    skip: set[str] = set()
+    skip = {name for name in JOB_KEYS if above(name) is not None}
     if above("num_processes") is not None:
         skip.add("nproc_per_node")
     machines = above("num_machines")
@@ -541,10 +539,12 @@ def _apply_job(
         skip.add("max_num_machines")
         if str(machines).strip() == "1" and flags.get("max_num_machines") is None:
             skip.update(MACHINE_KEYS)
+    job = read_job(environ, use_cpu=bool(use_cpu), replaced=skip)
+    if job is None:
+        return None
     for name, value in job.settings.items():
-        if name not in skip:
-            values[name] = value
-            sources[name] = Source("env", job.origins[name])
+        values[name] = value
+        sources[name] = Source("env", job.origins[name])
     return job
 
 
