@@ -106,6 +106,8 @@ def test_plan_refuses_no_python_max_restarts_and_is_not_chosen_without_ray():
         plan_launch(_settings(), ["prog"], no_python=True)
     with pytest.raises(UsageError, match="use --ray_max_failures"):
         plan_launch({**_settings(), "max_restarts": 2}, ["t.py"])
+    with pytest.raises(UsageError, match="drop --num_machines"):
+        plan_launch({**_settings(), "num_machines": 2, "main_process_ip": "h"}, ["t.py"])
     settings = _settings()
     settings["ray_config"] = {}
     assert not RayLauncher().claims(settings)

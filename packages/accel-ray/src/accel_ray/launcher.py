@@ -100,6 +100,11 @@ class RayLauncher(Launcher):
                 "--max_restarts restarts torchrun's workers; with --ray, Ray restarts them: "
                 "use --ray_max_failures N"
             )
+        if int(config.get("num_machines") or 1) > 1:
+            raise UsageError(
+                "--ray places the workers on the Ray cluster's nodes itself: drop "
+                "--num_machines (--num_processes or --ray_num_workers is the total)"
+            )
         if settings.get("ray_address"):
             check_reachable(settings["ray_address"])
         elif os.environ.get("RAY_ADDRESS"):
