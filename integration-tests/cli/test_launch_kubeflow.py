@@ -384,6 +384,11 @@ def test_a_lone_process_does_not_see_the_pods_world(run_accel, tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert "world None None" in result.stdout
+    (summary,) = [line for line in result.stderr.splitlines() if "Kubeflow pod:" in line]
+    assert summary.startswith("accel launch: 1 machine x 1 process, distributed_type NO")
+    assert summary.endswith(  # the settings the pod had, and who decided them here
+        "Kubeflow pod: num_machines=1 (flag --num_machines), nproc_per_node=1 (flag --nproc_per_node)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -391,7 +396,7 @@ def test_a_lone_process_does_not_see_the_pods_world(run_accel, tmp_path):
     [
         ("PET_NNODES", "two", "PET_NNODES='two': expected a number of machines or MIN:MAX"),
         ("PET_NNODES", "3:1", "1 <= MIN <= MAX"),
-        ("PET_NPROC_PER_NODE", "many", "PET_NPROC_PER_NODE='many': expected a number, auto"),
+        ("PET_NPROC_PER_NODE", "many", "PET_NPROC_PER_NODE='many': expected a number >= 1, auto"),
         ("PET_NODE_RANK", "5", "machine_rank 5 (env PET_NODE_RANK) needs num_machines > 5"),
     ],
 )

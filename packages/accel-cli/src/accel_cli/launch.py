@@ -670,6 +670,8 @@ def main(argv: list[str], prog: str = "accel launch") -> int:
             full_env.pop(name, None)
     full_env.update(env)
     if p["plan"].replace_process:
+        if resolved.job is not None and not ns.quiet:  # what the pod's variables decided
+            sys.stderr.write(_topology(config, p["plan"], resolved) + "\n")
         sys.stdout.flush()
         sys.stderr.flush()
         try:

@@ -65,7 +65,7 @@ def test_processes_per_pod_values():
     assert processes_per_pod("4") == (4, "")
     assert processes_per_pod("auto", use_cpu=True) == (1, "use_cpu")
     assert processes_per_pod("cpu")[0] >= 1
-    with pytest.raises(ConfigError, match="expected a number, auto, gpu or cpu"):
+    with pytest.raises(ConfigError, match="'0': expected a number >= 1, auto, gpu or cpu"):
         processes_per_pod("0")
 
 

@@ -170,8 +170,8 @@ def processes_per_pod(value: str, use_cpu: bool = False) -> tuple[int, str]:
             )
         return 1, "no accelerator" if not use_cpu else "use_cpu"
     raise ConfigError(
-        f"PET_NPROC_PER_NODE={value!r}: expected a number, auto, gpu or cpu; fix nprocPerNode "
-        "in the job's manifest or pass --nproc_per_node"
+        f"PET_NPROC_PER_NODE={value!r}: expected a number >= 1, auto, gpu or cpu; fix "
+        "nprocPerNode in the job's manifest or pass --nproc_per_node"
     )
 
 
