@@ -94,3 +94,26 @@ def test_process_helpers_are_the_states(accelerator):
     assert inspect.signature(Accelerator.on_local_process) == inspect.signature(
         PartialState.on_local_process
     )
+
+
+def test_every_dataloader_configuration_field_is_read_through_the_accelerator():
+    from accel import DataLoaderConfiguration
+
+    AcceleratorState._reset_state()
+    config = DataLoaderConfiguration(
+        dispatch_batches=False,
+        use_seedable_sampler=True,
+        non_blocking=True,
+        use_stateful_dataloader=True,
+    )
+    try:
+        accelerator = Accelerator(cpu=True, dataloader_config=config)
+        for name in ("dispatch_batches", "use_seedable_sampler", "non_blocking"):
+            assert getattr(accelerator, name) is getattr(config, name), name
+            with pytest.raises(AttributeError):  # read-only, as in Accelerate
+                setattr(accelerator, name, None)
+        assert accelerator.use_stateful_dataloader is True
+        config.non_blocking = False  # reads the live configuration
+        assert accelerator.non_blocking is False
+    finally:
+        AcceleratorState._reset_state()

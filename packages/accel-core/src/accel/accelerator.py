@@ -224,6 +224,11 @@ class Accelerator:
         "backend_context", "step_scheduler_with_optimizer", BackendContext, writable=True
     )
     split_batches = forward_property("backend_context", "split_batches", BackendContext)
+    # The other DataLoaderConfiguration fields, read-only as in Accelerate (transformers reads them).
+    dispatch_batches = forward_property("dataloader_config", "dispatch_batches")
+    use_seedable_sampler = forward_property("dataloader_config", "use_seedable_sampler")
+    non_blocking = forward_property("dataloader_config", "non_blocking")
+    use_stateful_dataloader = forward_property("dataloader_config", "use_stateful_dataloader")
 
     def _set_even_batches(self, value: bool) -> None:
         self.dataloader_config.even_batches = value
