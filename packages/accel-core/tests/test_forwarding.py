@@ -117,3 +117,21 @@ def test_every_dataloader_configuration_field_is_read_through_the_accelerator():
         assert accelerator.non_blocking is False
     finally:
         AcceleratorState._reset_state()
+
+
+def test_the_fsdp_plugin_of_the_state_is_assignable():
+    # transformers' FSDP tests set ``accelerator.state.fsdp_plugin`` after building the Accelerator.
+    from accel import FullyShardedDataParallelPlugin
+
+    AcceleratorState._reset_state()
+    try:
+        accelerator = Accelerator(cpu=True)
+        assert accelerator.state.fsdp_plugin is None
+        plugin = FullyShardedDataParallelPlugin()
+        accelerator.state.fsdp_plugin = plugin
+        assert AcceleratorState().fsdp_plugin is plugin  # shared by every handle
+        assert accelerator.state.plugins["fsdp_plugin"] is plugin
+        accelerator.state.fsdp_plugin = None
+        assert AcceleratorState().fsdp_plugin is None
+    finally:
+        AcceleratorState._reset_state()

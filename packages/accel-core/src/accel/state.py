@@ -419,6 +419,14 @@ class AcceleratorState(PartialState):
         """The FSDP plugin object, if FSDP is used."""
         return self.plugins.get("fsdp_plugin")
 
+    @fsdp_plugin.setter
+    def fsdp_plugin(self, plugin: Any) -> None:  # assignable, as in Accelerate
+        plugins = self.__dict__.setdefault("plugins", {})
+        if plugin is None:
+            plugins.pop("fsdp_plugin", None)
+        else:
+            plugins["fsdp_plugin"] = plugin
+
     @property
     def deepspeed_plugin(self) -> Any:
         """The DeepSpeed plugin object, if DeepSpeed is used."""
