@@ -124,3 +124,76 @@ def test_accelerate_to_fsdp2_and_hyphenated_launch_flags(tmp_path, monkeypatch):
     script.write_text("pass\n")
     args = launch_command_parser().parse_args(["--num-processes", "2", str(script)])
     assert args.num_processes == "2"
+
+
+RANK_SCRIPT = """
+import json, os, sys
+out = sys.argv[1]
+json.dump({"world": os.environ.get("WORLD_SIZE", "1"), "argv": sys.argv[2:]},
+          open(os.path.join(out, f"rank{os.environ.get('RANK', '0')}.json"), "w"))
+"""
+
+EDIT_THEN_LAUNCH = """
+import sys
+from accelerate.commands.launch import launch_command, launch_command_parser
+script, out = sys.argv[1:3]
+args = launch_command_parser().parse_args(["--num_processes", "1", "--cpu", script, out, "old"])
+args.num_processes = 2                       # as TRL and other CLIs set fields after parse_args()
+args.training_script_args = [out, "new", "--lr", "-1"]
+launch_command(args)
+"""
+
+SUBPARSERS_LAUNCH = """
+import argparse, sys
+from accelerate.commands.launch import launch_command_parser
+script, out = sys.argv[1:3]
+cli = argparse.ArgumentParser(prog="tool")
+subparsers = cli.add_subparsers(dest="command")
+launch_parser = launch_command_parser(subparsers)
+assert subparsers.choices["launch"] is launch_parser
+args = cli.parse_args(["launch", "--cpu", "--num-processes", "1", script, out, "sub"])
+assert args.command == "launch" and args.num_processes == "1"
+args.func(args)
+"""
+
+
+def test_launch_command_honours_fields_set_after_parsing(tmp_path):
+    """``launch_command`` launches the namespace's current values, not the argv it was parsed from."""
+    from accel.testing.processes import clean_environment, run_command
+
+    script, out = tmp_path / "ranks.py", tmp_path / "out"
+    script.write_text(RANK_SCRIPT)
+    out.mkdir()
+    driver = tmp_path / "driver.py"
+    driver.write_text(EDIT_THEN_LAUNCH)
+    run_command([sys.executable, str(driver), str(script), str(out)], env=clean_environment())
+    seen = {p.name: json.loads(p.read_text()) for p in out.iterdir()}
+    assert sorted(seen) == ["rank0.json", "rank1.json"]
+    assert all(v == {"world": "2", "argv": ["new", "--lr", "-1"]} for v in seen.values())
+
+
+def test_launch_command_parser_adds_launch_to_subparsers(tmp_path):
+    """``launch_command_parser(subparsers)`` adds ``launch`` (with ``func``) to a CLI's subparsers."""
+    from accel.testing.processes import clean_environment, run_command
+
+    script, out = tmp_path / "ranks.py", tmp_path / "out"
+    script.write_text(RANK_SCRIPT)
+    out.mkdir()
+    driver = tmp_path / "driver.py"
+    driver.write_text(SUBPARSERS_LAUNCH)
+    run_command([sys.executable, str(driver), str(script), str(out)], env=clean_environment())
+    assert json.loads((out / "rank0.json").read_text()) == {"world": "1", "argv": ["sub"]}
+
+
+def test_launch_namespace_has_accelerates_cpu_field(tmp_path):
+    from accelerate.commands.launch import launch_argv, launch_command_parser
+
+    script = tmp_path / "s.py"
+    script.write_text("pass\n")
+    args = launch_command_parser().parse_args(["--cpu", str(script)])
+    assert args.cpu is True
+    args.cpu = False
+    args.mixed_precision = "bf16"
+    assert launch_argv(args) == ["--mixed_precision=bf16", str(script)]
+    args.cpu = True
+    assert "--cpu" in launch_argv(args)

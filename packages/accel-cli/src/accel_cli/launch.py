@@ -291,9 +291,15 @@ DYNAMO_DESTS = {
 }
 
 
-def build_parser(prog: str = "accel launch", script: bool = True) -> LaunchParser:
-    """The ``accel launch`` parser: core flags, then each installed plugin's flags."""
-    parser = Parser(prog=prog, description=DESCRIPTION, epilog=EPILOG if script else None)
+def build_parser(
+    prog: str = "accel launch", script: bool = True, parser: argparse.ArgumentParser | None = None
+) -> LaunchParser:
+    """The ``accel launch`` parser: core flags, then each installed plugin's flags.
+
+    ``parser``: add them to this parser (e.g. a subcommand's) instead of a new one.
+    """
+    if parser is None:
+        parser = Parser(prog=prog, description=DESCRIPTION, epilog=EPILOG if script else None)
     add_core_arguments(parser, script=script)
     result = LaunchParser(parser)
     _add_plugin_arguments(result)
@@ -394,6 +400,49 @@ def parse(
             raise UsageError(f"unknown option {flag}; {hint}")
         raise UsageError(f"unexpected argument {extras[0]!r}; {hint}")
     return ns, lp
+
+
+def argv_from_namespace(ns: argparse.Namespace, parser: argparse.ArgumentParser) -> list[str]:
+    """The command line that parses to ``ns``'s current values (fields set after parsing count).
+
+    Options come first, then ``training_script`` and ``training_script_args``; a value that
+    is None (or absent) is left out, as is a ``store_true`` flag that is false.
+    """
+    argv: list[str] = []
+    positionals: list[str] = []
+    for action in parser._actions:
+        if action.dest in (None, argparse.SUPPRESS, "help") or isinstance(
+            action, argparse._SubParsersAction
+        ):
+            continue
+        value = getattr(ns, action.dest, None)
+        if value is None or value is argparse.SUPPRESS:
+            continue
+        if not action.option_strings:
+            positionals.extend(str(v) for v in (value if isinstance(value, list) else [value]))
+            continue
+        option = next((o for o in action.option_strings if o.startswith("--")), None)
+        option = option or action.option_strings[0]
+        if isinstance(action, argparse.BooleanOptionalAction):
+            argv.append(option if value else "--no-" + option[2:])
+        elif isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+            if value == action.const:
+                argv.append(option)
+        elif isinstance(action, argparse._StoreConstAction):
+            if value == action.const:
+                argv.append(option)
+        elif isinstance(action, argparse._CountAction):
+            argv.extend([option] * int(value))
+        elif isinstance(action, argparse._AppendAction):
+            for item in value:
+                argv.extend([option, *(map(str, item) if isinstance(item, list) else [str(item)])])
+        elif isinstance(value, (list, tuple)):
+            argv.extend([option, *map(str, value)])
+        else:
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            # one token where possible: a value may start with "-"
+            argv.extend([f"{option}={text}"] if option.startswith("--") else [option, text])
+    return argv + positionals
 
 
 def _machine_range(value: str) -> dict[str, Any]:
