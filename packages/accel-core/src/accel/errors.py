@@ -30,3 +30,11 @@ class UsageError(AccelError):
 
 class CheckpointError(AccelError, RuntimeError):
     """A checkpoint cannot be written or read."""
+
+
+class ResumeError(CheckpointError, UsageError):
+    """A checkpoint cannot continue on this run's layout (processes, batch sizes, parallelism).
+
+    The message says what was saved, what this run has, and what would work; a launched
+    worker prints it on one line and exits 2.
+    """

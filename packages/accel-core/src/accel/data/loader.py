@@ -28,6 +28,7 @@ from torch.utils.data import (
     default_collate,
 )
 
+from accel.data import position as positions
 from accel.data.batches import EmptyBatch, EmptySafeCollate, empty_like, placer
 from accel.data.samplers import (
     BatchSamplerShard,
@@ -118,6 +119,10 @@ class DataLoaderShard(DataLoader):
         self._resume_skip = 0
         self._explicit_skip = False  # _resume_skip came from skip_batches: it survives set_epoch
         self._restored: dict[str, Any] | None = None  # a mid-epoch position from load_state_dict
+        # where this epoch's iteration started in the global order: (samples, batches) before
+        # the batches counted by batches_yielded; (0, 0) unless resumed on another layout
+        self._origin: tuple[int, int] = (0, 0)
+        self._resize: tuple[int, int] | None = None  # such an origin, for the next iteration
         self._replaying = False  # this iteration continues an epoch whose draws were made
         self.end_of_dataloader = False
         self.remainder = -1
@@ -145,26 +150,45 @@ class DataLoaderShard(DataLoader):
         if epoch != self.epoch:
             self.batches_yielded = 0
             self._restored = None
+            self._resize = None
             if not self._explicit_skip:
                 self._resume_skip = 0
         self.epoch = epoch
         self._propagate_epoch()
 
     def state_dict(self) -> dict[str, Any]:
-        """The position: ``{"epoch", "batches_yielded"}``, with ``seed`` and ``sampler`` when they matter."""
+        """The position in the epoch's global order (:mod:`accel.data.position`, version 2)."""
         try:
             finished = self.batches_yielded >= len(self) > 0
         except TypeError:  # iterable dataset without a length
             finished = False
+        finished = finished or (self.end_of_dataloader and self.batches_yielded > 0)
+        layout = self._layout()
+        state: dict[str, Any] = {
+            "version": positions.VERSION,
+            "num_processes": layout["num_processes"],
+            "batch_size": layout["batch_size"],
+        }
         if finished:  # saved right after the last batch: the next epoch starts at 0
-            state: dict[str, Any] = {"epoch": self.epoch + 1, "batches_yielded": 0}
+            state.update(epoch=self.epoch + 1, batches_yielded=0, samples_seen=0, batches_seen=0)
+            if layout["samples_per_step"] is None:
+                state["samples_seen"] = None
+            if layout["batches_per_step"] is None:
+                state["batches_seen"] = None
         else:
-            state = {"epoch": self.epoch, "batches_yielded": self.batches_yielded}
+            samples, batches = self._global_position(layout)
+            state.update(
+                epoch=self.epoch,
+                batches_yielded=self.batches_yielded,
+                samples_seen=samples,
+                batches_seen=batches,
+            )
         if self.seed is not None:
             state["seed"] = self.seed
         sampler = self._resumable()
         if sampler is not None:
-            if state["batches_yielded"]:  # inside the epoch: what its order was drawn from
+            if state["batches_yielded"] or state["samples_seen"] or state["batches_seen"]:
+                # inside the epoch: what its order was drawn from
                 drawn = self._restored["sampler"] if self._restored else sampler.drawn
                 if drawn is not None:
                     state["sampler"] = dict(drawn)
@@ -173,26 +197,170 @@ class DataLoaderShard(DataLoader):
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume at the saved position on the next iteration."""
+        """Resume at the saved position on the next iteration, also on another number of processes.
+
+        A position saved on this layout (processes and batch size) resumes batch for batch.
+        Saved on another one, the next iteration continues the epoch's global order at the
+        saved sample (:mod:`accel.data.position`); :class:`~accel.errors.ResumeError` says
+        why when this loader cannot.
+        """
+        state = positions.upgrade(state, self._layout()["num_processes"])
         if state.get("seed") is not None:
             self.seed = int(state["seed"])
         self.epoch = int(state["epoch"])
-        self.batches_yielded = int(state["batches_yielded"])
-        self._resume_skip = self.batches_yielded
         self._explicit_skip = False
+        self._resize = None
+        self.end_of_dataloader = False
         drawn = state.get("sampler")
-        if self.batches_yielded:
+        if self._same_layout(state):
+            self.batches_yielded = int(state["batches_yielded"])
+            self._resume_skip = self.batches_yielded
+            inside = self.batches_yielded > 0
+        else:
+            self._resize = self._resize_origin(state)
+            self.batches_yielded = self._resume_skip = 0
+            inside = any(self._resize)
+        if inside:
             self._restored = {"sampler": drawn}
             return
         self._restored = None
         sampler = self._resumable()
-        if drawn and "generator" in drawn and sampler is not None and sampler.generator is not None:
+        if drawn and "generator" in drawn and sampler is not None:
+            if sampler.generator is None:  # saved where the order had a generator of its own
+                sampler.generator = torch.Generator()
             sampler.generator.set_state(drawn["generator"])
+
+    def _layout(self) -> dict[str, Any]:
+        """How this loader's batches map onto the global order.
+
+        ``num_processes`` sharing it; ``batch_size`` of the global batch sampler (or of the
+        stream's per-process batches); ``samples_per_step`` / ``batches_per_step``: how many
+        samples / batch-sampler batches one batch of this process stands for globally (None
+        where not countable); ``epoch_samples`` / ``epoch_batches``: their totals, if known.
+        """
+        shard = self._shard()
+        if shard is not None:
+            n = 1 if shard.split_batches else shard.num_processes
+            per = shard.batch_size if shard.counts_samples else None
+            try:
+                total_batches: int | None = len(shard.batch_sampler)
+            except TypeError:
+                total_batches = None
+            return {
+                "num_processes": getattr(self, "num_processes", shard.num_processes),
+                "batch_size": shard.batch_size,
+                "samples_per_step": None if per is None else per * n,
+                "batches_per_step": n,
+                "epoch_samples": shard.epoch_samples,
+                "epoch_batches": total_batches,
+            }
+        if isinstance(self.dataset, IterableDatasetShard):
+            ds = self.dataset
+            return {
+                "num_processes": ds.num_processes,
+                "batch_size": ds.batch_size,
+                "samples_per_step": ds.round_size,
+                "batches_per_step": None,
+                "epoch_samples": None,
+                "epoch_batches": None,
+            }
+        counted = isinstance(self.dataset, IterableDataset) and self.batch_size is not None
+        return {
+            "num_processes": getattr(self, "num_processes", 1),
+            "batch_size": self.batch_size,
+            "samples_per_step": self.batch_size if counted else None,
+            "batches_per_step": None,
+            "epoch_samples": None,
+            "epoch_batches": None,
+        }
+
+    def _global_position(self, layout: dict[str, Any]) -> tuple[int | None, int | None]:
+        """(samples, batch-sampler batches) of the epoch's global order consumed so far."""
+        origin = self._resize if self._resize is not None else self._origin
+        steps = self.batches_yielded
+        samples = batches = None
+        if layout["samples_per_step"] is not None:
+            samples = origin[0] + steps * layout["samples_per_step"]
+            if layout["epoch_samples"] is not None:
+                samples = min(samples, layout["epoch_samples"])
+        if layout["batches_per_step"] is not None:
+            batches = origin[1] + steps * layout["batches_per_step"]
+            if layout["epoch_batches"] is not None:
+                batches = min(batches, layout["epoch_batches"])
+        return samples, batches
+
+    def _same_layout(self, state: dict[str, Any]) -> bool:
+        layout = self._layout()
+        saved_size = state.get("batch_size")
+        return state.get("num_processes") in (None, layout["num_processes"]) and (
+            saved_size is None or saved_size == layout["batch_size"]
+        )
+
+    def _resize_origin(self, state: dict[str, Any]) -> tuple[int, int]:
+        """Where a position saved on another layout continues here: (samples, batches)."""
+        from accel.errors import ResumeError
+
+        layout = self._layout()
+        saved_n = state.get("num_processes")
+        shard = self._shard()
+        if state.get("samples_seen") is None and state.get("batches_seen") is None:
+            # version 1: this process's batches, counted on saved_n processes of this batch size
+            steps = int(state.get("batches_yielded", 0))
+            split = bool(getattr(shard if shard is not None else self.dataset, "split_batches", 0))
+            per_step = 1 if split else saved_n or 0
+            if not per_step or isinstance(self, DataLoaderDispatcher):
+                raise ResumeError(
+                    f"this data loader position was written by an older accel on {saved_n} "
+                    f"processes and cannot be mapped onto {layout['num_processes']}: resume it "
+                    f"on {saved_n} processes"
+                )
+            counted = layout["samples_per_step"] is not None
+            state = {
+                **state,
+                "batch_size": layout["batch_size"],
+                "samples_seen": steps * per_step * layout["batch_size"] if counted else None,
+                "batches_seen": steps * per_step if shard is not None else None,
+            }
+        samples, batches = state.get("samples_seen"), state.get("batches_seen")
+        where = (
+            f"saved on {saved_n} processes with batch size {state.get('batch_size')}, "
+            f"resumed on {layout['num_processes']} with batch size {layout['batch_size']}"
+        )
+        if hasattr(self, "_inner_state"):
+            raise ResumeError(
+                f"a use_stateful_dataloader position is torchdata's per-process state ({where}): "
+                "resume it on the same number of processes, or without use_stateful_dataloader"
+            )
+        if shard is not None:
+            if shard.counts_samples and samples is not None:
+                return int(samples), 0
+            if batches is not None and shard.batch_size == state.get("batch_size"):
+                return 0, int(batches)
+            raise ResumeError(
+                f"this data loader's position cannot be continued here ({where}): its batch "
+                "sampler yields whole batches, so keep the batch size, or resume on the same layout"
+            )
+        if samples is None:
+            raise ResumeError(
+                f"this data loader's position counts no samples ({where}): resume it on the "
+                "same number of processes"
+            )
+        if (
+            not isinstance(self.dataset, IterableDatasetShard)
+            and not isinstance(self, DataLoaderDispatcher)
+            and samples % layout["samples_per_step"]
+        ):
+            raise ResumeError(
+                f"the stream position (sample {samples}) is not a multiple of this loader's "
+                f"batch size {layout['batch_size']} ({where}): resume with a batch size that divides it"
+            )
+        return int(samples), 0
 
     def skip_batches(self, num_batches: int) -> None:
         """Skip the first ``num_batches`` batches of the next iteration (replaces a restored position)."""
         self._resume_skip = num_batches
         self._explicit_skip = True
+        self._resize = None
         self.batches_yielded = num_batches
 
     def _shard(self) -> BatchSamplerShard | None:
@@ -256,10 +424,18 @@ class DataLoaderShard(DataLoader):
         shard = self._shard()
         skip, self._resume_skip, self._explicit_skip = self._resume_skip, 0, False
         self.batches_yielded = skip
+        self._origin, self._resize = self._resize or (0, 0), None
+        samples, batches = self._origin
         if shard is not None:
             shard.skip = skip  # skipped at the sampler: no data read
+            shard.skip_samples, shard.start_batch = samples, batches
             return 0
-        return skip  # iterable datasets: skipped by reading
+        if isinstance(self.dataset, IterableDatasetShard):
+            self.dataset.skip_samples = samples  # the stream is read up to there
+            return skip
+        if samples and not isinstance(self, DataLoaderDispatcher):
+            return samples // self.batch_size  # iterable datasets: skipped by reading
+        return skip
 
     def _synchronize_rngs(self) -> None:
         """Copy the main process's ``rng_types`` to every process (Accelerate does it each epoch)."""
@@ -437,6 +613,9 @@ class DataLoaderDispatcher(DataLoaderShard):
         n, rank = self.num_processes, self.process_index
         is_main = PartialState().is_main_process
         iterator = super()._batches(skip_by_reading) if is_main else None
+        rows = self._origin[0] if self._shard() is None else 0
+        if iterator is not None and rows:  # a stream resumed on another global batch size
+            iterator = _rebatched(iterator, rows, self.batch_size)
         if not is_main and not self._replaying:
             draw_seed(self.generator)  # the base seed every process's DataLoader iterator draws
         first = self._first if self.batches_yielded else None  # restored with a position
@@ -459,6 +638,26 @@ class DataLoaderDispatcher(DataLoaderShard):
                 real_per = math.ceil(real / n) if real < full else full // n
             cut = self.slice_fn or slice_tensors
             yield cut(batch, slice(rank * real_per, (rank + 1) * real_per))
+
+
+def _rebatched(batches: Iterator[Any], drop: int, size: int) -> Iterator[Any]:
+    """``batches`` without their first ``drop`` rows, cut again into batches of ``size`` rows."""
+    from accel.distributed.operations import concatenate, find_batch_size, slice_tensors
+
+    carry = None
+    for batch in batches:
+        rows = find_batch_size(batch) or 0
+        if drop >= rows:
+            drop -= rows
+            continue
+        if drop:
+            batch, drop = slice_tensors(batch, slice(drop, rows)), 0
+        carry = batch if carry is None else concatenate([carry, batch])
+        while find_batch_size(carry) >= size:
+            yield slice_tensors(carry, slice(0, size))
+            carry = slice_tensors(carry, slice(size, None))
+    if carry is not None and find_batch_size(carry):
+        yield carry
 
 
 def _with_sampler(batch_sampler: Any, sampler: Any = None, batch_size: int | None = None) -> Any:

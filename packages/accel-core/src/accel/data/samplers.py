@@ -89,14 +89,21 @@ class ResumableRandomSampler(RandomSampler):
     def _chunks(self) -> Iterator[list[int]]:
         replay, self._replay = self._replay, None
         generator = self.generator
-        if generator is None:
+        if replay is not None and "generator" in replay:
+            # an order drawn from a sampler generator (a run on several processes): this
+            # sampler continues that generator, also where it had none of its own
+            if generator is None:
+                generator = self.generator = torch.Generator()
+            generator.set_state(replay["generator"])
+            self.drawn = {"generator": generator.get_state()}
+        elif generator is None or replay is not None:
+            # an order drawn from a seed: a new draw from the global generator, or the
+            # recorded seed (a generator of this sampler's own, if any, stays untouched)
             seed = draw_seed() if replay is None else int(replay["seed"])
             self.drawn = {"seed": seed}
             generator = torch.Generator()
             generator.manual_seed(seed)
         else:
-            if replay is not None:
-                generator.set_state(replay["generator"])
             self.drawn = {"generator": generator.get_state()}
         yield from _random_chunks(
             generator, len(self.data_source), self.num_samples, self.replacement
@@ -195,6 +202,10 @@ class BatchSamplerShard(BatchSampler):
         self.split_batches = split_batches
         self.even_batches = even_batches
         self.skip = 0
+        self.skip_samples = 0
+        """Global sample offset for the next iteration (a resume on another number of processes)."""
+        self.start_batch = 0
+        """Global batch offset for the next iteration, for batch samplers of their own batches."""
         self.last_round_valid = 0
         self.empty_batches = False
 
@@ -227,8 +238,35 @@ class BatchSamplerShard(BatchSampler):
             return base // n + 1
         return base // n + (1 if self.process_index < base % n else 0)
 
+    @property
+    def counts_samples(self) -> bool:
+        """Whether the batches are torch's ``BatchSampler`` over a sampler of known length.
+
+        Then a position is a number of samples of the sampler's order, and an iteration can
+        start at any sample (:attr:`skip_samples`); otherwise only at a batch (:attr:`start_batch`).
+        """
+        if type(self.batch_sampler) is not BatchSampler or not self.batch_size:
+            return False
+        try:
+            len(self.sampler)
+        except TypeError:
+            return False
+        return True
+
+    @property
+    def epoch_samples(self) -> int | None:
+        """Samples of the sampler's order that an epoch's batches hold (after ``drop_last``)."""
+        if not self.counts_samples:
+            return None
+        length = len(self.sampler)
+        return length // self.batch_size * self.batch_size if self.drop_last else length
+
     def __iter__(self) -> Iterator[list[int]]:
         skip, self.skip = self.skip, 0
+        samples, self.skip_samples = self.skip_samples, 0
+        start, self.start_batch = self.start_batch, 0
+        if samples or start:
+            return self._resized(samples, start)
         if self.num_processes == 1 and self._fixed_batches():
             # One process, torch's BatchSampler over a sampler of known length: its batches
             # as they are (no Python frame per batch), the last one's size known in advance.
@@ -248,36 +286,69 @@ class BatchSamplerShard(BatchSampler):
         return True
 
     def _skipping(self, skip: int) -> Iterator[list[int]]:
-        for index, batch in enumerate(self._rounds()):
+        for index, batch in enumerate(self._rounds(self.batch_sampler)):
             if index >= skip:
                 yield batch
 
-    def _rounds(self) -> Iterator[list[int]]:
+    def _resized(self, samples: int, start: int) -> Iterator[list[int]]:
+        """This process's batches from global sample ``samples`` (or global batch ``start``) on.
+
+        The epoch's order is drawn whole (the sampler's indices, no data read); the first
+        ``samples`` indices are passed over at C speed and the rest are batched and sharded
+        as on any epoch. The batches that pad an uneven last round are still the epoch's first.
+        """
+        n = 1 if self.split_batches else self.num_processes
+        if samples:
+            indices = iter(self.sampler)
+            head_indices = list(itertools.islice(indices, n * self.batch_size))
+            head = [
+                head_indices[i : i + self.batch_size]
+                for i in range(0, len(head_indices), self.batch_size)
+            ]
+            if samples < len(head_indices):
+                rest = itertools.chain(head_indices[samples:], indices)
+            else:
+                rest = itertools.islice(indices, samples - len(head_indices), None)
+            batches: Any = _batched(rest, self.batch_size, self.drop_last)
+            head = [b for b in head if len(b) == self.batch_size or not self.drop_last]
+        else:
+            source = iter(self.batch_sampler)
+            head = [list(b) for b in itertools.islice(source, n)]
+            batches = itertools.chain(
+                head[start:], itertools.islice(source, max(start - len(head), 0), None)
+            )
+        return self._rounds(batches, head)
+
+    def _rounds(self, batches: Any, head: list[list[int]] | None = None) -> Iterator[list[int]]:
         n, rank = self.num_processes, self.process_index
         if n == 1:
-            for batch in self.batch_sampler:
+            for batch in batches:
                 self.last_round_valid = len(batch)
                 yield list(batch)
             return
         if self.split_batches:
-            yield from self._split_rounds(n, rank)
+            yield from self._split_rounds(n, rank, batches, head)
         else:
-            yield from self._whole_rounds(n, rank)
+            yield from self._whole_rounds(n, rank, batches, head)
 
     def _complete(self, batch: list[int]) -> bool:
         return self.batch_size is None or len(batch) == self.batch_size
 
-    def _whole_rounds(self, n: int, rank: int) -> Iterator[list[int]]:
-        head: list[list[int]] = []  # the first batches, to complete the last round
+    def _whole_rounds(
+        self, n: int, rank: int, batches: Any, first: list[list[int]] | None
+    ) -> Iterator[list[int]]:
+        # the epoch's first batches complete the last round (given when the epoch is resumed)
+        head: list[list[int]] = list(first or [])
+        known = first is not None
         current: list[list[int]] = []
         ready: list[list[int]] | None = None  # a full round, yielded once another batch shows up
-        for batch in self.batch_sampler:
+        for batch in batches:
             batch = list(batch)
             if ready is not None:
                 self.last_round_valid = sum(len(b) for b in ready)
                 yield ready[rank]
                 ready = None
-            if len(head) < n:
+            if not known and len(head) < n:
                 head.append(batch)
             current.append(batch)
             if len(current) == n:
@@ -297,6 +368,8 @@ class BatchSamplerShard(BatchSampler):
             elif self.empty_batches:
                 yield []
             return
+        if not head:
+            head = last
         if self.batch_size is None:  # batches of no fixed size: complete with whole first batches
             if rank < len(last):
                 yield last[rank]
@@ -310,11 +383,13 @@ class BatchSamplerShard(BatchSampler):
             flat.extend(cycle[: full * n - len(flat)])
         yield flat[rank * full : (rank + 1) * full]
 
-    def _split_rounds(self, n: int, rank: int) -> Iterator[list[int]]:
-        head: list[int] = []
+    def _split_rounds(
+        self, n: int, rank: int, batches: Any, first: list[list[int]] | None
+    ) -> Iterator[list[int]]:
+        head: list[int] = list(first[0]) if first else []
         full = self.batch_size
         per = full // n
-        for batch in self.batch_sampler:
+        for batch in batches:
             batch = list(batch)
             if not head:
                 head = list(batch)
@@ -330,6 +405,15 @@ class BatchSamplerShard(BatchSampler):
                         yield []
                     continue
             yield batch[rank * per : (rank + 1) * per]
+
+
+def _batched(indices: Any, size: int, drop_last: bool) -> Iterator[list[int]]:
+    """``indices`` in lists of ``size`` (the last one shorter unless ``drop_last``)."""
+    while True:
+        batch = list(itertools.islice(indices, size))
+        if len(batch) < size and (drop_last or not batch):
+            return
+        yield batch
 
 
 class IterableDatasetShard(IterableDataset):
@@ -355,6 +439,14 @@ class IterableDatasetShard(IterableDataset):
         self.process_index = process_index
         self.split_batches = split_batches
         self.last_round_valid = 0
+        self.skip_samples = 0
+        """Samples of the stream the next iteration passes over first (read, not yielded)."""
+
+    @property
+    def round_size(self) -> int:
+        """Samples of the stream per round (one batch of every process)."""
+        per = self.batch_size // self.num_processes if self.split_batches else self.batch_size
+        return per * self.num_processes
 
     def set_epoch(self, epoch: int) -> None:
         """Forward the epoch to the wrapped dataset."""
@@ -367,7 +459,15 @@ class IterableDatasetShard(IterableDataset):
         start = self.process_index * per
         head: list[Any] = []
         buffer: list[Any] = []
-        for item in self.dataset:
+        items = iter(self.dataset)
+        skip, self.skip_samples = self.skip_samples, 0
+        if skip:  # a resumed epoch: the stream's start still pads the last round
+            head = list(itertools.islice(items, min(skip, round_size)))
+            for _ in itertools.islice(items, max(skip - round_size, 0)):
+                pass
+            if len(head) < round_size:
+                head = []  # the stream ended within the first round: pad with the last one
+        for item in items:
             buffer.append(item)
             if len(buffer) == round_size:
                 if not head:
