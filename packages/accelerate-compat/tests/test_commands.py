@@ -197,3 +197,72 @@ def test_launch_namespace_has_accelerates_cpu_field(tmp_path):
     assert launch_argv(args) == ["--mixed_precision=bf16", str(script)]
     args.cpu = True
     assert "--cpu" in launch_argv(args)
+
+
+CLUSTER_YAML = """\
+compute_environment: LOCAL_MACHINE
+distributed_type: FSDP
+mixed_precision: bf16
+num_processes: 2
+fsdp_config:
+  fsdp_sharding_strategy: FULL_SHARD
+"""
+
+
+def test_config_args_module_has_accelerates_names(tmp_path):
+    """``accelerate.commands.config.config_args``: Accelerate's module path, names and fields."""
+    from accelerate.commands import config
+    from accelerate.commands.config.config_args import (
+        ClusterConfig,
+        default_config_file,
+        load_config_from_file,
+    )
+
+    assert default_config_file == config.default_config_file
+    assert config.load_config_from_file is load_config_from_file
+    path = tmp_path / "c.yaml"
+    path.write_text(CLUSTER_YAML)
+    loaded = load_config_from_file(str(path))
+    assert isinstance(loaded, ClusterConfig)
+    assert loaded.distributed_type == "FSDP" and loaded.num_processes == 2
+    assert loaded.mixed_precision == "bf16"
+    assert loaded.fsdp_config == {"fsdp_sharding_strategy": "FULL_SHARD"}
+    assert loaded.deepspeed_config == {} and loaded.megatron_lm_config == {}
+    assert loaded.machine_rank == 0 and loaded.num_machines == 1
+    assert loaded.main_process_port is None and loaded.rdzv_backend == "static"
+    assert loaded.to_dict()["distributed_type"] == "FSDP"
+    assert "deepspeed_config" not in loaded.to_dict()  # empty sections are left out
+    no_type = tmp_path / "n.yaml"
+    no_type.write_text("distributed_type: 'NO'\n")
+    assert load_config_from_file(str(no_type)).num_processes == 1
+
+
+def test_loaded_config_unknown_attribute_is_an_attribute_error(tmp_path):
+    """A typo raises AttributeError (as on a dataclass) instead of reading as None."""
+    from accelerate.commands.config import load_config_from_file
+
+    path = tmp_path / "c.yaml"
+    path.write_text(CLUSTER_YAML + "ray_config:\n  ray_num_to_keep: 3\n")
+    loaded = load_config_from_file(str(path))
+    with pytest.raises(AttributeError, match="mixed_precison"):
+        loaded.mixed_precison  # noqa: B018
+    assert not hasattr(loaded, "no_such_setting")
+    assert getattr(loaded, "num_procesess", "fallback") == "fallback"
+    # accel's own keys keep working: from the file, else their default
+    assert loaded.ray_config == {"ray_num_to_keep": 3}
+    assert loaded.slurm_config == {}
+    assert loaded.to_dict()["ray_config"] == {"ray_num_to_keep": 3}
+
+
+def test_sagemaker_config_file(tmp_path):
+    from accelerate.commands.config.config_args import SageMakerConfig, load_config_from_file
+
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "compute_environment: AMAZON_SAGEMAKER\ndistributed_type: 'NO'\n"
+        "ec2_instance_type: ml.p3.2xlarge\niam_role_name: role\nmixed_precision: fp16\n"
+    )
+    loaded = load_config_from_file(str(path))
+    assert isinstance(loaded, SageMakerConfig)
+    assert loaded.ec2_instance_type == "ml.p3.2xlarge" and loaded.region == "us-east-1"
+    assert loaded.distributed_type == "NO" and loaded.to_dict()["iam_role_name"] == "role"
