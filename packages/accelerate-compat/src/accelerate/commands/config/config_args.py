@@ -81,7 +81,7 @@ class BaseConfig:
     debug: bool
 
     def __post_init__(self) -> None:
-        from accel.utils import ComputeEnvironment, DistributedType
+        from accel.types import ComputeEnvironment, DistributedType
 
         self.compute_environment = _enum(ComputeEnvironment, self.compute_environment)
         if self.compute_environment != ComputeEnvironment.AMAZON_SAGEMAKER:
