@@ -93,3 +93,23 @@ def test_prepare_multi_gpu_env_rejects_module_with_no_python():
 
     with pytest.raises(ValueError, match="--module and --no_python"):
         prepare_multi_gpu_env(_args(module=True, no_python=True))
+
+
+@pytest.mark.parametrize("port", [0, "0"])
+def test_prepare_multi_gpu_env_port_0_picks_a_free_port(port):
+    """``main_process_port`` 0 asks for a free port, chosen and set on ``args`` (Accelerate's rule)."""
+    import json
+    import socket
+
+    from accel.utils import prepare_multi_gpu_env
+
+    args = _args(main_process_port=port)
+    env = prepare_multi_gpu_env(args)
+    chosen = args.main_process_port
+    assert isinstance(chosen, int) and 1 <= chosen <= 65535
+    assert json.loads(env["ACCEL_LAUNCH_CONFIG"])["main_process_port"] == chosen
+    with socket.socket() as sock:
+        sock.bind(("", chosen))  # free: nothing listens there
+    mapping = vars(_args(main_process_port=0))
+    env = prepare_multi_gpu_env(mapping)
+    assert json.loads(env["ACCEL_LAUNCH_CONFIG"])["main_process_port"] not in (0, None)

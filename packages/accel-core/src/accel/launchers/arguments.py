@@ -55,6 +55,15 @@ def settings_from_arguments(args: Any) -> dict[str, Any]:
     return settings
 
 
+def free_port() -> int:
+    """A TCP port free on this machine now (the system picks it)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("", 0))
+        return sock.getsockname()[1]
+
+
 def prepare_multi_gpu_env(args: Any) -> dict[str, str]:
     """The environment of a multi-GPU torchrun launch for launch arguments ``args``.
 
@@ -65,12 +74,24 @@ def prepare_multi_gpu_env(args: Any) -> dict[str, str]:
     read); the distributed type is ``MULTI_GPU`` unless ``use_fsdp`` / ``use_deepspeed`` /
     ``use_megatron_lm`` or ``distributed_type`` say otherwise. Also sets
     ``args.nproc_per_node`` (and ``nnodes`` / ``node_rank`` with several machines), as
-    Accelerate does for its torchrun call. ``--module`` with ``--no_python`` is a ValueError.
+    Accelerate does for its torchrun call. ``main_process_port`` 0 means a free port, which is
+    chosen and set on ``args``, as in Accelerate. ``--module`` with ``--no_python`` is a
+    ValueError.
     """
     from accel.config.settings import resolve
 
     from .planning import plan_launch
 
+    if isinstance(args, Mapping):
+        port = args.get("main_process_port")
+    else:
+        port = getattr(args, "main_process_port", None)
+    if port is not None and str(port).strip() == "0":
+        port = free_port()
+        if isinstance(args, Mapping):
+            args = {**args, "main_process_port": port}
+        else:
+            args.main_process_port = port
     module = bool(getattr(args, "module", False))
     no_python = bool(getattr(args, "no_python", False))
     if module and no_python:
@@ -96,4 +117,4 @@ def prepare_multi_gpu_env(args: Any) -> dict[str, str]:
     return env
 
 
-__all__ = ["SELECTORS", "prepare_multi_gpu_env", "settings_from_arguments"]
+__all__ = ["SELECTORS", "free_port", "prepare_multi_gpu_env", "settings_from_arguments"]
