@@ -3,7 +3,9 @@
     uv run python tools/build_dists.py [--out dist] [--no-check] [--only accel-fsdp,...]
 
 1. ``uv build`` of each package into ``dist/`` (a wheel built from its sdist, as an index
-   would), all at the version of the repository's ``VERSION`` file (accelerate-compat: 1.15.0+accel.VERSION).
+   would), all at the version of the repository's ``VERSION`` file (accelerate-compat: its
+   pyproject's ``1.15.0.<N>``, N from VERSION), and ``dist/accel-constraints.txt`` pinning each
+   distribution to its version: the constraints file docs/hf-libraries.md installs with.
 2. For each wheel: a fresh virtual environment, ``uv pip install`` of that wheel plus the
    wheels of the accel distributions it declares (files from ``dist/``, never an index);
    third-party dependencies come from the package index as for a user. Then an import of
@@ -61,6 +63,7 @@ def main() -> int:
         t = time.monotonic()
         run("uv", "build", "--quiet", "--out-dir", out, dist.path, timeout=600)
         print(f"built {dist.name} {dist.version} ({time.monotonic() - t:.1f} s)", flush=True)
+    (out / "accel-constraints.txt").write_text("".join(f"{d.name}=={d.version}\n" for d in dists()))
     wheels = sorted(out.glob("*.whl"))
     sdists = sorted(out.glob("*.tar.gz"))
     print(f"{len(wheels)} wheels, {len(sdists)} sdists in {out} ({time.monotonic() - start:.1f} s)")

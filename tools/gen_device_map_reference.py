@@ -8,7 +8,17 @@ and writes what it returns, with the warnings it gives, to
 ``packages/accel-core/tests/big_model/accelerate_device_maps.json``. The test
 (``test_device_map_parity.py``) compares accel's results with that file, so it needs no
 Accelerate. Rerun after changing the zoo or to compare with a newer Accelerate; the
-hash seed is pinned because Accelerate orders tied-weight groups through a set.
+hash seed is pinned because Accelerate orders tied-weight groups through a set. The zoo's
+GPT-2 needs transformers in that environment too, at the workspace's version:
+
+    uv pip install --python "$(uv run python tools/bench/accelerate_env.py --python)" \
+        transformers==<uv run python -c "import transformers; print(transformers.__version__)">
+
+The order of a map's keys is part of the reference (transformers shows it as
+``model.hf_device_map``), but where ``clean_device_map`` merges sibling modules Accelerate
+orders them through a set of names: the cases are run again under other hash seeds and an
+entry whose order changes gets ``"order_depends_on_hash_seed": true`` (the test then
+compares it as a dict).
 """
 
 from __future__ import annotations
@@ -16,13 +26,17 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import subprocess
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 HERE = REPO / "packages" / "accel-core" / "tests" / "big_model"
 OUTPUT = HERE / "accelerate_device_maps.json"
+ORDER_SEEDS = ("1", "2", "3", "4", "5")
+"""Other hash seeds the maps are computed under, to find the orders that depend on it."""
 
 
 def _zoo():
@@ -43,13 +57,31 @@ def _run(function, *args, **kwargs) -> dict:
     return {"result": result, "buffer_warning": any("offload_buffers" in m for m in messages)}
 
 
+def _orders(maps: list[dict], balanced: list[dict]) -> list[list | None]:
+    return [entry.get("device_map") for entry in maps + balanced]
+
+
+def _mark_hash_dependent_orders(maps: list[dict], balanced: list[dict]) -> None:
+    """Run this script under :data:`ORDER_SEEDS`; mark the entries whose key order changes."""
+    ours = _orders(maps, balanced)
+    with tempfile.TemporaryDirectory() as folder:
+        for seed in ORDER_SEEDS:
+            path = Path(folder) / f"{seed}.json"
+            env = {**os.environ, "PYTHONHASHSEED": seed}
+            subprocess.run([sys.executable, __file__, "--orders", str(path)], env=env, check=True)
+            for entry, mine, theirs in zip(maps + balanced, ours, json.loads(path.read_text())):
+                if mine != theirs:
+                    entry["order_depends_on_hash_seed"] = True
+
+
 def main() -> None:
-    if os.environ.get("PYTHONHASHSEED") != "0":
+    orders_only = sys.argv[1:2] == ["--orders"]  # internal: write the key orders to argv[2]
+    if not orders_only and os.environ.get("PYTHONHASHSEED") != "0":
         os.environ["PYTHONHASHSEED"] = "0"
         os.execv(sys.executable, [sys.executable, *sys.argv])
     import accelerate
 
-    if "+accel" in accelerate.__version__:
+    if accelerate.Accelerator.__module__.startswith("accel."):
         raise SystemExit(
             "this environment's accelerate is accel's compat distribution: run through "
             "tools/bench/accelerate_env.py to use the real Accelerate"
@@ -87,6 +119,10 @@ def main() -> None:
             )
             entry["device_map"] = [[k, v] for k, v in planned["result"].items()]
         balanced.append(entry)
+    if orders_only:
+        Path(sys.argv[2]).write_text(json.dumps(_orders(maps, balanced)))
+        return
+    _mark_hash_dependent_orders(maps, balanced)
     budgets = {
         name: [zoo.encode_budget(b) for b in zoo.budgets(zoo.build(name))] for name in zoo.MODELS
     }

@@ -736,8 +736,9 @@ def check_step_time(ctx: Context, rounds: int = 7, steps: int = 20) -> str:
     import torch
 
     width, blocks, batch_size, length = 768, 6, 8, 256
-    have_accelerate = importlib.util.find_spec("accelerate") is not None and "+accel" not in (
-        importlib.metadata.version("accelerate")
+    # accel's compat distribution (also named accelerate) is the one that requires accel-core
+    have_accelerate = importlib.util.find_spec("accelerate") is not None and not any(
+        r.startswith("accel-core") for r in importlib.metadata.requires("accelerate") or []
     )
     batch = tokens(batch=batch_size, length=length, vocab=512)
     models = {"plain": gpt(width, blocks, heads=12, context=length)}

@@ -53,7 +53,8 @@ def has_real_accelerate() -> bool:
         import accelerate
     except ImportError:
         return False
-    return "+accel" not in getattr(accelerate, "__version__", "")
+    accelerator = getattr(accelerate, "Accelerator", None)
+    return accelerator is not None and not accelerator.__module__.startswith("accel.")
 
 
 def main(argv: list[str]) -> int:

@@ -17,11 +17,56 @@ def test_version_is_the_mirrored_api_plus_accels():
     import accelerate
 
     accel_version = (ROOT / "VERSION").read_text().strip()
-    expected = f"1.15.0+accel.{accel_version}"
+    expected = accelerate.compat_version(accel_version)
     assert importlib.metadata.version("accelerate") == expected
     assert accelerate.__version__ == expected
     project = tomllib.loads((ROOT / "packages/accelerate-compat/pyproject.toml").read_text())
     assert project["project"]["version"] == expected
+
+
+def test_version_is_a_plain_release_number():
+    """No local label (indexes refuse it), every part an int, the mirrored API first."""
+    import accelerate
+    from packaging.version import Version
+
+    version = Version(accelerate.__version__)
+    assert version.local is None and version.pre is None and version.post is None
+    assert version.dev is None and str(version) == accelerate.__version__
+    assert [int(part) for part in accelerate.__version__.split(".")] == list(version.release)
+    assert version.release[:3] == (1, 15, 0) == Version(accelerate.MIRRORED_API).release
+    assert Version("1.15.0") < version < Version("1.15.1")
+
+
+def test_version_grows_with_accels():
+    import accelerate
+    from packaging.version import Version
+
+    assert accelerate.compat_version("0.1.0") == "1.15.0.100"
+    releases = ["0.1.0", "0.1.1", "0.1.10", "0.2.0", "0.10.0", "0.99.99", "1.0.0", "1.2.3"]
+    versions = [Version(accelerate.compat_version(r)) for r in releases]
+    assert versions == sorted(versions) and len(set(versions)) == len(versions)
+    with pytest.raises(ValueError):
+        accelerate.compat_version("0.100.0")
+
+
+def test_version_satisfies_the_librarys_requirements():
+    """What PEFT and TRL declare on ``accelerate`` (their installed metadata) accepts it."""
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    version = Version(importlib.metadata.version("accelerate"))
+    checked = 0
+    for library in ("peft", "trl", "diffusers", "transformers"):
+        try:
+            requires = importlib.metadata.requires(library) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        for line in requires:
+            requirement = Requirement(line)
+            if requirement.name == "accelerate" and requirement.marker is None:
+                assert requirement.specifier.contains(version), (library, line)
+                checked += 1
+    assert checked >= 2  # peft and trl require accelerate unconditionally
 
 
 @pytest.mark.parametrize(

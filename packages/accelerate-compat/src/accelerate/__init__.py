@@ -5,8 +5,8 @@ installed they run on accel. Every submodule ``accelerate.X`` *is* the module ``
 (the same object, so a library that monkeypatches ``accelerate.big_modeling`` patches
 accel), except ``accelerate.commands``, which this package provides over accel's CLI.
 Top-level names (``accelerate.Accelerator``, ...) are accel's. ``__version__`` is the
-distribution's: the Accelerate API it mirrors plus accel's version
-(``1.15.0+accel.0.1.0``).
+distribution's: the Accelerate API it mirrors plus accel's version as one number
+(``1.15.0.100`` for accel 0.1.0, see :func:`compat_version`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,9 @@ import importlib.machinery
 import importlib.util
 import sys
 from typing import Any
+
+#: The Accelerate release whose API this distribution mirrors.
+MIRRORED_API = "1.15.0"
 
 #: Submodules this package implements itself; every other ``accelerate.X`` is ``accel.X``.
 OWN_SUBPACKAGES = ("commands",)
@@ -70,6 +73,18 @@ def _install_finder() -> None:
 _install_finder()
 
 
+def compat_version(accel_version: str) -> str:
+    """This distribution's version for accel ``accel_version``: ``0.1.0`` -> ``1.15.0.100``.
+
+    The mirrored API, then MAJOR*10000 + MINOR*100 + PATCH of accel's release: all-numeric
+    (no local label, which indexes refuse), increasing with accel's version, below 1.15.1.
+    """
+    major, minor, patch = (int(part) for part in accel_version.split(".")[:3])
+    if not (minor < 100 and patch < 100):
+        raise ValueError(f"accel {accel_version}: minor and patch must stay below 100")
+    return f"{MIRRORED_API}.{major * 10000 + minor * 100 + patch}"
+
+
 def _distribution_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -78,7 +93,7 @@ def _distribution_version() -> str:
     except PackageNotFoundError:  # run from a source tree without installing
         from accel.imports import installed_version
 
-        return f"1.15.0+accel.{installed_version('accel-core')}"
+        return compat_version(installed_version("accel-core"))
 
 
 def __getattr__(name: str) -> Any:
