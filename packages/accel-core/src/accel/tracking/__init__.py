@@ -20,6 +20,7 @@ __all__ = [
     "NoOpTracker",
     "TRACKER_CLASSES",
     "available_trackers",
+    "check_log_with",
     "filter_trackers",
     "on_main_process",
     "register_tracker_class",
@@ -143,6 +144,54 @@ def _registered_tracker_class(name: str) -> type | None:
     return LOGGER_TYPE_TO_CLASS.registered(name)  # type: ignore[attr-defined]
 
 
+def _needs_directory(name: str) -> ValueError:
+    return ValueError(
+        f"the {name!r} tracker needs a logging directory: pass project_dir= "
+        "(or ProjectConfiguration(logging_dir=...)) to the Accelerator"
+    )
+
+
+def _check_entry(item: Any) -> None:
+    """ValueError unless ``item`` is a tracker name (``str``, ``LoggerType``) or a tracker instance."""
+    if isinstance(item, (str, GeneralTracker)):
+        return
+    if isinstance(item, type) and issubclass(item, GeneralTracker):
+        raise ValueError(
+            f"log_with got the class {item.__name__}, not a tracker: pass an instance "
+            f"({item.__name__}(...)), or register the class with register_tracker_class and "
+            "pass its name"
+        )
+    raise ValueError(
+        f"unsupported log_with entry {item!r}: give a tracker name, 'all', or an instance of "
+        "a GeneralTracker subclass"
+    )
+
+
+def check_log_with(log_with: Any, logging_dir: str | None = None) -> None:
+    """What ``Accelerator(log_with=...)`` checks when it is created, as Accelerate does.
+
+    Each entry must be a tracker name (``str`` / ``LoggerType``, ``"all"``) or a
+    :class:`GeneralTracker` instance (ValueError otherwise), and a tracker whose class sets
+    ``requires_logging_directory`` needs ``logging_dir`` (ValueError saying so). A name
+    whose plugin or library is missing is left to ``init_trackers``, which names the package.
+    """
+    if log_with is None:
+        return
+    for item in log_with if isinstance(log_with, (list, tuple)) else [log_with]:
+        _check_entry(item)
+        if isinstance(item, GeneralTracker) or logging_dir is not None:
+            continue
+        cls = _registered_tracker_class(str(item))
+        if cls is None:
+            from accel.plugins import registry
+
+            cls = registry.trackers().get(str(item).lower())
+            if cls is not None and not _available(cls):
+                continue
+        if cls is not None and cls.requires_logging_directory:
+            raise _needs_directory(str(item))
+
+
 def filter_trackers(log_with: Any, logging_dir: str | None = None) -> list[Any]:
     """Resolve ``log_with`` (names, ``LoggerType``, ``"all"``, tracker instances) into tracker entries.
 
@@ -162,12 +211,11 @@ def filter_trackers(log_with: Any, logging_dir: str | None = None) -> list[Any]:
         if isinstance(item, GeneralTracker):
             result.append(item)
             continue
+        _check_entry(item)
         custom = _registered_tracker_class(str(item))
         if custom is not None:
             if custom.requires_logging_directory and logging_dir is None:
-                raise ValueError(
-                    f"the {str(item)!r} tracker needs a logging directory: pass project_dir= (or ProjectConfiguration(logging_dir=...)) to the Accelerator"
-                )
+                raise _needs_directory(str(item))
             if str(item) not in result:
                 result.append(str(item))
             continue
@@ -191,9 +239,7 @@ def filter_trackers(log_with: Any, logging_dir: str | None = None) -> list[Any]:
         if not _available(cls):
             raise _library_missing(name, cls)
         if cls.requires_logging_directory and logging_dir is None:
-            raise ValueError(
-                f"the {name!r} tracker needs a logging directory: pass project_dir= (or ProjectConfiguration(logging_dir=...)) to the Accelerator"
-            )
+            raise _needs_directory(name)
         if name not in result:
             result.append(name)
     return result

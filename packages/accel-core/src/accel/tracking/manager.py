@@ -23,6 +23,9 @@ class TrackerManager:
     def __init__(
         self, log_with: Any, state: PartialState, project_configuration: ProjectConfiguration
     ):
+        from accel.tracking import check_log_with
+
+        check_log_with(log_with, project_configuration.logging_dir)
         self.log_with = log_with
         """What ``Accelerator(log_with=...)`` was given: names, ``LoggerType``, ``"all"``, trackers."""
         self.state = state

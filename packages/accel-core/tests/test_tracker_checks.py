@@ -1,0 +1,86 @@
+"""``Accelerator(log_with=...)`` checks its trackers when it is created, as Accelerate does."""
+
+from __future__ import annotations
+
+import pytest
+from accel import Accelerator
+from accel.tracking import GeneralTracker, filter_trackers, register_tracker_class
+
+
+class NeedsDirectory(GeneralTracker):
+    name = "needs_directory_tracker"
+    requires_logging_directory = True
+
+    def __init__(self, run_name, logging_dir, **kwargs):
+        super().__init__()
+        self.run_name, self.logging_dir = run_name, logging_dir
+
+    @property
+    def tracker(self):
+        return self
+
+
+class NoDirectory(NeedsDirectory):
+    name = "no_directory_tracker"
+    requires_logging_directory = False
+
+    def __init__(self, run_name, **kwargs):
+        GeneralTracker.__init__(self)
+        self.run_name, self.logging_dir = run_name, None
+
+
+@pytest.fixture
+def registered():
+    from accel.tracking import LOGGER_TYPE_TO_CLASS
+
+    before = dict(LOGGER_TYPE_TO_CLASS._registered)
+    register_tracker_class(NeedsDirectory)
+    register_tracker_class(NoDirectory)
+    yield
+    LOGGER_TYPE_TO_CLASS._registered.clear()
+    LOGGER_TYPE_TO_CLASS._registered.update(before)
+
+
+class NotATracker:
+    name = "not_a_tracker"
+    requires_logging_directory = False
+
+
+@pytest.mark.parametrize("entry", [NotATracker, NotATracker(), object(), 3, NeedsDirectory])
+def test_an_entry_that_is_not_a_tracker_is_a_value_error(entry):
+    with pytest.raises(ValueError, match="log_with"):
+        Accelerator(cpu=True, log_with=entry)
+    with pytest.raises(ValueError, match="log_with"):
+        filter_trackers(["all", entry], logging_dir="logs")
+
+
+def test_a_tracker_class_gets_a_hint():
+    with pytest.raises(ValueError, match=r"pass an instance \(NeedsDirectory\(\.\.\.\)\)"):
+        Accelerator(cpu=True, log_with=[NeedsDirectory])
+
+
+def test_register_tracker_class_refuses_what_is_not_a_tracker_class():
+    for entry in (NotATracker, NotATracker(), "a_name"):
+        with pytest.raises(ValueError, match="subclass of `GeneralTracker`"):
+            register_tracker_class(entry)
+
+
+def test_a_tracker_needing_a_directory_says_so_when_the_accelerator_is_created(
+    registered, tmp_path
+):
+    with pytest.raises(ValueError, match="'needs_directory_tracker' tracker needs a logging dir"):
+        Accelerator(cpu=True, log_with=["no_directory_tracker", "needs_directory_tracker"])
+    accelerator = Accelerator(
+        cpu=True, log_with=["no_directory_tracker", "needs_directory_tracker"], project_dir=tmp_path
+    )
+    accelerator.init_trackers("run")
+    started = {t.name: t for t in accelerator.trackers}
+    assert started["needs_directory_tracker"].logging_dir == str(tmp_path)
+    assert started["no_directory_tracker"].run_name == "run"
+
+
+def test_trackers_without_a_directory_need_none(registered):
+    instance = NeedsDirectory("mine", None)  # an instance is used as given, as in Accelerate
+    accelerator = Accelerator(cpu=True, log_with=["no_directory_tracker", instance])
+    accelerator.init_trackers("run")
+    assert [t.name for t in accelerator.trackers] == ["no_directory_tracker", instance.name]
