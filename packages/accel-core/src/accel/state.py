@@ -11,6 +11,7 @@ import contextlib
 import functools
 import math
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -337,11 +338,25 @@ class PartialState:
         cls._shared_state.clear()
 
 
+def _is_dataset(inputs: Any) -> bool:
+    """A ``datasets.Dataset``, or an object like one (``select``, ``__len__``, ``column_names``)."""
+    datasets = sys.modules.get("datasets")
+    if datasets is not None and isinstance(inputs, getattr(datasets, "Dataset", ())):
+        return True
+    return (
+        callable(getattr(inputs, "select", None))
+        and hasattr(inputs, "__len__")
+        and hasattr(inputs, "column_names")
+    )
+
+
 def split_inputs(inputs: Any, world: int, rank: int, pad: bool = False) -> Any:
-    """Share ``rank`` of ``world`` contiguous shares of ``inputs`` (list, tuple, dict of sequences, tensor).
+    """Share ``rank`` of ``world`` contiguous shares of ``inputs`` (list, tuple, dict of sequences,
+    tensor, dataset).
 
     The first ``len(inputs) % world`` shares hold one element more; with ``pad`` every
-    share has the longest length, completed by repeating the last element.
+    share has the longest length, completed by repeating the last element. A dataset
+    (:func:`_is_dataset`) gives its share as a dataset: ``inputs.select(indices)``.
     """
     if world == 1:
         return inputs
@@ -356,6 +371,12 @@ def split_inputs(inputs: Any, world: int, rank: int, pad: bool = False) -> Any:
     per, extra = divmod(length, world)
     start = rank * per + min(rank, extra)
     end = start + per + (1 if rank < extra else 0)
+    if _is_dataset(inputs):
+        indices: Any = range(start, end) if end > start else []
+        missing = math.ceil(length / world) - (end - start)
+        if pad and missing > 0 and length > 0:
+            indices = [*indices, *[length - 1] * missing]
+        return inputs.select(indices)
     part = inputs[start:end]
     if pad:
         target = math.ceil(length / world)
