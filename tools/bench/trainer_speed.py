@@ -11,8 +11,15 @@ tiny model with ``Trainer`` and times the steps after a warm-up (process CPU tim
 gives each variant's median steps per second and the median, over rounds, of accel's rate
 divided by Accelerate's in the same round (the target: at least 1.0).
 
+``--lean`` runs both variants in a lean venv instead (``.cache/trainer-speed-lean``, rebuilt on
+each run by tools/check_compat_install.py's steps): torch, transformers and the compat
+distribution installed from its built wheels, nothing else. Accelerate looks up package
+metadata in every optimizer step, which costs more the more distributions are installed, so
+the two environments give different figures; the report says how many each child saw.
+
     uv run python tools/bench/trainer_speed.py                      # tiny BERT and GPT-2
     uv run python tools/bench/trainer_speed.py --model gpt2 --rounds 9 --steps 200
+    uv run python tools/bench/trainer_speed.py --lean --rounds 11
 
 A benchmark, not a test: it exits 0 whatever the figures.
 """
@@ -21,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -36,9 +44,9 @@ import json, os, sys, tempfile, time
 os.environ["HF_HUB_OFFLINE"] = "1"
 import torch
 torch.set_num_threads(1)
+import importlib.metadata
 from transformers import (BertConfig, BertForSequenceClassification, GPT2Config, GPT2LMHeadModel,
                           Trainer, TrainerCallback, TrainingArguments)
-from datasets import Dataset
 
 model_name, steps, warmup, clock = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 now = time.process_time if clock == "cpu" else time.perf_counter
@@ -49,11 +57,11 @@ if model_name == "bert":
     model = BertForSequenceClassification(BertConfig(vocab_size=128, hidden_size=32,
         num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, max_position_embeddings=64))
     ids = torch.randint(0, 128, (rows, 32), generator=g)
-    data = Dataset.from_dict({"input_ids": ids.tolist(), "labels": (ids[:, 0] % 2).tolist()})
+    data = [{"input_ids": row, "labels": row[0] % 2} for row in ids]
 else:
     model = GPT2LMHeadModel(GPT2Config(vocab_size=128, n_positions=64, n_embd=32, n_layer=2, n_head=2))
     ids = torch.randint(0, 128, (rows, 32), generator=g)
-    data = Dataset.from_dict({"input_ids": ids.tolist(), "labels": ids.tolist()})
+    data = [{"input_ids": row, "labels": row} for row in ids]  # a list: no datasets needed
 
 marks = {}
 class Clock(TrainerCallback):
@@ -72,7 +80,9 @@ with tempfile.TemporaryDirectory() as out:
 timed = marks["steps"] - marks["at"]
 import accelerate
 print(json.dumps({"steps_per_s": timed / (marks["end"] - marks["start"]),
-                  "accelerate": accelerate.__version__}))
+                  "accelerate": accelerate.__version__,
+                  "accel": accelerate.Accelerator.__module__.startswith("accel."),
+                  "distributions": len(list(importlib.metadata.distributions()))}))
 """
 
 
@@ -96,8 +106,22 @@ def accelerate_overlay() -> Path:
     return overlay
 
 
-def child(overlay: Path | None, model: str, steps: int, warmup: int, clock: str) -> float:
-    """Steps per second of one child run; ``overlay`` first on PYTHONPATH when given."""
+def lean_python() -> Path:
+    """The interpreter of a new venv with torch, transformers and the compat wheels only."""
+    import check_compat_install as install
+
+    root = ROOT / ".cache" / "trainer-speed-lean"
+    wheels = root / "wheels"
+    shutil.rmtree(wheels, ignore_errors=True)
+    wheels.mkdir(parents=True)
+    install.build_wheels(wheels)
+    return install.install_venv(root / "venv", wheels, root / "constraints.txt", ("transformers",))
+
+
+def child(
+    python: Path, overlay: Path | None, model: str, steps: int, warmup: int, clock: str
+) -> dict:
+    """The report of one child run (steps per second, ...); ``overlay`` first on PYTHONPATH when given."""
     import accelerate_reference as ref
 
     with tempfile.TemporaryDirectory() as home:
@@ -105,14 +129,14 @@ def child(overlay: Path | None, model: str, steps: int, warmup: int, clock: str)
         if overlay is not None:
             env["PYTHONPATH"] = str(overlay)
         result = ref.run(
-            [sys.executable, "-c", CHILD, model, str(steps), str(warmup), clock], env, timeout=900
+            [str(python), "-c", CHILD, model, str(steps), str(warmup), clock], env, timeout=900
         )
     if result.returncode != 0:
         raise SystemExit(f"child failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}")
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    if ("+accel" in report["accelerate"]) != (overlay is None):
+    if report["accel"] != (overlay is None):
         raise SystemExit(f"the child imported the wrong accelerate: {report['accelerate']}")
-    return report["steps_per_s"]
+    return report
 
 
 def main() -> int:
@@ -123,24 +147,38 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=150, help="timed steps per run")
     parser.add_argument("--warmup", type=int, default=20, help="untimed steps first")
     parser.add_argument("--clock", choices=["cpu", "wall"], default="cpu")
+    parser.add_argument(
+        "--lean", action="store_true", help="in a venv of torch + transformers only"
+    )
     args = parser.parse_args()
-    import accelerate
+    if args.lean:
+        python = lean_python()
+    else:
+        import accelerate
 
-    if "+accel" not in accelerate.__version__:
-        raise SystemExit("run this in the workspace: its accelerate must be accel's compat package")
+        if not accelerate.Accelerator.__module__.startswith("accel."):
+            raise SystemExit(
+                "run this in the workspace: its accelerate must be accel's compat package"
+            )
+        python = Path(sys.executable)
     variants = {"accel": None, "Accelerate": accelerate_overlay()}
-    print(f"interpreter: {sys.executable}\nAccelerate 1.15 from: {variants['Accelerate']}")
+    print(f"interpreter: {python}\nAccelerate 1.15 from: {variants['Accelerate']}")
     print(f"{args.rounds} rounds x {args.steps} steps ({args.warmup} warm-up), {args.clock} time\n")
     for model in args.model or ["bert", "gpt2"]:
         rates: dict[str, list[float]] = {name: [] for name in variants}
+        seen: dict[str, int] = {}
         for round_index in range(args.rounds):
             order = list(variants) if round_index % 2 == 0 else list(reversed(variants))
             for name in order:
-                rates[name].append(
-                    child(variants[name], model, args.steps, args.warmup, args.clock)
-                )
+                report = child(python, variants[name], model, args.steps, args.warmup, args.clock)
+                rates[name].append(report["steps_per_s"])
+                seen[name] = report["distributions"]
         ratios = [a / b for a, b in zip(rates["accel"], rates["Accelerate"])]
-        print(f"{model}:")
+        print(
+            f"{model}: (installed distributions: "
+            + ", ".join(f"{n} {c}" for n, c in seen.items())
+            + ")"
+        )
         for name, values in rates.items():
             print(f"  {name:10} {statistics.median(values):8.1f} steps/s  (rounds: "
                   + ", ".join(f"{v:.1f}" for v in values) + ")")  # fmt: skip
