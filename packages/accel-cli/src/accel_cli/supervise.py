@@ -103,6 +103,8 @@ def supervise(
 
             hang = hang_report(flight_dir, records, prog)
             _report(records, code, received, prog, hang, program)
+            if not received and records and all(r.get("refused") for r in records):
+                code = USAGE_ERROR
     finally:
         if not any(Path(flight_dir).glob("nccl_trace_rank_*")):  # keep NCCL dumps it names
             shutil.rmtree(error_dir, ignore_errors=True)
@@ -225,6 +227,9 @@ def _report(
         (r for r in records if r.get("restart", 0) == last_restart), key=lambda r: r["time"]
     )
     first = records[0]
+    if first.get("refused"):  # the script refused to go on: its one line says why
+        sys.stderr.write(f"{prog}: error: {first['refused']}\n")
+        return
     ranks = ", ".join(str(r["rank"]) for r in records)
     sys.stderr.write(
         f"{prog}: worker rank {first['rank']} (local rank {first['local_rank']}, "

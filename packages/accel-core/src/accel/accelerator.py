@@ -18,6 +18,7 @@ import torch
 from accel import environment
 from accel.backends.base import Backend
 from accel.backends.context import BackendContext
+from accel.checkpoint import elastic
 from accel.checkpoint.manager import CheckpointManager
 from accel.connector import Connector
 from accel.contexts import NO_CONTEXT as _NO_CONTEXT
@@ -637,7 +638,13 @@ class Accelerator:
         """
         from accel.plugins import hook
 
-        meta = {"step": self.step, "gradient_step": self.gradient_state.step}
+        meta = {
+            "step": self.step,
+            "gradient_step": self.gradient_state.step,
+            **elastic.step_meta(
+                self.num_processes, self.gradient_accumulation_steps, self._scheduler_steps()
+            ),
+        }
         path = str(
             self.checkpoints.save_state(
                 output_dir, safe_serialization, meta=meta, async_save=async_save
@@ -659,8 +666,31 @@ class Accelerator:
         ``weights_only=False`` only for checkpoints you trust.
         """
         meta = self.checkpoints.load_state(input_dir, weights_only=weights_only, strict=strict)
-        self.step = meta.get("step", self.step)
+        found = self.checkpoints.last_resume
+        plan = elastic.plan_resume(
+            meta,
+            found.get("num_processes"),
+            self.num_processes,
+            self.gradient_accumulation_steps,
+            self.split_batches,
+            bool(self.gradient_state.plugin_kwargs.get("keep_global_batch_size")),
+        )
+        self.step = plan.step if "step" in meta else self.step
         self.gradient_state.step = meta.get("gradient_step", self.gradient_state.step)
+        if plan.resized:
+            self.gradient_accumulation_steps = plan.accumulation_steps
+            if plan.scheduler_steps is not None:
+                for scheduler in self.prepared.schedulers:
+                    if hasattr(scheduler, "num_processes"):
+                        scheduler.num_processes = plan.scheduler_steps
+            logger.warning(elastic.resume_line(plan, found.get("positions", [])))
+
+    def _scheduler_steps(self) -> int:
+        """How many times a prepared scheduler advances per optimizer step (Accelerate's rule)."""
+        for scheduler in self.prepared.schedulers:
+            if hasattr(scheduler, "num_processes") and not scheduler.split_batches:
+                return scheduler.num_processes
+        return 1 if self.split_batches else self.num_processes
 
     def resume(self, weights_only: bool = True, strict: bool = True) -> str | None:
         """Load the newest complete checkpoint of ``project_dir/checkpoints``, if there is one.

@@ -131,12 +131,19 @@ class ProjectConfiguration:
 
 @dataclass
 class GradientAccumulationPlugin(KwargsHandler):
-    """How gradients are accumulated: ``num_steps``, scheduler adjustment, data-loader sync."""
+    """How gradients are accumulated: ``num_steps``, scheduler adjustment, data-loader sync.
+
+    ``keep_global_batch_size`` (accel only): a checkpoint resumed on another number of
+    processes re-derives ``num_steps`` so that per-process batch x processes x steps stays
+    the same, and the schedule advances as before (docs/elastic.md); a size that cannot
+    keep it is refused with the sizes that can.
+    """
 
     num_steps: int | None = None
     adjust_scheduler: bool = True
     sync_with_dataloader: bool = True
     sync_each_batch: bool = False
+    keep_global_batch_size: bool = False
 
     def __post_init__(self):
         if self.num_steps is not None and self.num_steps < 1:

@@ -66,6 +66,19 @@ def restore_rng_state(state: dict[str, Any]) -> None:
         torch.xpu.set_rng_state_all(state["xpu"])
 
 
+def derived_seed(run_state: torch.Tensor, rank: int, step: int) -> int:
+    """A seed for ``rank`` at ``step`` derived from a run's RNG state (a rank a resize added).
+
+    The same inputs give the same seed on every machine and at every restart, and different
+    ranks or steps give unrelated seeds.
+    """
+    import hashlib
+
+    digest = hashlib.sha256(run_state.numpy().tobytes())
+    digest.update(f":{rank}:{step}".encode())
+    return int.from_bytes(digest.digest()[:8], "little") & (2**63 - 1)
+
+
 def synchronize_rng_state(
     rng_type: str = "torch", generator: torch.Generator | None = None
 ) -> None:

@@ -31,10 +31,11 @@ import torch
 
 from accel.checkpoint import async_writer, layout, manifest
 from accel.checkpoint.weights import clean_state_dict_for_safetensors, save_weights
+from accel.data import position as positions
 from accel.errors import CheckpointError
 from accel.logging import get_logger
 from accel.progress import progress_bar
-from accel.rng import capture_rng_state, restore_rng_state
+from accel.rng import capture_rng_state, derived_seed, restore_rng_state, set_seed
 
 if TYPE_CHECKING:
     from accel.backends.base import Backend
@@ -167,6 +168,9 @@ class CheckpointManager:
         self.load_state_pre_hooks: OrderedDict[int, Callable] = OrderedDict()
         """``hook(models, input_dir)`` functions run before a load reads."""
         self.async_writer = async_writer.AsyncCheckpointWriter()
+        self.last_resume: dict[str, Any] = {}
+        """What the latest load found: ``num_processes`` that wrote it (its manifest's world
+        size, None if it has none) and the data loaders' ``positions`` (version 2)."""
         """The background writer of ``save_state(..., async_save=True)`` (docs/checkpointing.md)."""
 
     # -- registrations --------------------------------------------------------
@@ -478,11 +482,19 @@ class CheckpointManager:
             scheduler.load_state_dict(
                 layout.read_object(layout.scheduler_file(folder, index), weights_only)
             )
+        saved = manifest.read_manifest(folder) or {}
+        saved_n = saved.get("world_size")
+        rank = self.state.process_index
+        self.last_resume = {"num_processes": saved_n, "positions": []}
         for index, dataloader in enumerate(prepared.dataloaders):
-            rank = self.state.process_index
+            # a position is global: a rank the saving run did not have reads the main one's
             found = [p for p in layout.dataloader_files(folder, index, rank) if p.exists()]
             if found and hasattr(dataloader, "load_state_dict"):
-                dataloader.load_state_dict(layout.read_object(found[0], weights_only))
+                position = layout.read_object(found[0], weights_only)
+                if isinstance(position, dict):
+                    position = positions.upgrade(position, saved_n)
+                    self.last_resume["positions"].append(position)
+                dataloader.load_state_dict(position)
         if (folder / layout.SCALER_NAME).exists():
             self.precision.load_state_dict(
                 layout.read_object(folder / layout.SCALER_NAME, weights_only)
@@ -493,8 +505,14 @@ class CheckpointManager:
             if index == 0 and not path.exists() and legacy.exists():
                 path = legacy
             obj.load_state_dict(layout.read_object(path, weights_only))
-        rng_path = layout.rng_state_file(folder, self.state.process_index)
+        meta_path = folder / layout.META_NAME
+        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+        rng_path = layout.rng_state_file(folder, rank)
         if rng_path.exists():
             restore_rng_state(layout.read_object(rng_path, weights_only))
-        meta_path = folder / layout.META_NAME
-        return json.loads(meta_path.read_text()) if meta_path.exists() else {}
+        elif saved_n and rank >= saved_n and layout.rng_state_file(folder, 0).exists():
+            # a rank the saving run did not have: states of its own, the same at every resume
+            main_rng = layout.read_object(layout.rng_state_file(folder, 0), weights_only)
+            step = int(meta.get("gradient_step", meta.get("step", 0)) or 0)
+            set_seed(derived_seed(main_rng["torch"], rank, step))
+        return meta

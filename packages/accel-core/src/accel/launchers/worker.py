@@ -71,7 +71,8 @@ def failure_record(
 
     ``exc`` is what the script raised (None when it exited with ``code``). The keys are
     those of the JSON files in ``$ACCEL_LAUNCH_ERROR_DIR``: ``rank``, ``local_rank``,
-    ``group_rank``, ``restart``, ``time``, ``exit_code``, ``error``, ``traceback``. A
+    ``group_rank``, ``restart``, ``time``, ``exit_code``, ``error``, ``traceback``, ``refused``
+    (the one-line message of a run refused with exit code 2, else None). A
     launcher plugin whose workers are not started by :func:`main` (accel-ray) builds its
     records here so that the report reads the same.
     """
@@ -84,6 +85,7 @@ def failure_record(
         "exit_code": code,
         "error": f"{type(exc).__name__}: {exc}" if exc is not None else f"exit code {code}",
         "traceback": script_traceback(exc, *runner_files) if exc is not None else "",
+        "refused": str(exc) if code == 2 and exc is not None else None,
     }
 
 
@@ -115,6 +117,12 @@ def _report(exc: BaseException | None, code: int) -> None:
             handler.record_exception(exc)
         except Exception:
             pass
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is a :class:`~accel.errors.UsageError`: bad input, reported on one line."""
+    errors = sys.modules.get("accel.errors")  # loaded if the script used accel
+    return errors is not None and isinstance(exc, errors.UsageError)
 
 
 def _leave_process_group() -> None:
@@ -150,6 +158,14 @@ def main(argv: list[str] | None = None) -> None:
             _report(None, code)
         raise
     except BaseException as exc:
+        if _refused(exc):
+            # the run cannot go on as configured (e.g. a checkpoint that this layout cannot
+            # continue): one line, exit 2, nothing to restart for
+            flight.finish(2, str(exc))
+            _report(exc, 2)
+            if not environment.get_str(environment.LAUNCH_ERROR_DIR):  # else the launcher says it
+                sys.stderr.write(f"error: {exc}\n")
+            raise SystemExit(2) from None
         flight.finish(1, f"{type(exc).__name__}: {exc}")
         _report(exc, 1)
         sys.stderr.write(script_traceback(exc))

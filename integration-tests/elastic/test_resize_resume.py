@@ -1,0 +1,107 @@
+"""Resume on another number of processes through `accel launch` (real gloo processes, DDP and FSDP2).
+
+Each case saves after 3 optimizer steps on N processes and goes on to the end of the epoch
+(the uninterrupted run); the same script resumed on M processes from that checkpoint must see
+every sample of the epoch exactly once across the resize and end with the uninterrupted
+run's weights and learning rate (keep_global_batch_size: the same global batches), up to the
+order of floating-point reductions; bit-identical when the size does not change.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+WORKER = Path(__file__).parent / "workers" / "resize_train.py"
+ACCEL = Path(sys.executable).with_name("accel")
+pytestmark = pytest.mark.timeout(900)
+
+
+def launch(tmp_path: Path, nproc: int, *args: object, timeout: float = 300):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCEL_", "ACCELERATE_"))}
+    env.update(
+        ACCEL_CONFIG_DIR=str(tmp_path / "cfg"),
+        ACCEL_PLUGINS="ddp,fsdp",
+        OMP_NUM_THREADS="1",
+        PYTHONUNBUFFERED="1",
+    )
+    command = [str(ACCEL), "launch", "--cpu", "--num_processes", str(nproc), str(WORKER)]
+    process = subprocess.Popen(
+        [*command, *map(str, args)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        out, err = process.communicate()
+        pytest.fail(f"accel launch timed out after {timeout} s\n{out[-3000:]}\n{err[-5000:]}")
+    return subprocess.CompletedProcess(command, process.returncode, out, err)
+
+
+def records(folder: Path, mode: str) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(folder.glob(f"{mode}-rank*.json"))]
+
+
+CASES = {
+    "2to1-shuffled": (2, 1, ["--shuffle"]),
+    "1to2-accumulating": (1, 2, ["--accumulation", "2"]),
+    "2to4-shuffled-accumulating": (2, 4, ["--shuffle", "--accumulation", "2"]),
+}
+
+
+@pytest.mark.parametrize("backend", ["ddp", "fsdp"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_resize_keeps_the_epoch_and_the_trajectory(tmp_path, case, backend):
+    saved_on, resumed_on, options = CASES[case]
+    options = [*options, "--keep"] + (["--fsdp"] if backend == "fsdp" else [])
+    saved = launch(tmp_path, saved_on, tmp_path, "save", 3, *options)
+    assert saved.returncode == 0, saved.stderr[-5000:]
+    resumed = launch(tmp_path, resumed_on, tmp_path, "resume", 0, *options)
+    assert resumed.returncode == 0, resumed.stderr[-5000:]
+    line = f"checkpoint written by {saved_on} processes, resumed on {resumed_on}: data position"
+    assert line in resumed.stderr
+    before, after = records(tmp_path, "save"), records(tmp_path, "resume")
+    assert len(before) == saved_on and len(after) == resumed_on
+    seen = [i for r in before for i in r["seen_at_save"]] + [i for r in after for i in r["seen"]]
+    assert sorted(seen) == list(range(96))  # every sample of the epoch exactly once
+    accumulation = before[0]["accumulation"] * saved_on // resumed_on
+    assert f"gradient accumulation steps now {accumulation}" in resumed.stderr
+    assert all(r["accumulation"] == accumulation for r in after)
+    uninterrupted, continued = before[0], after[0]
+    assert continued["lr"] == pytest.approx(uninterrupted["lr"], rel=1e-12)
+    for name, values in uninterrupted["weights"].items():
+        assert continued["weights"][name] == pytest.approx(values, abs=1e-5), name
+
+
+def test_same_size_resume_is_bit_identical(tmp_path):
+    options = ["--shuffle", "--accumulation", "2"]
+    assert launch(tmp_path, 2, tmp_path, "save", 3, *options).returncode == 0
+    resumed = launch(tmp_path, 2, tmp_path, "resume", 0, *options)
+    assert resumed.returncode == 0, resumed.stderr[-5000:]
+    assert "checkpoint written by" not in resumed.stderr  # nothing to say: no resize
+    uninterrupted, continued = records(tmp_path, "save")[0], records(tmp_path, "resume")[0]
+    assert continued["weights"] == uninterrupted["weights"]
+
+
+def test_a_global_batch_that_cannot_be_kept_is_refused_in_one_line(tmp_path):
+    assert launch(tmp_path, 1, tmp_path, "save", 3, "--keep").returncode == 0
+    resumed = launch(tmp_path, 2, tmp_path, "resume", 0, "--keep")
+    assert resumed.returncode == 2, resumed.stderr[-5000:]
+    assert "Traceback" not in resumed.stderr
+    errors = [line for line in resumed.stderr.splitlines() if "error" in line]
+    assert errors == [
+        "accel launch: error: keep_global_batch_size: the checkpoint's global batch is "
+        "1 processes x 1 accumulation steps = 1 per-process batches, which 2 processes "
+        "cannot split evenly; resume on 1 processes"
+    ]
