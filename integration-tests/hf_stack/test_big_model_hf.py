@@ -82,6 +82,43 @@ def test_from_pretrained_auto_map_over_cpu_and_disk_gives_the_same_logits(llama,
     assert disk_layer.weight.device.type == "meta"
 
 
+def test_from_pretrained_gives_accelerates_device_map_in_its_order(tmp_path):
+    """A tied GPT-2 over the CPU and the disk: ``hf_device_map`` is Accelerate's, key order included.
+
+    The order is what users see (the first entry is read as the main device). The map comes
+    from the parity reference that Accelerate itself wrote
+    (packages/accel-core/tests/big_model/accelerate_device_maps.json).
+    """
+    import importlib.util
+    import json
+
+    big_model = Path(__file__).resolve().parents[2] / "packages/accel-core/tests/big_model"
+    spec = importlib.util.spec_from_file_location("device_map_zoo", big_model / "device_map_zoo.py")
+    zoo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(zoo)
+    reference = json.loads((big_model / "accelerate_device_maps.json").read_text())
+    model = zoo.build("gpt2")
+    model.save_pretrained(tmp_path / "gpt2")
+    budgets = reference["budgets"]["gpt2"]
+    (entry,) = [
+        e
+        for e in reference["infer_auto_device_map"]
+        if e["model"] == "gpt2"
+        and e["options"] == {"no_split_module_classes": list(model._no_split_modules)}
+        and {d for d, _ in budgets[e["budget"]]} == {"cpu", "disk"}
+    ]
+    assert not entry.get("order_depends_on_hash_seed")
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(
+        tmp_path / "gpt2",
+        device_map="auto",
+        max_memory=zoo.decode_budget(budgets[entry["budget"]]),
+        offload_folder=tmp_path / "offload",
+    )
+    expected = [tuple(item) for item in entry["device_map"]]
+    assert list(loaded.hf_device_map.items()) == expected
+    assert expected[:2] == [("transformer.wte", "cpu"), ("lm_head", "cpu")]  # tied: together
+
+
 def test_save_pretrained_of_the_offloaded_model_reloads_the_same_weights(
     llama, offloaded_llama, tmp_path
 ):

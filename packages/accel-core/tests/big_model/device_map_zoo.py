@@ -2,8 +2,9 @@
 
 Shared by ``tools/gen_device_map_reference.py`` (which runs Accelerate on them once and
 commits the maps to ``accelerate_device_maps.json``) and ``test_device_map_parity.py``
-(which runs accel on them). Plain torch modules only, seeded, so both sides see the same
-shapes, dtypes, ties and buffers.
+(which runs accel on them). Plain torch modules, seeded, so both sides see the same
+shapes, dtypes, ties and buffers, plus one real transformers model (a tiny tied GPT-2, built
+from a config: transformers is needed on both sides, at the same version).
 """
 
 from __future__ import annotations
@@ -121,6 +122,22 @@ class TwoTies(nn.Module):
         self.e.weight = self.d.weight
 
 
+def tiny_gpt2() -> nn.Module:
+    """transformers' GPT2LMHeadModel, tiny, its head tied to the word embeddings."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(
+        vocab_size=64,
+        n_positions=32,
+        n_embd=32,
+        n_layer=3,
+        n_head=2,
+        bos_token_id=1,
+        eos_token_id=1,
+    )
+    return GPT2LMHeadModel(config)
+
+
 MODELS: dict[str, Callable[[], nn.Module]] = {
     "tiny_lm": TinyLM,
     "tiny_lm_deep": lambda: TinyLM(width=16, depth=10, vocab=24),
@@ -129,6 +146,7 @@ MODELS: dict[str, Callable[[], nn.Module]] = {
     "encoder_decoder": EncoderDecoder,
     "half": HalfModel,
     "two_ties": TwoTies,
+    "gpt2": tiny_gpt2,
 }
 
 
@@ -167,6 +185,7 @@ def budgets(model: nn.Module) -> list[dict[Any, int]]:
         {0: t(0.5), 1: t(0.6), "cpu": t(0.2)},
         {0: t(0.15), 1: t(0.15), 2: t(0.15), "cpu": t(0.15)},
         {0: t(0.45), 1: t(0.3), "cpu": t(0.2), "disk": t(1.0)},
+        {"cpu": t(0.6), "disk": t(10.0)},
     ]
 
 
@@ -182,6 +201,11 @@ OPTIONS: list[dict[str, Any]] = [
 ]
 """Keyword arguments of ``infer_auto_device_map`` tried with every model and budget."""
 
+MODEL_OPTIONS: dict[str, list[dict[str, Any]]] = {
+    "gpt2": [{"no_split_module_classes": ["GPT2Block"]}],  # what from_pretrained passes
+}
+"""More options for one model (its own unsplittable classes)."""
+
 BALANCED_OPTIONS: list[dict[str, Any]] = [
     {},
     {"low_zero": True},
@@ -196,7 +220,7 @@ def cases() -> Iterator[tuple[str, int, dict[Any, int], dict[str, Any]]]:
     """Every (model name, budget index, budget, options) of the parity test."""
     for name in MODELS:
         for index, budget in enumerate(budgets(build(name))):
-            for options in OPTIONS:
+            for options in OPTIONS + MODEL_OPTIONS.get(name, []):
                 yield name, index, budget, options
 
 

@@ -5,6 +5,8 @@ The reference results were produced once by Accelerate itself
 models, budgets and options of ``device_map_zoo.py``: reserving room for the largest layer
 on the first accelerator and the CPU, tied weights placed together, unsplittable classes,
 buffers, ``fallback_allocation``, ``dtype``, ``clean_result=False``. No Accelerate needed here.
+The maps are compared with their key order (transformers shows it as ``model.hf_device_map``)
+except where Accelerate's order depends on the hash seed (``order_depends_on_hash_seed``).
 """
 
 from __future__ import annotations
@@ -51,10 +53,26 @@ def _without_covered_buffers(model, ours: dict, theirs: dict) -> dict:
     return {k: v for k, v in ours.items() if k not in extra}
 
 
+def _same_map(ours: dict, entry: dict) -> None:
+    theirs = [tuple(item) for item in entry["device_map"]]
+    if entry.get("order_depends_on_hash_seed"):
+        assert ours == dict(theirs)
+    else:
+        assert list(ours.items()) == theirs
+
+
+def _build(entry: dict):
+    if entry["model"] == "gpt2":
+        pytest.importorskip("transformers")
+    return zoo.build(entry["model"])
+
+
 def test_the_reference_covers_the_zoo():
     assert len(REFERENCE["infer_auto_device_map"]) == len(list(zoo.cases()))
     assert len(REFERENCE["get_balanced_memory"]) == len(list(zoo.balanced_cases()))
     for name in zoo.MODELS:
+        if name == "gpt2" and importlib.util.find_spec("transformers") is None:
+            continue
         assert [zoo.encode_budget(b) for b in zoo.budgets(zoo.build(name))] == REFERENCE["budgets"][
             name
         ], "device_map_zoo.py changed: rerun tools/gen_device_map_reference.py"
@@ -62,7 +80,7 @@ def test_the_reference_covers_the_zoo():
 
 @pytest.mark.parametrize("entry", REFERENCE["infer_auto_device_map"], ids=_id)
 def test_infer_auto_device_map_matches_accelerate(entry):
-    model = zoo.build(entry["model"])
+    model = _build(entry)
     budget = _budget(entry)
     ours, warned = _plan(model, budget, entry["options"])
     if "error" in entry:
@@ -74,8 +92,7 @@ def test_infer_auto_device_map_matches_accelerate(entry):
             if device not in ("cpu", "disk"):
                 assert sum(sizes[k] for k, d in ours.items() if d == device) <= limit, ours
         return
-    theirs = dict(entry["device_map"])
-    assert _without_covered_buffers(model, ours, theirs) == theirs
+    _same_map(_without_covered_buffers(model, ours, dict(entry["device_map"])), entry)
     assert warned == entry["buffer_warning"]
     if entry["options"].get("clean_result", True):
         check_device_map(model, ours)
@@ -83,7 +100,7 @@ def test_infer_auto_device_map_matches_accelerate(entry):
 
 @pytest.mark.parametrize("entry", REFERENCE["get_balanced_memory"], ids=_id)
 def test_get_balanced_memory_matches_accelerate(entry):
-    model = zoo.build(entry["model"])
+    model = _build(entry)
     options = entry["options"]
     budget = _budget(entry)
     balanced = get_balanced_memory(model, max_memory=dict(budget), **options)
@@ -100,5 +117,4 @@ def test_get_balanced_memory_matches_accelerate(entry):
             "dtype": options.get("dtype"),
         },
     )
-    theirs = dict(entry["device_map"])
-    assert _without_covered_buffers(model, ours, theirs) == theirs
+    _same_map(_without_covered_buffers(model, ours, dict(entry["device_map"])), entry)

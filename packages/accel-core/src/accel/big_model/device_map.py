@@ -648,8 +648,11 @@ def clean_device_map(device_map: dict[str, Device], module_name: str = "") -> di
     """Merge the entries under ``module_name`` (the whole map by default) that all name one
     device into one entry for their module, recursively; changes and returns ``device_map``.
 
-    E.g. ``{"a.x": 0, "a.y": 0, "b": 1}`` becomes ``{"a": 0, "b": 1}``; an entry that is
-    alone under its module stays as it is.
+    E.g. ``{"a.x": 0, "b": 1, "a.y": 0}`` becomes ``{"b": 1, "a": 0}``; an entry that is
+    alone under its module stays as it is. As in Accelerate, a merged entry moves to the end
+    of the map (``model.hf_device_map`` shows that order); the children of a module are
+    visited in the order of their first entry (Accelerate's order there depends on the hash
+    seed).
     """
     if isinstance(module_name, torch.nn.Module):  # accel's former (device_map, model) form
         module_name = ""
@@ -657,15 +660,10 @@ def clean_device_map(device_map: dict[str, Device], module_name: str = "") -> di
     under = [k for k in device_map if k.startswith(prefix) and k != module_name]
     if len(under) > 1 and len({device_map[k] for k in under}) == 1:
         device = device_map[under[0]]
-        merged: dict[str, Device] = {}
-        for key, value in device_map.items():
-            if key in under or key == module_name:
-                if module_name not in merged:
-                    merged[module_name] = device
-            else:
-                merged[key] = value
-        device_map.clear()
-        device_map.update(merged)
+        for key in under:
+            del device_map[key]
+        device_map.pop(module_name, None)
+        device_map[module_name] = device
         return device_map
     depth = len(module_name.split(".")) + 1 if module_name else 1
     children = dict.fromkeys(".".join(k.split(".")[:depth]) for k in under)
