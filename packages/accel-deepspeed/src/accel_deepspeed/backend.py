@@ -24,6 +24,7 @@ from accel.precision import Precision
 from .auto import AutoContext, Filled, fill_auto
 from .config import DeepSpeedPlugin
 from .dummy import DummyOptim, DummyScheduler
+from .locks import check_extension_locks
 from .sequence_parallel import (
     SequenceParallelLayout,
     SequenceSlicingCollate,
@@ -73,6 +74,8 @@ class DeepSpeedBackend(Backend):
         run = self.context
         if run.device.type == "cpu":
             os.environ.setdefault("DS_ACCELERATOR", "cpu")
+        # before DeepSpeed JIT-builds its ops: a lock left by a killed build would block forever
+        check_extension_locks()
         self.plugin: DeepSpeedPlugin = plugin_object(run, "deepspeed_plugin", DeepSpeedPlugin)
         self.plugin.select(_from_accelerator_state=True)
         self._steps_source = "Accelerator(gradient_accumulation_steps=...)"
@@ -306,8 +309,17 @@ class DeepSpeedBackend(Backend):
                 kwargs["lr_scheduler"] = scheduler.lr_scheduler_callable
         elif scheduler is not None:
             kwargs["lr_scheduler"] = scheduler
-        engine, ds_optimizer, _, ds_scheduler = deepspeed.initialize(**kwargs)
+        with self._scalar_parameters_broadcast(model, config):
+            engine, ds_optimizer, _, ds_scheduler = deepspeed.initialize(**kwargs)
         engine.register_forward_pre_hook(self._record_forward)
+        # preparing the same module again (Trainer(auto_find_batch_size=True) after an out-of-memory
+        # error, a second train()): the new engine replaces the old one
+        for index in reversed(range(len(self.engines))):
+            if self.engines[index].module is engine.module:
+                old = self.engines.pop(index)
+                self.filled.pop(index)
+                if old in self._last_forward:
+                    self._last_forward.remove(old)
         self.engines.append(engine)
         self.filled.append(filled)
         wrapped_optimizer = (
@@ -319,6 +331,54 @@ class DeepSpeedBackend(Backend):
             else None
         )
         return engine, wrapped_optimizer, wrapped_scheduler
+
+    @contextlib.contextmanager
+    def _scalar_parameters_broadcast(
+        self, model: torch.nn.Module, config: dict[str, Any]
+    ) -> Iterator[None]:
+        """Let ``deepspeed.initialize`` take a model with zero-dimensional parameters (ZeRO 0-2).
+
+        DeepSpeed (0.19) broadcasts every parameter from rank 0 as a byte view, which a
+        0-dim tensor cannot give ("self.dim() cannot be 0 to view Float as Byte"). Those
+        parameters are broadcast here instead, and marked for the duration of
+        ``initialize`` with the attribute DeepSpeed's own broadcast skips.
+        """
+        scalars = [
+            (name, p)
+            for name, p in model.named_parameters()
+            if p.dim() == 0 and not hasattr(p, "ds_optim_param") and not hasattr(p, "ds_id")
+        ]
+        if not scalars:
+            yield
+            return
+        stage = config.get("zero_optimization", {}).get("stage", 0)
+        names = ", ".join(name for name, _ in scalars)
+        fix = "give them shape (1,) (torch.nn.Parameter(torch.tensor([value]))) or use ZeRO stage 1 or 2"
+        if stage == 3:
+            raise ConfigError(
+                f"DeepSpeed ZeRO-3 cannot partition zero-dimensional parameters ({names}): {fix}"
+            )
+        half = any(config.get(k, {}).get("enabled") is True for k in ("fp16", "bf16"))
+        clipping = config.get("gradient_clipping", 1.0)  # DeepSpeed's default is 1.0
+        if stage == 0 and not half and isinstance(clipping, (int, float)) and clipping > 0:
+            raise ConfigError(
+                f"DeepSpeed without ZeRO cannot clip the gradients of zero-dimensional parameters "
+                f"({names}): {fix}, or set gradient_clipping to 0"
+            )
+        if torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
+            device = self.context.device
+            for _, p in scalars:
+                value = p.detach().reshape(1).to(device)
+                torch.distributed.broadcast(value, src=0)
+                with torch.no_grad():
+                    p.copy_(value.reshape(()))
+        for _, p in scalars:
+            p.ds_optim_param = True
+        try:
+            yield
+        finally:
+            for _, p in scalars:
+                del p.ds_optim_param
 
     def _sequence_parallel_mpu(self, model: torch.nn.Module, config: dict[str, Any]) -> Any:
         """The groups for ``deepspeed.initialize``; a transformers model's attention becomes Ulysses."""

@@ -59,10 +59,13 @@ def accel_launch_arguments(parser: Any) -> None:
 
 @hookimpl
 def accel_launch_environment(config: dict) -> dict[str, str]:
-    """``DS_ACCELERATOR=cpu`` for DeepSpeed jobs on the CPU."""
-    if str(config.get("distributed_type")) == "DEEPSPEED" and config.get("use_cpu"):
-        return {"DS_ACCELERATOR": "cpu"}
-    return {}
+    """``DS_ACCELERATOR=cpu`` for DeepSpeed jobs on the CPU; a stale op build lock fails the launch."""
+    if str(config.get("distributed_type")) != "DEEPSPEED":
+        return {}
+    from .locks import check_extension_locks
+
+    check_extension_locks()
+    return {"DS_ACCELERATOR": "cpu"} if config.get("use_cpu") else {}
 
 
 @hookimpl
