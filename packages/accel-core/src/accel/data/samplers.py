@@ -20,10 +20,10 @@ def draw_seed(generator: torch.Generator | None = None) -> int:
     return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
 
 
-def _random_chunks(
+def _random_tensors(
     generator: torch.Generator, n: int, num_samples: int, replacement: bool
-) -> Iterator[list[int]]:
-    """The indices ``RandomSampler`` draws with ``generator``, as lists, drawn when each is needed.
+) -> Iterator[torch.Tensor]:
+    """The indices ``RandomSampler`` draws with ``generator``, as int64 tensors, drawn when needed.
 
     Without replacement: one permutation of ``n`` per full pass, then one more whose first
     ``num_samples % n`` indices end the order (drawn, like torch's, even when none is taken).
@@ -31,13 +31,37 @@ def _random_chunks(
     """
     if replacement:
         for _ in range(num_samples // 32):
-            yield torch.randint(high=n, size=(32,), dtype=torch.int64, generator=generator).tolist()
+            yield torch.randint(high=n, size=(32,), dtype=torch.int64, generator=generator)
         rest = num_samples % 32
-        yield torch.randint(high=n, size=(rest,), dtype=torch.int64, generator=generator).tolist()
+        yield torch.randint(high=n, size=(rest,), dtype=torch.int64, generator=generator)
         return
     for _ in range(num_samples // n):
-        yield torch.randperm(n, generator=generator).tolist()
-    yield torch.randperm(n, generator=generator)[: num_samples % n].tolist()
+        yield torch.randperm(n, generator=generator)
+    yield torch.randperm(n, generator=generator)[: num_samples % n]
+
+
+def _order_from(tensors: Iterator[torch.Tensor], start: int, head: int) -> tuple[list[int], Any]:
+    """The first ``head`` indices of an order, and an iterator over it from index ``start`` on.
+
+    The passed-over indices stay in tensors: none becomes a Python int.
+    """
+    first: list[int] = []
+    pending: list[torch.Tensor] = []  # the order from ``start``, as drawn so far
+    for tensor in tensors:
+        if len(first) < head:
+            first.extend(tensor[: head - len(first)].tolist())
+        if start < len(tensor):
+            pending.append(tensor[start:])
+            start = 0
+        else:
+            start -= len(tensor)
+        if pending and len(first) >= head:
+            break  # the rest of ``tensors`` is drawn when iterated
+    # made Python ints a block at a time: the first batch does not wait for the whole rest
+    blocks = (
+        block for tensor in itertools.chain(pending, tensors) for block in tensor.split(1 << 16)
+    )
+    return first, itertools.chain.from_iterable(map(torch.Tensor.tolist, blocks))
 
 
 class ResumableRandomSampler(RandomSampler):
@@ -84,9 +108,10 @@ class ResumableRandomSampler(RandomSampler):
     def __iter__(self) -> Iterator[int]:
         # The lists come through a C-level chain: no Python frame resumes per index, and
         # nothing is drawn before the first index is asked for (as with torch's sampler).
-        return itertools.chain.from_iterable(self._chunks())
+        return itertools.chain.from_iterable(map(torch.Tensor.tolist, self.index_tensors()))
 
-    def _chunks(self) -> Iterator[list[int]]:
+    def index_tensors(self) -> Iterator[torch.Tensor]:
+        """The iteration's order as int64 tensors (what iterating yields as ints), drawn as needed."""
         replay, self._replay = self._replay, None
         generator = self.generator
         if replay is not None and "generator" in replay:
@@ -105,7 +130,7 @@ class ResumableRandomSampler(RandomSampler):
             generator.manual_seed(seed)
         else:
             self.drawn = {"generator": generator.get_state()}
-        yield from _random_chunks(
+        yield from _random_tensors(
             generator, len(self.data_source), self.num_samples, self.replacement
         )
 
@@ -147,13 +172,14 @@ class SeedableRandomSampler(RandomSampler):
         self.epoch = epoch
 
     def __iter__(self) -> Iterator[int]:
-        return itertools.chain.from_iterable(self._chunks())
+        return itertools.chain.from_iterable(map(torch.Tensor.tolist, self.index_tensors()))
 
-    def _chunks(self) -> Iterator[list[int]]:
+    def index_tensors(self) -> Iterator[torch.Tensor]:
+        """The epoch's order as int64 tensors (what iterating yields as ints), drawn as needed."""
         if self.generator is None:
             self.generator = torch.Generator()
         self.generator.manual_seed(self.initial_seed + self.epoch)
-        yield from _random_chunks(
+        yield from _random_tensors(
             self.generator, len(self.data_source), self.num_samples, self.replacement
         )
         self.set_epoch(self.epoch + 1)  # a full iteration moves to the next epoch
@@ -265,6 +291,9 @@ class BatchSamplerShard(BatchSampler):
         skip, self.skip = self.skip, 0
         samples, self.skip_samples = self.skip_samples, 0
         start, self.start_batch = self.start_batch, 0
+        if skip and self.counts_samples:  # whole rounds: skipped as their samples, undrawn
+            per_round = 1 if self.split_batches else self.num_processes
+            samples, skip = skip * per_round * self.batch_size, 0
         if samples or start:
             return self._resized(samples, start)
         if self.num_processes == 1 and self._fixed_batches():
@@ -296,19 +325,21 @@ class BatchSamplerShard(BatchSampler):
         The epoch's order is drawn whole (the sampler's indices, no data read); the first
         ``samples`` indices are passed over at C speed and the rest are batched and sharded
         as on any epoch. The batches that pad an uneven last round are still the epoch's first.
+        Nothing is drawn before the first batch is asked for (as with torch's samplers).
         """
         n = 1 if self.split_batches else self.num_processes
         if samples:
-            indices = iter(self.sampler)
-            head_indices = list(itertools.islice(indices, n * self.batch_size))
-            head = [
-                head_indices[i : i + self.batch_size]
-                for i in range(0, len(head_indices), self.batch_size)
-            ]
-            if samples < len(head_indices):
-                rest = itertools.chain(head_indices[samples:], indices)
+            size = self.batch_size
+            if hasattr(self.sampler, "index_tensors"):  # the skipped indices stay in tensors
+                head_indices, rest = _order_from(self.sampler.index_tensors(), samples, n * size)
             else:
-                rest = itertools.islice(indices, samples - len(head_indices), None)
+                indices = iter(self.sampler)
+                head_indices = list(itertools.islice(indices, n * size))
+                if samples < len(head_indices):
+                    rest = itertools.chain(head_indices[samples:], indices)
+                else:
+                    rest = itertools.islice(indices, samples - len(head_indices), None)
+            head = [head_indices[i : i + size] for i in range(0, len(head_indices), size)]
             batches: Any = _batched(rest, self.batch_size, self.drop_last)
             head = [b for b in head if len(b) == self.batch_size or not self.drop_last]
         else:
@@ -317,7 +348,7 @@ class BatchSamplerShard(BatchSampler):
             batches = itertools.chain(
                 head[start:], itertools.islice(source, max(start - len(head), 0), None)
             )
-        return self._rounds(batches, head)
+        yield from self._rounds(batches, head)
 
     def _rounds(self, batches: Any, head: list[list[int]] | None = None) -> Iterator[list[int]]:
         n, rank = self.num_processes, self.process_index
