@@ -249,8 +249,9 @@ def check_stateful_dataloader() -> None:
         acc = fresh(dataloader_config=config)
         dl = loader(acc)
         acc.load_state(target)
-        state = dl.state_dict()
+        state = dl.position_state_dict()  # what save_state wrote
         assert state["batches_yielded"] == 4 and "stateful_dataloader" in state, state
+        assert dl.state_dict() == state["stateful_dataloader"]  # torchdata's, as in Accelerate
         rest = [b.tolist() for b in dl] + [b.tolist() for b in dl]
         assert first + rest == straight, (kind, workers, dispatch, first + rest, straight)
 

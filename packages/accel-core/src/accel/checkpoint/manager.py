@@ -444,9 +444,9 @@ class CheckpointManager:
         rank = self.state.process_index
         for index, dataloader in enumerate(prepared.dataloaders):
             if hasattr(dataloader, "state_dict"):
-                layout.write_object(
-                    dataloader.state_dict(), layout.dataloader_file(tmp, index, rank)
-                )
+                # a stateful loader's state_dict() is torchdata's alone: save accel's position
+                position = getattr(dataloader, "position_state_dict", dataloader.state_dict)
+                layout.write_object(position(), layout.dataloader_file(tmp, index, rank))
         layout.write_object(capture_rng_state(), layout.rng_state_file(tmp, rank))
 
     def _read(self, folder: Path, weights_only: bool, strict: bool) -> dict[str, Any]:

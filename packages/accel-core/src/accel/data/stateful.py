@@ -4,6 +4,15 @@ The prepared loader then restores its position through torchdata's own state (sa
 dataset and worker states) instead of skipping batches. accel's loaders read one batch
 ahead (to know which batch is the last), so the torchdata state is recorded for every
 batch as it is read and the one matching the batch last handed to the loop is saved.
+
+``state_dict()`` is that torchdata state itself, as with Accelerate: the dict a
+``StatefulDataLoader`` over the same batch sampler gives after as many batches (plus
+``_iterator_finished`` set on the epoch's last batch, as Accelerate does), so a state saved
+from one loads into the other. It names no epoch: after loading one, the next ``set_epoch``
+sets the loader's epoch and keeps the position. ``position_state_dict()`` is accel's
+position (epoch, the seed the epoch's order was drawn from, ...) with the torchdata state
+under ``"stateful_dataloader"``: what ``save_state`` writes, so that a shuffled epoch
+resumes in the same order. ``load_state_dict`` takes either.
 """
 
 from __future__ import annotations
@@ -12,6 +21,19 @@ import functools
 from collections import deque
 from collections.abc import Iterator
 from typing import Any
+
+_CHECKPOINT_KEYS = ("version", "num_processes", "batch_size", "samples_seen", "batches_seen")
+"""What the checkpoint reader adds to a position without a version (a torchdata state)."""
+
+
+def _yielded(state: dict[str, Any]) -> int:
+    """Batches of the epoch a torchdata state has handed out (0 when its epoch ended)."""
+    if not state or state.get("_iterator_finished"):
+        return 0
+    if "_num_yielded" in state:  # no workers
+        return int(state["_num_yielded"])
+    snapshot = state.get("_snapshot") or {}
+    return int(snapshot.get("_snapshot_step", 0)) + int(state.get("_steps_since_snapshot", 0))
 
 
 def stateful_base() -> type:
@@ -42,6 +64,7 @@ def _build(base: type, stateful: type) -> type:
             self._read_states: deque = deque()
             self._inner_state: dict | None = None
             self._inner_resume = 0
+            self._epoch_from_set_epoch = False
 
         def _batches(self, skip_by_reading: int) -> Iterator[Any]:
             self._read_states.clear()
@@ -50,28 +73,55 @@ def _build(base: type, stateful: type) -> type:
                 yield batch
 
         def _consumed(self) -> None:
-            self._inner_state = self._read_states.popleft()
+            state = self._read_states.popleft()
+            state["_iterator_finished"] = self.end_of_dataloader  # as Accelerate's loaders
+            self._inner_state = state
 
         def _start_epoch(self) -> int:
             resumed, self._inner_resume = self._inner_resume, 0
+            self._epoch_from_set_epoch = False
             skip = super()._start_epoch()
             self.batches_yielded = resumed  # the torchdata state puts the iterator there
             return skip
 
+        def set_epoch(self, epoch: int) -> None:
+            if self._epoch_from_set_epoch:  # a loaded torchdata state names no epoch: take this one
+                self._epoch_from_set_epoch = False
+                self.epoch = epoch
+            super().set_epoch(epoch)
+
         def state_dict(self) -> dict[str, Any]:
-            """accel's position plus, inside an epoch, torchdata's loader state."""
+            """torchdata's state after the batch last handed to the loop (``{}`` before any).
+
+            Equal to a ``StatefulDataLoader``'s over the same batches, as in Accelerate.
+            """
+            return dict(self._inner_state) if self._inner_state is not None else {}
+
+        def position_state_dict(self) -> dict[str, Any]:
+            """accel's position plus, inside an epoch, torchdata's state (``stateful_dataloader``)."""
             position = base.state_dict(self)
             if position["batches_yielded"] == 0 or self._inner_state is None:
                 return position
-            return {**position, "stateful_dataloader": self._inner_state}
+            return {**position, "stateful_dataloader": dict(self._inner_state)}
 
         def load_state_dict(self, state: dict[str, Any]) -> None:
-            """Resume where :meth:`state_dict` was taken."""
+            """Resume where :meth:`state_dict` or :meth:`position_state_dict` was taken."""
+            if "epoch" not in state:  # torchdata's state (this loader's, a StatefulDataLoader's)
+                inner = {k: v for k, v in state.items() if k not in _CHECKPOINT_KEYS}
+                self._restored = self._resize = None
+                self._resume_skip = 0
+                self.end_of_dataloader = False
+                self.batches_yielded = self._inner_resume = _yielded(inner)
+                self._epoch_from_set_epoch = True
+                self._inner_state = inner or None
+                stateful.load_state_dict(self, inner)
+                return
             base.load_state_dict(self, state)
+            self._epoch_from_set_epoch = False
             inner = state.get("stateful_dataloader")
+            self._inner_state = inner
             if inner is not None:
                 self._inner_resume, self._resume_skip = self._resume_skip, 0
-                self._inner_state = inner
                 stateful.load_state_dict(self, inner)
 
     StatefulLoader.__name__ = StatefulLoader.__qualname__ = f"Stateful{base.__name__}"
