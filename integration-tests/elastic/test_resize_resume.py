@@ -23,18 +23,19 @@ ACCEL = Path(sys.executable).with_name("accel")
 pytestmark = pytest.mark.timeout(900)
 
 
-def launch(tmp_path: Path, nproc: int, *args: object, timeout: float = 300):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCEL_", "ACCELERATE_"))}
-    env.update(
+def launch(tmp_path: Path, nproc: int, *args: object, timeout: float = 300, env=None):
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("ACCEL_", "ACCELERATE_"))}
+    full.update(
         ACCEL_CONFIG_DIR=str(tmp_path / "cfg"),
         ACCEL_PLUGINS="ddp,fsdp",
         OMP_NUM_THREADS="1",
         PYTHONUNBUFFERED="1",
+        **(env or {}),
     )
     command = [str(ACCEL), "launch", "--cpu", "--num_processes", str(nproc), str(WORKER)]
     process = subprocess.Popen(
         [*command, *map(str, args)],
-        env=env,
+        env=full,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -105,3 +106,17 @@ def test_a_global_batch_that_cannot_be_kept_is_refused_in_one_line(tmp_path):
         "1 processes x 1 accumulation steps = 1 per-process batches, which 2 processes "
         "cannot split evenly; resume on 1 processes"
     ]
+
+
+def test_a_deepspeed_zero_checkpoint_of_another_size_names_the_conversion(tmp_path):
+    pytest.importorskip("deepspeed")
+    options = ["--deepspeed", "2"]
+    env = {"ACCEL_PLUGINS": "deepspeed"}
+    saved = launch(tmp_path, 2, tmp_path, "save", 2, *options, env=env)
+    assert saved.returncode == 0, saved.stderr[-5000:]
+    resumed = launch(tmp_path, 1, tmp_path, "resume", 0, *options, env=env)
+    assert resumed.returncode == 2, resumed.stderr[-5000:]
+    assert "Traceback" not in resumed.stderr
+    (line,) = [line for line in resumed.stderr.splitlines() if "accel launch: error" in line]
+    assert "written by 2 data-parallel processes and this run has 1" in line
+    assert "python -m deepspeed.checkpoint.ds_to_universal --input_folder" in line

@@ -5,7 +5,8 @@ steps and goes on to the end (the uninterrupted run); ``resume`` loads the newes
 of OUT/project and runs to the end. Every rank's sample ids (seen before the save, and in
 all), and on rank 0 the final weights and learning rate, go to OUT/<MODE>-rank<R>.json.
 Options: --shuffle, --seedable, --accumulation G, --keep (keep_global_batch_size),
---fsdp (FSDP2 through FullyShardedDataParallelPlugin), --epochs E.
+--fsdp (FSDP2 through FullyShardedDataParallelPlugin), --deepspeed STAGE (ZeRO),
+--universal (DeepSpeed loads universal checkpoints), --epochs E.
 """
 
 import argparse
@@ -25,6 +26,8 @@ parser.add_argument("--seedable", action="store_true")
 parser.add_argument("--accumulation", type=int, default=1)
 parser.add_argument("--keep", action="store_true")
 parser.add_argument("--fsdp", action="store_true")
+parser.add_argument("--deepspeed", type=int, default=None)
+parser.add_argument("--universal", action="store_true")
 parser.add_argument("--epochs", type=int, default=1)
 args = parser.parse_args()
 
@@ -35,6 +38,16 @@ if args.fsdp:
     kwargs["fsdp_plugin"] = FullyShardedDataParallelPlugin(
         fsdp_version=2, state_dict_type="SHARDED_STATE_DICT"
     )
+if args.deepspeed is not None:
+    from accel_deepspeed import DeepSpeedPlugin
+
+    config = {
+        "train_micro_batch_size_per_gpu": 4,
+        "gradient_accumulation_steps": args.accumulation,
+        "zero_optimization": {"stage": args.deepspeed},
+        "checkpoint": {"load_universal": args.universal},
+    }
+    kwargs["deepspeed_plugin"] = DeepSpeedPlugin(hf_ds_config=config)
 project = args.out / "project"
 accelerator = Accelerator(
     gradient_accumulation_plugin=GradientAccumulationPlugin(

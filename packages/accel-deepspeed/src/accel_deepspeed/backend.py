@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from accel.backends import Backend
 from accel.distributed.process import ensure_process_group, plugin_object
-from accel.errors import CheckpointError, ConfigError
+from accel.errors import CheckpointError, ConfigError, ResumeError
 from accel.precision import Precision
 
 from .auto import AutoContext, Filled, fill_auto
@@ -43,6 +43,38 @@ MODEL_NAME = "pytorch_model"
 def checkpoint_tag(index: int) -> str:
     """The DeepSpeed checkpoint tag of model ``index`` inside a ``save_state`` folder."""
     return MODEL_NAME if index == 0 else f"{MODEL_NAME}_{index}"
+
+
+def zero_partitions(tag_dir: Path) -> int:
+    """How many data-parallel ranks wrote the ZeRO optimizer partitions in ``tag_dir`` (0: none)."""
+    ranks = {p.name.split("_")[2] for p in tag_dir.glob("zero_pp_rank_*_optim_states.pt")}
+    ranks |= {p.name.split("_")[3] for p in tag_dir.glob("bf16_zero_pp_rank_*_optim_states.pt")}
+    return len(ranks)
+
+
+def resharded_tag(engine: Any, folder: Path, tag: str) -> str:
+    """The tag to load: ``tag``, or its universal conversion when the data-parallel size changed.
+
+    A ZeRO checkpoint holds one optimizer partition per data-parallel rank and DeepSpeed loads
+    it only on as many ranks. Written by another number, it loads through DeepSpeed's
+    universal checkpoint (``tag_universal``, with ``checkpoint.load_universal`` set in the
+    DeepSpeed config); without one, :class:`~accel.errors.ResumeError` names the command
+    that converts it.
+    """
+    saved = zero_partitions(folder / tag)
+    now = int(getattr(engine, "dp_world_size", 1) or 1)
+    if not saved or saved == now:
+        return tag
+    universal = folder / f"{tag}_universal"
+    if engine.load_universal_checkpoint() and universal.is_dir():
+        return universal.name
+    raise ResumeError(
+        f"the DeepSpeed ZeRO checkpoint {folder / tag} was written by {saved} data-parallel "
+        f"processes and this run has {now}: convert it once with `python -m "
+        f"deepspeed.checkpoint.ds_to_universal --input_folder {folder / tag} --output_folder "
+        f'{universal}` and set "checkpoint": {{"load_universal": true}} in the DeepSpeed '
+        "config, or resume on the same number of processes"
+    )
 
 
 def _is_scheduler(obj: Any) -> bool:
@@ -586,6 +618,7 @@ class DeepSpeedBackend(Backend):
                 f"{folder} has no DeepSpeed checkpoint {tag}/ for model {index}: was it saved with "
                 "accelerator.save_state under DeepSpeed?"
             )
+        tag = resharded_tag(engine, Path(folder), tag)
         path, _ = engine.load_checkpoint(
             str(folder),
             tag=tag,
