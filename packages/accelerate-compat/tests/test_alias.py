@@ -164,3 +164,142 @@ def test_accel_core_never_imports_accelerate(subprocess_env):
         "assert 'accelerate' not in sys.modules, sorted(m for m in sys.modules if 'accelerate' in m)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, env=subprocess_env, timeout=120)
+
+
+# -- the alias leaves accel's modules as they are ------------------------------------------
+# Each check runs in a fresh interpreter: the order of the two imports matters, and the
+# pytest process has imported both names long before.
+
+
+def _run(code: str, env: dict) -> None:
+    import subprocess
+    import textwrap
+
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.mark.parametrize("accel_first", [True, False], ids=["accel-first", "accelerate-first"])
+def test_alias_keeps_accels_spec_name_and_loader(accel_first, subprocess_env):
+    """``accelerate.X`` is ``accel.X`` with accel's ``__spec__``, ``__name__`` and loader."""
+    code = f"""
+        import importlib, importlib.machinery, sys
+        for name in ("logging", "utils", "hooks", "utils.modeling", "big_modeling"):
+            first, second = "accel." + name, "accelerate." + name
+            if not {accel_first}:
+                first, second = second, first
+            module = importlib.import_module(first)
+            attributes = ("__spec__", "__name__", "__loader__", "__file__", "__package__")
+            before = {{k: getattr(module, k, None) for k in attributes}}
+            assert importlib.import_module(second) is module
+            after = {{k: getattr(module, k, None) for k in attributes}}
+            if {accel_first}:
+                assert after == before, (name, before, after)
+            spec = module.__spec__
+            assert spec.name == module.__name__, (spec, module.__name__)
+            assert spec.name.startswith("accel.") and sys.modules[spec.name] is module, spec
+            assert spec.origin == module.__file__ and spec.origin.endswith(".py"), spec
+            assert isinstance(spec.loader, importlib.machinery.SourceFileLoader), spec.loader
+            assert module.__loader__ is spec.loader
+            assert sys.modules["accel." + name] is module is sys.modules["accelerate." + name]
+    """
+    _run(code, subprocess_env)
+
+
+@pytest.mark.parametrize("accel_first", [True, False], ids=["accel-first", "accelerate-first"])
+def test_alias_keeps_accels_resources(accel_first, subprocess_env):
+    """``importlib.resources.files("accel.utils")`` lists accel.utils' files, whatever was imported."""
+    code = f"""
+        import importlib, importlib.resources
+        from pathlib import Path
+        if {accel_first}:
+            import accel.utils
+            before = sorted(p.name for p in importlib.resources.files("accel.utils").iterdir())
+        import accelerate.utils
+        import accel.utils
+        folder = Path(accel.utils.__file__).parent
+        on_disk = sorted(p.name for p in folder.iterdir())
+        after = sorted(p.name for p in importlib.resources.files("accel.utils").iterdir())
+        assert after == on_disk and "modeling.py" in after, (after, on_disk)
+        if {accel_first}:
+            assert after == before, (before, after)
+        aliased = sorted(p.name for p in importlib.resources.files("accelerate.utils").iterdir())
+        assert aliased == on_disk, aliased
+    """
+    _run(code, subprocess_env)
+
+
+def test_reload_through_the_alias_reloads_accels_module(subprocess_env):
+    """``importlib.reload(accelerate.X)`` runs accel.X again; both names keep the one module."""
+    code = """
+        import importlib, sys
+        import accelerate.logging, accel.logging
+        module, old = accelerate.logging, accelerate.logging.get_logger
+        reloaded = importlib.reload(accelerate.logging)
+        assert reloaded is module
+        assert module.get_logger is not old, "the module was not executed again"
+        assert module.__name__ == module.__spec__.name == "accel.logging", module.__spec__
+        assert sys.modules["accel.logging"] is module is sys.modules["accelerate.logging"]
+        assert accel.logging is module and accelerate.logging is module
+    """
+    _run(code, subprocess_env)
+
+
+def test_reload_of_accels_module_keeps_its_name(subprocess_env):
+    code = """
+        import importlib, sys
+        import accel.logging, accelerate.logging
+        old = accel.logging.get_logger
+        reloaded = importlib.reload(accel.logging)
+        assert reloaded is accel.logging and reloaded.get_logger is not old
+        assert reloaded.__name__ == reloaded.__spec__.name == "accel.logging", reloaded.__spec__
+        assert sys.modules["accel.logging"] is reloaded is sys.modules["accelerate.logging"]
+        # and once more through the alias, after accel's own reload
+        assert importlib.reload(accelerate.logging).__name__ == "accel.logging"
+    """
+    _run(code, subprocess_env)
+
+
+def test_missing_dependency_is_reported_under_its_own_name(tmp_path, subprocess_env):
+    """A module of accel that needs a missing package: the error names that package.
+
+    The package lives in a temporary folder on ``accel.__path__``: ``probe/__init__.py``
+    imports a module that is not installed. The finder is asked for ``accelerate.probe.leaf``
+    before ``accel.probe`` was imported (what ``importlib.util.find_spec`` and other finders'
+    callers do), and by an import statement.
+    """
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    (probe / "__init__.py").write_text("import no_such_dependency_for_accel_tests\n")
+    (probe / "leaf.py").write_text("")
+    code = f"""
+        import importlib, sys
+        import accel, accelerate
+        accel.__path__.append({str(tmp_path)!r})
+        finders = [f for f in sys.meta_path if type(f).__module__ == "accelerate"]
+        assert len(finders) == 1, sys.meta_path
+        try:
+            finders[0].find_spec("accelerate.probe.leaf")
+        except ModuleNotFoundError as error:
+            assert error.name == "no_such_dependency_for_accel_tests", (error.name, error)
+        else:
+            raise AssertionError("the finder hid the missing dependency")
+        for name in ("accelerate.probe.leaf", "accelerate.probe"):
+            try:
+                importlib.import_module(name)
+            except ModuleNotFoundError as error:
+                assert error.name == "no_such_dependency_for_accel_tests", (error.name, error)
+            else:
+                raise AssertionError(name + " imported")
+        try:
+            importlib.import_module("accelerate.no_such_module")
+        except ModuleNotFoundError as error:
+            assert error.name == "accelerate.no_such_module", error.name
+    """
+    _run(code, subprocess_env)

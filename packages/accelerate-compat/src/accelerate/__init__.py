@@ -25,17 +25,46 @@ MIRRORED_API = "1.15.0"
 OWN_SUBPACKAGES = ("commands",)
 
 
+#: What ``importlib`` writes on a module it loads (``_init_module_attrs``), even one a loader's
+#: ``create_module`` returned: ``__spec__`` always, the others where they are missing.
+_IMPORT_ATTRIBUTES = (
+    "__spec__",
+    "__name__",
+    "__loader__",
+    "__package__",
+    "__path__",
+    "__file__",
+    "__cached__",
+)
+
+
 class _AliasLoader(importlib.abc.Loader):
-    """Loads ``accelerate.X`` by importing ``accel.X`` and returning that very module."""
+    """Loads ``accelerate.X`` by importing ``accel.X`` and returning that very module.
+
+    The import system gives the module the alias's spec between :meth:`create_module` and
+    :meth:`exec_module`; :meth:`exec_module` puts accel's attributes back, so ``accel.X``
+    keeps its ``__spec__``, ``__name__``, loader and resources, and ``importlib.reload``
+    (under either name) reloads it through accel's own loader.
+    """
 
     def __init__(self, target: str) -> None:
         self.target = target
+        self._attributes: dict[str, Any] = {}
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
-        return importlib.import_module(self.target)
+        module = importlib.import_module(self.target)
+        self._attributes = {
+            name: vars(module)[name] for name in _IMPORT_ATTRIBUTES if name in vars(module)
+        }
+        return module
 
     def exec_module(self, module: Any) -> None:
-        """Nothing to run: the module was executed when accel imported it."""
+        """Restore what the import system changed: accel already ran the module."""
+        for name in _IMPORT_ATTRIBUTES:
+            if name in self._attributes:
+                setattr(module, name, self._attributes[name])
+            elif name in vars(module):
+                delattr(module, name)
 
 
 class _AliasFinder(importlib.abc.MetaPathFinder):
@@ -54,8 +83,15 @@ class _AliasFinder(importlib.abc.MetaPathFinder):
         accel_name = f"accel.{rest}"
         try:
             found = importlib.util.find_spec(accel_name)
-        except ModuleNotFoundError:
-            found = None
+        except ModuleNotFoundError as error:
+            # accel has no such module (or a parent is not a package): not found. Any other
+            # missing module (a dependency, accel itself) is its own error, under its name.
+            missing = error.name or ""
+            if missing.startswith("accel.") and (
+                accel_name == missing or accel_name.startswith(f"{missing}.")
+            ):
+                return None
+            raise
         if found is None:
             return None
         return importlib.machinery.ModuleSpec(
