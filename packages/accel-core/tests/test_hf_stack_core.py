@@ -59,32 +59,63 @@ def test_is_initialized():
     assert is_initialized()
 
 
+def _plain_gradients(model: torch.nn.Module, loss_of) -> dict[str, torch.Tensor]:
+    """The gradients of ``loss_of(copy)`` on a copy of ``model``: plain autograd, no optimizer."""
+    import copy
+
+    reference = copy.deepcopy(model)
+    loss_of(reference).backward()
+    return {name: p.grad.clone() for name, p in reference.named_parameters()}
+
+
 def test_backward_with_learning_rate_runs_lomos_fused_backward():
+    """LOMO updates each weight in the backward pass by the ``learning_rate`` given to
+    ``backward``, not by the optimizer's own (its hooks would use that one in a plain backward)."""
     lomo_optim = pytest.importorskip("lomo_optim")
     from accel import Accelerator
 
     torch.manual_seed(0)
-    reference = torch.nn.Linear(4, 2)
     model = torch.nn.Linear(4, 2)
-    model.load_state_dict(reference.state_dict())
     x = torch.randn(8, 4)
-    lomo_optim.Lomo(reference, lr=0.1).fused_backward(reference(x).pow(2).mean(), 0.1)
+
+    def loss_of(m):
+        return m(x).pow(2).mean()
+
+    initial = {name: p.detach().clone() for name, p in model.named_parameters()}
+    grads = _plain_gradients(model, loss_of)
 
     accelerator = Accelerator(cpu=True)
-    model, optimizer = accelerator.prepare(model, lomo_optim.Lomo(model, lr=0.1))
-    accelerator.backward(model(x).pow(2).mean(), learning_rate=0.1)
-    torch.testing.assert_close(model.weight, reference.weight, rtol=0, atol=0)
-    assert not torch.equal(model.weight, torch.nn.Linear(4, 2).weight)
+    model, optimizer = accelerator.prepare(model, lomo_optim.Lomo(model, lr=0.5))
+    accelerator.backward(loss_of(model), learning_rate=0.1)
+    for name, p in model.named_parameters():
+        assert not torch.equal(p, initial[name]), name
+        torch.testing.assert_close(p.detach(), initial[name] - 0.1 * grads[name], msg=name)
 
 
 def test_backward_learning_rate_is_ignored_by_other_optimizers():
+    """With SGD, ``backward(learning_rate=)`` computes the plain gradients and changes no
+    weight; the step then uses the optimizer's learning rate."""
     from accel import Accelerator
 
-    accelerator = Accelerator(cpu=True)
+    torch.manual_seed(0)
     model = torch.nn.Linear(4, 2)
+    x = torch.randn(3, 4)
+
+    def loss_of(m):
+        return m(x).sum()
+
+    initial = {name: p.detach().clone() for name, p in model.named_parameters()}
+    grads = _plain_gradients(model, loss_of)
+
+    accelerator = Accelerator(cpu=True)
     model, optimizer = accelerator.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1))
-    accelerator.backward(model(torch.randn(3, 4)).sum(), learning_rate=0.1)
-    assert model.weight.grad is not None
+    accelerator.backward(loss_of(model), learning_rate=5.0)
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(p.detach(), initial[name], rtol=0, atol=0, msg=name)
+        torch.testing.assert_close(p.grad, grads[name], msg=name)
+    optimizer.step()
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(p.detach(), initial[name] - 0.1 * grads[name], msg=name)
 
 
 WORKER = textwrap.dedent(
