@@ -37,34 +37,50 @@ def _args(**overrides):
 
 
 def test_prepare_multi_gpu_env_is_the_torchrun_plans_environment(monkeypatch):
-    from accel.config.settings import resolve
-    from accel.launchers import plan_launch
+    import json
+
     from accel.utils import prepare_multi_gpu_env
 
     monkeypatch.setenv("SOMETHING_ELSE", "kept")
     monkeypatch.setenv("ACCEL_MIXED_PRECISION", "fp16")  # the arguments decide, as in Accelerate
     args = _args()
     env = prepare_multi_gpu_env(args)
-    assert env["SOMETHING_ELSE"] == "kept"
-    assert env["ACCEL_DISTRIBUTED_TYPE"] == "MULTI_GPU"
-    assert env["ACCELERATE_MIXED_PRECISION"] == env["ACCEL_MIXED_PRECISION"] == "bf16"
-    assert env["ACCELERATE_DEBUG_MODE"] == "true"
-    assert env["CUDA_VISIBLE_DEVICES"] == "0,1"
-    settings = {
-        "distributed_type": "MULTI_GPU",
-        "num_processes": 2,
-        "num_machines": 1,
-        "machine_rank": 0,
-        "main_process_port": 29555,
-        "mixed_precision": "bf16",
-        "gpu_ids": "0,1",
-        "debug": True,
-        "dynamo_config.dynamo_backend": "no",
+    expected = {
+        "SOMETHING_ELSE": "kept",
+        "ACCEL_DISTRIBUTED_TYPE": "MULTI_GPU",
+        "ACCEL_MIXED_PRECISION": "bf16",
+        "ACCELERATE_MIXED_PRECISION": "bf16",
+        "ACCEL_DEBUG_MODE": "true",
+        "ACCELERATE_DEBUG_MODE": "true",
+        "ACCEL_USE_CPU": "false",
+        "ACCELERATE_USE_CPU": "false",
+        "ACCEL_DOWNCAST_BF16": "no",
+        "ACCELERATE_DOWNCAST_BF16": "no",
+        "ACCEL_CPU_AFFINITY": "false",
+        "ACCELERATE_CPU_AFFINITY": "false",
+        "CUDA_VISIBLE_DEVICES": "0,1",
     }
-    resolved = resolve(flags=settings, use_config_file=False, environ={})
-    plan = plan_launch(resolved.values, ["train.py", "--lr", "1"], "torchrun")
-    assert {k: env[k] for k in plan.environment} == plan.environment
+    assert {k: env.get(k) for k in expected} == expected
+    launched = json.loads(env["ACCEL_LAUNCH_CONFIG"])
+    assert {k: launched.get(k) for k in LAUNCHED} == LAUNCHED
+    assert launched["dynamo_config"]["dynamo_backend"] == "NO"
     assert args.nproc_per_node == "2"  # set on args for torchrun, as Accelerate does
+
+
+#: What the two-GPU arguments of :func:`_args` put in ``ACCEL_LAUNCH_CONFIG``.
+LAUNCHED = {
+    "distributed_type": "MULTI_GPU",
+    "num_processes": 2,
+    "nproc_per_node": 2,
+    "num_machines": 1,
+    "machine_rank": 0,
+    "main_process_port": 29555,
+    "mixed_precision": "bf16",
+    "gpu_ids": "0,1",
+    "debug": True,
+    "use_cpu": False,
+    "rdzv_backend": "static",
+}
 
 
 def test_prepare_multi_gpu_env_passes_plugin_arguments_to_their_plugin():
