@@ -107,6 +107,25 @@ def test_dry_run_two_processes_uses_torchrun(accel, script):
     assert "env: ACCEL_USE_CPU=true" in out.stdout
 
 
+def test_dry_run_elastic_range_gives_each_rendezvous_round_its_own_store(
+    accel, script, monkeypatch
+):
+    """``--nnodes 1:2``: c10d, and TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 for the agent (a node
+    joining a running group would wait forever on torch's shared store); a value the
+    environment sets is kept, and a static job gets none."""
+    monkeypatch.delenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", raising=False)
+    args = ("launch", "--cpu", "--nnodes", "1:2", "--nproc_per_node", "1", "--dry_run")
+    out = accel(*args, "--main_process_port", "29411", str(script))
+    assert out.returncode == 0, out.stderr
+    command = next(line for line in out.stdout.splitlines() if line.startswith("command: "))
+    assert "--nnodes 1:2 --rdzv_backend c10d --rdzv_endpoint 127.0.0.1:29411" in command
+    assert "env: TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1" in out.stdout.splitlines()
+    kept = accel(*args, str(script), env={"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "0"})
+    assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in kept.stdout  # the environment's own
+    static = accel("launch", "--cpu", "--num_processes", "2", "--dry_run", str(script))
+    assert "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in static.stdout
+
+
 def test_config_default_update_show(accel, tmp_path):
     out = accel("config", "default", "--mixed_precision", "fp16")
     assert out.returncode == 0, out.stderr

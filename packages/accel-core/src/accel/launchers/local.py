@@ -7,11 +7,15 @@ through a shell. Importing this module does not import torch.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
 from typing import Any
 
 from .base import Launcher, LaunchPlan
+
+UNSHARED_STORE = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
+"""torchelastic's switch: each c10d rendezvous round's workers get a store of their own."""
 
 WORKER_MODULE = "accel.launchers.worker"
 """Module each worker runs first: it runs the script and reports a failure's rank and traceback."""
@@ -150,10 +154,20 @@ class TorchrunLauncher(Launcher):
     def plan(
         self, config: dict[str, Any], script: list[str], environment: Mapping[str, str]
     ) -> LaunchPlan:
-        """The torchrun command; ``OMP_NUM_THREADS`` of 1 unless set, as torchrun would (quietly)."""
+        """The torchrun command; ``OMP_NUM_THREADS`` of 1 unless set, as torchrun would (quietly).
+
+        With a dynamic rendezvous (c10d, ``--nnodes MIN:MAX``) the agent gets
+        ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` unless the environment sets it: with the
+        agent's store shared (torch's default), a node that joins a running group waits
+        forever for the store address that rank 0's agent published only in its first round,
+        and the workers' restart counts, which key each attempt's store entries, differ
+        between a new node and the old ones.
+        """
         env = {**environment, **threads_environment(config)}
         rank = config.get("machine_rank")
         c10d = (config.get("rdzv_backend") or "static") != "static"
+        if c10d and UNSHARED_STORE not in os.environ:
+            env[UNSHARED_STORE] = "1"
         return LaunchPlan.for_config(
             self.name,
             self.command(config, script),
