@@ -147,3 +147,56 @@ def test_failure_records_name_each_failing_rank():
     records = failure_records(error)
     assert records[1] == record
     assert records[0]["rank"] == 0 and records[0]["error"] == "RuntimeError: actor died"
+
+
+def test_num_workers_is_a_number_or_an_elastic_range():
+    from accel_ray.config import read_num_workers
+
+    assert read_num_workers("3", "x") == 3 and read_num_workers(2, "x") == 2
+    assert read_num_workers("1:4", "x") == (1, 4) and read_num_workers([2, 8], "x") == (2, 8)
+    assert read_num_workers(" 2 : 2 ", "x") == 2  # a range of one size is that size
+    for bad, words in [
+        ("0", "at least 1 worker"),
+        ("0:2", "at least 1 worker"),
+        ("4:2", "MIN 4 is larger than MAX 2"),
+        ("1:", "N or an elastic range MIN:MAX"),
+        ("1:2:3", "N or an elastic range MIN:MAX"),
+        ("two", "N or an elastic range MIN:MAX"),
+        (True, "N or an elastic range MIN:MAX"),
+    ]:
+        with pytest.raises(ConfigError, match=words):
+            read_num_workers(bad, "ray_config.ray_num_workers")
+    assert RAY_SECTION.read({"ray_num_workers": "1:2"})["ray_num_workers"] == (1, 2)
+    assert RAY_SECTION.validate({"ray_num_workers": "2:1"})
+    assert RAY_SECTION.validate({"ray_resize_interval": -1})
+
+
+def test_elastic_plan_and_scaling_config():
+    from accel_ray.driver import scaling_options
+
+    plan = plan_launch(_settings(ray_num_workers="1:4"), ["t.py"])
+    assert (plan.num_processes, plan.nproc_per_node) == (4, 4)
+    assert "1 to 4 Ray Train workers (elastic)" in plan.where
+    # each worker's state tells its distributed type from its group (1 worker: NO, 2+: MULTI_CPU)
+    workers = json.loads(plan.environment[WORKER_ENV])
+    assert "ACCEL_DISTRIBUTED_TYPE" not in workers and "ACCEL_USE_CPU" in workers
+    fixed = json.loads(plan_launch(_settings(), ["t.py"]).environment[WORKER_ENV])
+    assert fixed["ACCEL_DISTRIBUTED_TYPE"] == "MULTI_CPU"  # as many workers as num_processes
+    other = _settings(ray_num_workers=3)
+    assert "ACCEL_DISTRIBUTED_TYPE" not in json.loads(
+        plan_launch(other, ["t.py"]).environment[WORKER_ENV]
+    )
+
+    elastic = _settings(
+        ray_num_workers="1:4", ray_resize_interval=5, ray_resources_per_worker="CPU=2"
+    )
+    assert scaling_options(elastic) == {
+        "num_workers": (1, 4),
+        "use_gpu": False,
+        "resources_per_worker": {"CPU": 2.0},
+        "elastic_resize_monitor_interval_s": 5.0,
+    }
+    assert scaling_options(_settings(ray_resize_interval=5))["num_workers"] == 2
+    assert "elastic_resize_monitor_interval_s" not in scaling_options(
+        _settings(ray_resize_interval=5)
+    )

@@ -44,6 +44,35 @@ def read_resources(value: Any, label: str) -> dict[str, float]:
     return resources
 
 
+def read_num_workers(value: Any, label: str) -> int | tuple[int, int]:
+    """Ray Train workers: ``N``, or an elastic range ``MIN:MAX`` (also ``[MIN, MAX]``).
+
+    A range whose ends are equal is that fixed number.
+    """
+    text = str(value).strip()
+    if isinstance(value, (list, tuple)):
+        parts = [str(part).strip() for part in value]
+    elif isinstance(value, int) and not isinstance(value, bool):
+        parts = [text]
+    elif isinstance(value, str):
+        parts = [part.strip() for part in text.split(":")]
+    else:
+        parts = []
+    if not 1 <= len(parts) <= 2 or not all(part.isdigit() for part in parts):
+        raise ConfigError(
+            f"{label}={value!r}: give a number of workers N or an elastic range MIN:MAX (e.g. 1:4)"
+        )
+    numbers = [int(part) for part in parts]
+    if numbers[0] < 1:
+        raise ConfigError(f"{label}={value!r}: at least 1 worker")
+    if len(numbers) == 1:
+        return numbers[0]
+    low, high = numbers
+    if low > high:
+        raise ConfigError(f"{label}={value!r}: MIN {low} is larger than MAX {high}")
+    return low if low == high else (low, high)
+
+
 def read_runtime_env(value: Any, label: str) -> dict[str, Any]:
     """A Ray runtime environment from a mapping, JSON text or a ``.json``/``.yaml`` file."""
     if isinstance(value, str):
@@ -92,10 +121,13 @@ RAY_SECTION = Section(
         ),
         Option(
             "ray_num_workers",
-            int,
-            minimum=1,
-            help="Ray Train workers (processes); default: num_processes",
-            metavar="N",
+            "any",
+            reader=read_num_workers,
+            help="Ray Train workers (processes), or MIN:MAX for elastic training (Ray restarts "
+            "the group at any size in the range after a loss, or grows it when nodes join); "
+            "default: num_processes",
+            allowed="a number N >= 1 or a range MIN:MAX",
+            metavar="N|MIN:MAX",
         ),
         Option(
             "ray_resources_per_worker",
@@ -112,6 +144,14 @@ RAY_SECTION = Section(
             minimum=-1,
             help="how many times Ray restarts the worker group after a failure (-1: always)",
             metavar="N",
+        ),
+        Option(
+            "ray_resize_interval",
+            float,
+            minimum=0,
+            help="with a MIN:MAX range: how often (seconds) Ray checks whether a running "
+            "group can grow (ScalingConfig.elastic_resize_monitor_interval_s; default: Ray's, 60)",
+            metavar="SECONDS",
         ),
         Option(
             "ray_num_to_keep",
@@ -157,4 +197,10 @@ RAY_SECTION = Section(
 validate_section = RAY_SECTION.validate
 """Problems of a ``ray_config`` mapping (empty when it is valid)."""
 
-__all__ = ["RAY_SECTION", "read_resources", "read_runtime_env", "validate_section"]
+__all__ = [
+    "RAY_SECTION",
+    "read_num_workers",
+    "read_resources",
+    "read_runtime_env",
+    "validate_section",
+]

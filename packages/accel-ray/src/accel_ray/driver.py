@@ -5,7 +5,10 @@ the launch's environment: the resolved settings in ``ACCEL_LAUNCH_CONFIG`` (its
 ``ray_config`` section says where and how) and the workers' variables in
 :data:`accel_ray.launcher.WORKER_ENV`. It connects to the Ray cluster, runs a
 ``TorchTrainer`` whose ``num_workers`` workers each run the script
-(:func:`accel_ray.worker.run_script`), and exits with the job's status:
+(:func:`accel_ray.worker.run_script`), and exits with the job's status. With a range
+(``ray_num_workers: MIN:MAX``) Ray Train runs it elastically: after a lost worker it
+restarts the group at the size the cluster then holds, and grows it when nodes join; each
+new group resumes from the last reported checkpoint (``accelerator.resume()``).
 
 * 0 when every worker's script finished;
 * a failing script's exit code (1 for an exception) once Ray gives up
@@ -61,16 +64,30 @@ def runtime_env(settings: dict[str, Any]) -> dict[str, Any]:
     return env
 
 
+def scaling_options(config: dict[str, Any]) -> dict[str, Any]:
+    """``ScalingConfig`` arguments: ``num_workers`` (a number or Ray Train's elastic
+    ``(min, max)``), the workers' resources, and for a range ``ray_resize_interval``."""
+    settings = RAY_SECTION.read(config.get("ray_config") or {})
+    resources = dict(settings.get("ray_resources_per_worker") or {})
+    options: dict[str, Any] = {
+        "num_workers": num_workers(config),
+        "use_gpu": resources.get("GPU", 0) > 0,
+        "resources_per_worker": resources or None,
+    }
+    interval = settings.get("ray_resize_interval")
+    if isinstance(options["num_workers"], tuple) and interval is not None:
+        options["elastic_resize_monitor_interval_s"] = float(interval)
+    return options
+
+
 def trainer_for(config: dict[str, Any], script: list[str], module: bool) -> Any:
-    """The ``TorchTrainer`` running ``script`` on ``ray_num_workers`` workers."""
+    """The ``TorchTrainer`` running ``script`` on ``ray_num_workers`` workers (or a range)."""
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
     from .worker import run_script
 
     settings = RAY_SECTION.read(config.get("ray_config") or {})
-    resources = dict(settings.get("ray_resources_per_worker") or {})
-    use_gpu = resources.get("GPU", 0) > 0
     name = (
         settings.get("ray_name") or f"accel-{Path(script[0]).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
     )
@@ -82,11 +99,7 @@ def trainer_for(config: dict[str, Any], script: list[str], module: bool) -> Any:
             "cwd": os.getcwd(),
             "working_dir": bool((settings.get("ray_runtime_env") or {}).get("working_dir")),
         },
-        scaling_config=ScalingConfig(
-            num_workers=num_workers(config),
-            use_gpu=use_gpu,
-            resources_per_worker=resources or None,
-        ),
+        scaling_config=ScalingConfig(**scaling_options(config)),
         run_config=RunConfig(
             name=name,
             storage_path=settings.get("ray_storage_path"),
@@ -169,6 +182,13 @@ def main(argv: list[str] | None = None) -> int:
 
     for name, value in QUIET_PRINT.items():  # Ray Train hands it on to its controller
         os.environ.setdefault(name, value)
+    workers = num_workers(config)
+    if isinstance(workers, tuple) and not settings.get("ray_max_failures"):
+        sys.stderr.write(
+            f"{PROG}: warning: --ray_num_workers {workers[0]}:{workers[1]} with "
+            "--ray_max_failures 0: a lost worker ends the run (Ray only grows the group); "
+            "set --ray_max_failures N to continue at a smaller size\n"
+        )
 
     address = settings.get("ray_address")
     init: dict[str, Any] = {"runtime_env": runtime_env(settings), "log_to_driver": True}

@@ -15,6 +15,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from accel import environment as accel_environment
+from accel.catalog import DATA_PARALLEL_TYPES
 from accel.errors import UsageError
 from accel.launchers import Launcher, LaunchPlan
 
@@ -31,10 +33,22 @@ def ray_settings(config: Mapping[str, Any]) -> dict[str, Any]:
     return RAY_SECTION.read(config.get("ray_config") or {})
 
 
-def num_workers(config: Mapping[str, Any]) -> int:
-    """``ray_num_workers``, else ``num_processes`` (at least 1)."""
-    settings = ray_settings(config)
-    return int(settings.get("ray_num_workers") or config.get("num_processes") or 1)
+def num_workers(config: Mapping[str, Any]) -> int | tuple[int, int]:
+    """``ray_num_workers`` (a number, or an elastic ``(min, max)`` range), else ``num_processes``."""
+    workers = ray_settings(config).get("ray_num_workers")
+    return workers if workers else int(config.get("num_processes") or 1)
+
+
+def describe_workers(workers: int | tuple[int, int]) -> str:
+    """``2 Ray Train workers`` or ``1 to 4 Ray Train workers (elastic)``."""
+    if isinstance(workers, tuple):
+        return f"{workers[0]} to {workers[1]} Ray Train workers (elastic)"
+    return f"{workers} Ray Train workers"
+
+
+SIZED_TYPES = ("NO", *DATA_PARALLEL_TYPES)
+"""Distributed types that only say "one process" or "data parallel": with another number of
+workers than ``num_processes`` (or a range) each worker's state tells it from its group."""
 
 
 RAY_CLIENT_PORT = 10001
@@ -95,6 +109,7 @@ class RayLauncher(Launcher):
         """The driver command; the workers' variables ride along in :data:`WORKER_ENV`."""
         settings = ray_settings(config)
         workers = num_workers(config)
+        most = workers[1] if isinstance(workers, tuple) else workers
         if int(config.get("max_restarts") or 0):
             raise UsageError(
                 "--max_restarts restarts torchrun's workers; with --ray, Ray restarts them: "
@@ -112,18 +127,36 @@ class RayLauncher(Launcher):
         address = settings.get("ray_address") or os.environ.get("RAY_ADDRESS")
         cluster = f"the Ray cluster at {address}" if address else "a new local Ray instance"
         env = dict(environment)
-        env[WORKER_ENV] = json.dumps(dict(environment), sort_keys=True)
+        env[WORKER_ENV] = json.dumps(self.worker_environment(config, environment), sort_keys=True)
         return LaunchPlan(
             launcher=self.name,
             argv=self.command(config, script),
             environment=env,
             script=list(script),
-            num_processes=workers,
+            num_processes=most,
             num_machines=1,
-            nproc_per_node=workers,
+            nproc_per_node=most,
             machine_rank=None,  # Ray places the workers
-            where=f"{cluster} ({workers} Ray Train workers)",
+            where=f"{cluster} ({describe_workers(workers)})",
         )
+
+    @staticmethod
+    def worker_environment(
+        config: Mapping[str, Any], environment: Mapping[str, str]
+    ) -> dict[str, str]:
+        """The variables every worker gets: the plan's, without a distributed type resolved
+        for ``num_processes`` when the group's size is another (or changes: a range)."""
+        workers = num_workers(config)
+        env = dict(environment)
+        if workers != int(config.get("num_processes") or 1):
+            names = (
+                accel_environment.DISTRIBUTED_TYPE,
+                accel_environment.accelerate_name(accel_environment.DISTRIBUTED_TYPE),
+            )
+            for name in names:
+                if env.get(name) in SIZED_TYPES:
+                    del env[name]  # the state tells NO / MULTI_* from its world size and device
+        return env
 
 
 __all__ = [
@@ -132,6 +165,7 @@ __all__ = [
     "RayLauncher",
     "WORKER_ENV",
     "check_reachable",
+    "describe_workers",
     "num_workers",
     "ray_settings",
 ]

@@ -9,8 +9,10 @@ runtime-env agents and workers listen on 127.0.0.1 only and Ray Train's rendezvo
 (``MASTER_ADDR``) is 127.0.0.1. The dashboard and usage statistics are off. Processes
 that connect to the cluster (drivers) need :meth:`LocalRayCluster.environment`.
 
-The child reads commands on its stdin (``add CPUS [RESOURCE=AMOUNT ...]``, ``quit``) and
-shuts the cluster down on ``quit``, on end of input (its parent died) or on SIGTERM.
+The child reads commands on its stdin (``add CPUS [RESOURCES-JSON]``, ``remove``, ``quit``)
+and shuts the cluster down on ``quit``, on end of input (its parent died) or on SIGTERM.
+``remove`` kills the newest added node and its processes (a lost machine: the Ray workers
+on it die with it).
 """
 
 from __future__ import annotations
@@ -126,6 +128,17 @@ class LocalRayCluster:
         self._answer("added", timeout)
         self.nodes += 1
 
+    def remove_node(self, timeout: float = 120) -> None:
+        """Kill the newest added node (its raylet and every Ray worker on it), as a lost machine,
+        and wait until the cluster counts it dead."""
+        assert self._proc is not None and self._proc.stdin is not None
+        if self.nodes < 2:
+            raise RuntimeError("the local Ray cluster has no added node to remove")
+        self._proc.stdin.write("remove\n")
+        self._proc.stdin.flush()
+        self._answer("removed", timeout)
+        self.nodes -= 1
+
     def _answer(self, word: str, timeout: float) -> str:
         assert self._proc is not None and self._proc.stdout is not None
         deadline = time.monotonic() + timeout
@@ -202,7 +215,7 @@ def _serve(port: int, num_cpus: int, resources: dict[str, float], temp_dir: str)
             "temp_dir": temp_dir,
         },
     )
-    stopping = []
+    stopping, added = [], []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     try:
         print(f"ready {cluster.address}", flush=True)
@@ -216,9 +229,17 @@ def _serve(port: int, num_cpus: int, resources: dict[str, float], temp_dir: str)
             verb, _, rest = line.strip().partition(" ")
             if verb == "add":
                 cpus, _, extra = rest.partition(" ")
-                cluster.add_node(**common, num_cpus=int(cpus), resources=json.loads(extra or "{}"))
+                added.append(
+                    cluster.add_node(
+                        **common, num_cpus=int(cpus), resources=json.loads(extra or "{}")
+                    )
+                )
                 cluster.wait_for_nodes()
                 print("added", flush=True)
+            elif verb == "remove" and added:
+                cluster.remove_node(added.pop(), allow_graceful=False)
+                cluster.wait_for_nodes()
+                print("removed", flush=True)
     finally:
         cluster.shutdown()
 
