@@ -4,7 +4,9 @@
 load_fsdp_optimizer into a differently initialised model, for FSDP2 and FSDP1 and every
 state dict type: the weights come back, and one more step matches the run that went on.
 ``adapter``: ``adapter_only=True`` with a PEFT LoRA model writes PEFT's adapter entries only
-and loads them back without touching the base weights.
+and loads them back without touching the base weights (FULL, SHARDED with DCP and with
+per-process files); loaded into a model whose adapter is on other layers, the result names
+the model's adapter entries as missing and the checkpoint's as unexpected, and no weight changes.
 """
 
 from __future__ import annotations
@@ -132,60 +134,91 @@ def check_roundtrip(folder: Path) -> None:
             same(resumed, went_on, f"{label} resumed", atol=1e-6)
 
 
-def peft_model(lora_seed: int):
+def peft_model(lora_seed: int, targets: tuple[str, ...] = ("fc",)):
     from peft import LoraConfig, get_peft_model
 
     torch.manual_seed(0)  # the same base weights every time
     base = Net()
     torch.manual_seed(lora_seed)
-    config = LoraConfig(r=2, target_modules=["fc"], init_lora_weights=False)
+    config = LoraConfig(r=2, target_modules=list(targets), init_lora_weights=False)
     return get_peft_model(base, config)
 
 
 def check_adapter(folder: Path) -> None:
-    for version in (2, 1):
-        for kind in ("FULL_STATE_DICT", "SHARDED_STATE_DICT"):
-            label = f"FSDP{version} {kind} adapter_only"
-            acc = fresh(fsdp_version=version, state_dict_type=kind)
-            model = peft_model(1)
-            opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
-            model, opt = acc.prepare(model, opt)
-            step(acc, model, opt, 1)
-            saved = full(acc, model)
-            target = folder / f"adapter-{version}-{kind}"
-            plugin = acc.state.fsdp_plugin
-            save_fsdp_model(plugin, acc, model, target, adapter_only=True)
-            save_fsdp_optimizer(plugin, acc, opt, model, target)
-            adapter_names = {
-                f"base_model.model.blocks.{i}.fc.lora_{ab}.weight" for i in (0, 1) for ab in "AB"
-            }
-            if kind == "FULL_STATE_DICT":
-                written = torch.load(target / "pytorch_model_fsdp.bin", weights_only=True)
-                assert set(written) == adapter_names, f"{label}: {sorted(written)}"
-                for name, value in written.items():
-                    key = name.replace(".weight", ".default.weight")
-                    if acc.is_main_process:
-                        assert torch.equal(value, saved[key]), f"{label}: {name}"
-            else:
-                from accel_fsdp.merge import load_dcp_state_dict
+    adapter_names = {
+        f"base_model.model.blocks.{i}.fc.lora_{ab}.weight" for i in (0, 1) for ab in "AB"
+    }
+    out_names = {f"base_model.model.out.lora_{ab}.weight" for ab in "AB"}
+    cases = [
+        (version, kind, use_dcp)
+        for version in (2, 1)
+        for kind, use_dcp in (
+            ("FULL_STATE_DICT", True),
+            ("SHARDED_STATE_DICT", True),
+            ("SHARDED_STATE_DICT", False),
+        )
+    ]
+    for version, kind, use_dcp in cases:
+        label = f"FSDP{version} {kind} use_dcp={use_dcp} adapter_only"
+        acc = fresh(fsdp_version=version, state_dict_type=kind)
+        model = peft_model(1)
+        opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+        model, opt = acc.prepare(model, opt)
+        step(acc, model, opt, 1)
+        saved = full(acc, model)
+        target = folder / f"adapter-{version}-{kind}-{use_dcp}"
+        plugin = acc.state.fsdp_plugin
+        save_fsdp_model(plugin, acc, model, target, adapter_only=True, use_dcp=use_dcp)
+        save_fsdp_optimizer(plugin, acc, opt, model, target, use_dcp=use_dcp)
+        if kind == "FULL_STATE_DICT":
+            written = torch.load(target / "pytorch_model_fsdp.bin", weights_only=True)
+            assert set(written) == adapter_names, f"{label}: {sorted(written)}"
+            for name, value in written.items():
+                key = name.replace(".weight", ".default.weight")
+                if acc.is_main_process:
+                    assert torch.equal(value, saved[key]), f"{label}: {name}"
+        elif use_dcp:
+            from accel_fsdp.merge import load_dcp_state_dict
 
-                written = load_dcp_state_dict(target / "pytorch_model_fsdp_0")["model"]
-                assert set(written) == adapter_names, f"{label}: {sorted(written)}"
+            written = load_dcp_state_dict(target / "pytorch_model_fsdp_0")["model"]
+            assert set(written) == adapter_names, f"{label}: {sorted(written)}"
+        else:
+            from accel.checkpoint.layout import read_object
 
-            acc = fresh(fsdp_version=version, state_dict_type=kind)
-            model = peft_model(2)  # same base, other adapter weights
-            opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
-            model, opt = acc.prepare(model, opt)
-            before = full(acc, model)
-            plugin = acc.state.fsdp_plugin
-            result = load_fsdp_model(plugin, acc, model, target, adapter_only=True)
-            assert not result.missing_keys and not result.unexpected_keys, f"{label}: {result}"
-            load_fsdp_optimizer(plugin, acc, opt, model, target, adapter_only=True)
-            loaded = full(acc, model)
-            if acc.is_main_process:
-                same(loaded, saved, f"{label} loaded")
-                lora = [k for k in saved if "lora_" in k]
-                assert len(lora) == 4 and all(not torch.equal(before[k], saved[k]) for k in lora)
+            written = read_object(target / f"pytorch_model_fsdp_0_rank{acc.process_index}.bin")
+            assert set(written) == adapter_names, f"{label}: {sorted(written)}"
+
+        acc = fresh(fsdp_version=version, state_dict_type=kind)
+        model = peft_model(2)  # same base, other adapter weights
+        opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+        model, opt = acc.prepare(model, opt)
+        before = full(acc, model)
+        plugin = acc.state.fsdp_plugin
+        result = load_fsdp_model(plugin, acc, model, target, adapter_only=True, use_dcp=use_dcp)
+        assert not result.missing_keys and not result.unexpected_keys, f"{label}: {result}"
+        load_fsdp_optimizer(plugin, acc, opt, model, target, adapter_only=True, use_dcp=use_dcp)
+        loaded = full(acc, model)
+        if acc.is_main_process:
+            same(loaded, saved, f"{label} loaded")
+            lora = [k for k in saved if "lora_" in k]
+            assert len(lora) == 4 and all(not torch.equal(before[k], saved[k]) for k in lora)
+
+        # An adapter on other layers: the checkpoint's entries are unexpected, the model's own
+        # are missing (and keep their values). FULL_STATE_DICT reads on the main process only.
+        acc = fresh(fsdp_version=version, state_dict_type=kind)
+        model = peft_model(3, targets=("out",))
+        model = acc.prepare(model)
+        before = full(acc, model)
+        plugin = acc.state.fsdp_plugin
+        result = load_fsdp_model(plugin, acc, model, target, adapter_only=True, use_dcp=use_dcp)
+        if acc.is_main_process or kind != "FULL_STATE_DICT":
+            assert result.missing_keys == sorted(out_names), f"{label} other layers: {result}"
+            assert result.unexpected_keys == sorted(adapter_names), (
+                f"{label} other layers: {result}"
+            )
+        after = full(acc, model)
+        if acc.is_main_process:
+            same(after, before, f"{label} other layers")
 
 
 def check_trainer(folder: Path) -> None:

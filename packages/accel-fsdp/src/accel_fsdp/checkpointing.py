@@ -217,6 +217,19 @@ def _local_state(model: Any, load: dict[str, Any] | None = None) -> Any:
         return model.state_dict() if load is None else model.load_state_dict(load)
 
 
+def _dcp_model_names(folder: Path) -> set[str]:
+    """The names under ``"model"`` in the DCP checkpoint ``folder`` (read from its metadata)."""
+    from accel.checkpoint.dcp_files import RawReader
+
+    metadata = RawReader(str(folder)).read_metadata()
+    paths = getattr(metadata, "planner_data", None) or {}
+    if paths:
+        return {path[1] for path in paths.values() if len(path) == 2 and path[0] == "model"}
+    return {
+        key[len("model.") :] for key in metadata.state_dict_metadata if key.startswith("model.")
+    }
+
+
 def _incompatible(missing: list[str], unexpected: list[str]) -> Any:
     from torch.nn.modules.module import _IncompatibleKeys
 
@@ -290,8 +303,11 @@ def load_fsdp_model(
 ) -> Any:
     """Load what :func:`save_fsdp_model` wrote in ``input_dir`` into the FSDP ``model``.
 
-    Every process must call it. Returns the missing and unexpected keys (``_IncompatibleKeys``;
-    with ``adapter_only`` only adapter weights count). A full file is read by the main
+    Every process must call it. Returns the missing and unexpected keys (``_IncompatibleKeys``).
+    With ``adapter_only`` only adapter weights count, under PEFT's names: missing, the model's
+    adapter entries the checkpoint lacks (they keep their values); unexpected, the checkpoint's
+    entries that are not (Accelerate's ``missing_keys`` also lists every base weight). With
+    ``FULL_STATE_DICT`` the main process reports them, the others none. A full file is read by the main
     process and broadcast; a DCP folder reshards to the current number of processes
     (``input_dir`` may be the checkpoint folder or the ``pytorch_model_fsdp_<i>`` folder).
     """
@@ -351,17 +367,19 @@ def load_fsdp_model(
 
             target = _shard_dir(folder, FSDP_MODEL_NAME, model_index)
             logger.info("Loading model from %s", target)
-            loaded = {"model": wanted}
+            stored = _dcp_model_names(target) if peft_model is not None else set(wanted)
+            loaded = {"model": {name: value for name, value in wanted.items() if name in stored}}
             dcp_files.load(loaded, target)
-            wanted = loaded["model"]
+            wanted.update(loaded["model"])
         else:
             saved = read_object(folder / f"{FSDP_MODEL_NAME}_{model_index}_rank{rank}.bin")
+            stored = set(saved)
             wanted = _restore(wanted, saved)
         for name, key in keys.items():
             state[key] = wanted[name]
         result = set_model_state_dict(model, state)
-        if peft_model is not None:
-            result = _incompatible([], [])
+        if peft_model is not None:  # the adapter entries the model has and the files lack, and back
+            result = _incompatible(sorted(set(keys) - stored), sorted(stored - set(keys)))
     accelerator.wait_for_everyone()
     return result
 
