@@ -311,6 +311,23 @@ def test_trainjob_with_a_flag_overriding_the_port(cli, tmp_path):
     assert "machine_rank=1 (env PET_NODE_RANK)" in line, line
 
 
+@pytest.mark.timeout(POD_TIMEOUT + 60)
+def test_standalone_elastic_pod_runs_alone(run_accel, tmp_path):
+    """``elasticPolicy.standalone``: the operator sets PET_STANDALONE="", which torchrun's own
+    parser cannot read; accel launch reads it (this pod trains alone) and keeps it from the
+    agent."""
+    job = manifests()["PyTorchJob/elastic"]
+    job["spec"]["elasticPolicy"]["standalone"] = True
+    pod = {**pytorchjob_env(job, "Worker", 1), "PET_STANDALONE": "", "PET_NPROC_PER_NODE": "2"}
+    out = tmp_path / "out"
+    out.mkdir()
+    result = run_accel("launch", RANKS, str(out), env=pod, timeout=POD_TIMEOUT)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "num_machines=1 (env PET_STANDALONE)" in summary(result.stderr)
+    records = {r["rank"]: r for r in map(json.loads, map(Path.read_text, out.glob("rank*.json")))}
+    check_world(records, world=2, per_pod=2)
+
+
 # --------------------------------------------------------------------------- plans only
 
 
@@ -333,6 +350,25 @@ def _plan(monkeypatch, tmp_path, env: dict[str, str], *argv: str) -> list[str]:
 
 def _after(argv: list[str], flag: str) -> str:
     return argv[argv.index(flag) + 1]
+
+
+def test_dry_run_of_an_elastic_pod_shows_the_elastic_torchrun(run_accel, tmp_path):
+    """The docs' elastic PyTorchJob, second pod: torchrun --nnodes 1:2 over c10d at the first
+    worker, the operator's maxRestarts; no --node_rank (the rendezvous numbers the pods); each
+    rendezvous round's workers get a store of their own."""
+    script = tmp_path / "train.py"
+    script.write_text("")
+    pod = pytorchjob_env(manifests()["PyTorchJob/elastic"], "Worker", 1)
+    result = run_accel("launch", "--dry_run", str(script), env=pod)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    command = next(line for line in lines if line.startswith("command: "))
+    assert command.split(" -m ", 1)[1] == (
+        "torch.distributed.run --nproc_per_node 1 --nnodes 1:2 --rdzv_backend c10d "
+        "--rdzv_endpoint accel-elastic-worker-0:23456 --rdzv_id accel --max_restarts 3 "
+        f"--module accel.launchers.worker --script {script}"
+    )
+    assert "env: TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1" in lines
 
 
 def test_operators_before_v1_7_world_size_counts_pods(monkeypatch, tmp_path):

@@ -712,11 +712,14 @@ def main(argv: list[str], prog: str = "accel launch") -> int:
             sys.stdout.write(f"env: {key}={env[key]}\n")
         return 0
     full_env = dict(os.environ)
-    if resolved.job is not None and p["plan"].replace_process:
-        from accel.config.kubeflow import POD_PROCESS_VARIABLES
+    if resolved.job is not None:
+        from accel.config.kubeflow import AGENT_DROPPED_VARIABLES, POD_PROCESS_VARIABLES
 
-        for name in POD_PROCESS_VARIABLES:  # the pod's world is not this lone process's
+        for name in AGENT_DROPPED_VARIABLES:  # read here; torchrun would fail on them
             full_env.pop(name, None)
+        if p["plan"].replace_process:
+            for name in POD_PROCESS_VARIABLES:  # the pod's world is not this lone process's
+                full_env.pop(name, None)
     full_env.update(env)
     if p["plan"].replace_process:
         if resolved.job is not None and not ns.quiet:  # what the pod's variables decided

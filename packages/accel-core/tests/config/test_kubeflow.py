@@ -122,3 +122,87 @@ def test_a_flag_replaces_a_bad_pod_variable_without_reading_it():
     r = resolve(environ=bad, flags=flags, use_config_file=False, check_plugins=False)
     assert (r["num_machines"], r["nproc_per_node"], r["main_process_port"]) == (2, 1, 29501)
     assert str(r.source("machine_rank")) == "env PET_NODE_RANK"
+
+
+# What training-operator v1.9 sets in a pod of an elastic PyTorchJob (ElasticEnvVarGenerator:
+# elasticPolicy with minReplicas 1, maxReplicas 3, maxRestarts 5, nProcPerNode 2, rdzvId,
+# rdzvConf), Worker replicas only.
+ELASTIC = {
+    "PYTHONUNBUFFERED": "0",
+    "PET_RDZV_ENDPOINT": "job-worker-0:23456",
+    "PET_RDZV_BACKEND": "c10d",
+    "PET_NNODES": "1:3",
+    "PET_MAX_RESTARTS": "5",
+    "PET_NPROC_PER_NODE": "2",
+    "PET_RDZV_ID": "job-7",
+    "PET_RDZV_CONF": "join_timeout=600,last_call_timeout=5",
+}
+
+
+def test_elastic_pod_is_read_like_a_static_one():
+    job = read_job(ELASTIC)
+    assert job.settings == {
+        "num_machines": 1,
+        "max_num_machines": 3,
+        "rdzv_backend": "c10d",
+        "main_process_ip": "job-worker-0",
+        "main_process_port": 23456,
+        "rdzv_id": "job-7",
+        "rdzv_conf": "join_timeout=600,last_call_timeout=5",
+        "nproc_per_node": 2,
+        "max_restarts": 5,
+    }
+    assert job.origins["max_num_machines"] == "PET_NNODES"
+    assert job.origins["main_process_port"] == "PET_RDZV_ENDPOINT"
+    # with a Master replica the operator also sets the static variables: the rendezvous wins
+    master = {
+        "MASTER_ADDR": "job-master-0",
+        "PET_MASTER_ADDR": "job-master-0",
+        "MASTER_PORT": "23456",
+        "PET_MASTER_PORT": "23456",
+        "WORLD_SIZE": "3",
+        "RANK": "1",
+        "PET_NODE_RANK": "1",
+    }
+    job = read_job({**ELASTIC, **master})
+    assert job.settings["main_process_ip"] == "job-worker-0"
+    assert (job.settings["machine_rank"], job.origins["machine_rank"]) == (1, "PET_NODE_RANK")
+    # no min/max: PET_NNODES is the Worker replicas, a fixed size over c10d
+    job = read_job({**ELASTIC, "PET_NNODES": "2"})
+    assert job.settings["num_machines"] == 2 and "max_num_machines" not in job.settings
+
+
+def test_elastic_pod_gives_an_elastic_torchrun():
+    """The pure path from the pod's variables to the agent's argv and environment."""
+    from accel.launchers.local import TorchrunLauncher
+
+    resolved = resolve(environ={**ELASTIC, "ACCEL_USE_CPU": "true"}, use_config_file=False)
+    config = {**resolved.values, "machine_rank": None}  # the rendezvous numbers the pods
+    plan = TorchrunLauncher().plan(config, ["train.py"], {})
+    argv = plan.argv[plan.argv.index("--nproc_per_node") : plan.argv.index("--module")]
+    assert argv == [
+        "--nproc_per_node", "2", "--nnodes", "1:3", "--rdzv_backend", "c10d",
+        "--rdzv_endpoint", "job-worker-0:23456", "--rdzv_id", "job-7",
+        "--rdzv_conf", "join_timeout=600,last_call_timeout=5", "--max_restarts", "5",
+    ]  # fmt: skip
+    assert plan.machine_rank is None and resolved["num_processes"] == 2
+
+
+def test_old_operators_elastic_processes_variable():
+    """Operators before v1.6 named elasticPolicy.nProcPerNode PET_N_PROC_PER_NODE."""
+    old = {k: v for k, v in ELASTIC.items() if k != "PET_NPROC_PER_NODE"}
+    job = read_job({**old, "PET_N_PROC_PER_NODE": "4"})
+    assert (job.settings["nproc_per_node"], job.origins["nproc_per_node"]) == (
+        4,
+        "PET_N_PROC_PER_NODE",
+    )
+    with pytest.raises(ConfigError, match="PET_N_PROC_PER_NODE='x': expected a number"):
+        read_job({**old, "PET_N_PROC_PER_NODE": "x"})
+
+
+def test_standalone_elastic_pod_trains_alone():
+    """elasticPolicy.standalone: the operator sets PET_STANDALONE="" (torchrun cannot parse it)."""
+    job = read_job({**ELASTIC, "PET_STANDALONE": ""})
+    assert job.settings == {"num_machines": 1, "nproc_per_node": 2, "max_restarts": 5}
+    assert job.origins["num_machines"] == "PET_STANDALONE"
+    assert read_job({**ELASTIC, "PET_STANDALONE": "0"}).settings["max_num_machines"] == 3

@@ -14,10 +14,19 @@ ones being the defaults of ``torchrun``'s flags. :func:`read_job` turns them int
 * ``PET_RDZV_ENDPOINT`` with ``PET_RDZV_BACKEND`` (elastic), else ``PET_MASTER_ADDR`` /
   ``PET_MASTER_PORT``, else ``MASTER_ADDR`` / ``MASTER_PORT`` -> ``main_process_ip`` /
   ``main_process_port``; ``PET_RDZV_ID`` / ``PET_RDZV_CONF`` -> ``rdzv_id`` / ``rdzv_conf``.
-* ``PET_NPROC_PER_NODE`` -> ``nproc_per_node``: a number, or ``auto`` (one process per
-  accelerator, one on a CPU-only pod), ``gpu`` (one per GPU), ``cpu`` (one per CPU core,
-  as torchrun counts them).
+* ``PET_NPROC_PER_NODE`` (``PET_N_PROC_PER_NODE`` from an elastic job of operators before
+  v1.6) -> ``nproc_per_node``: a number, or ``auto`` (one process per accelerator, one on
+  a CPU-only pod), ``gpu`` (one per GPU), ``cpu`` (one per CPU core, as torchrun counts
+  them).
 * ``PET_MAX_RESTARTS`` -> ``max_restarts``.
+* ``PET_STANDALONE`` (an ``elasticPolicy`` with ``standalone: true``; the operator sets it
+  empty, which torchrun cannot parse) -> ``num_machines`` 1: every pod trains alone, as
+  torchrun's ``--standalone``; the variable is kept from the agent
+  (:data:`AGENT_DROPPED_VARIABLES`).
+
+An elastic job (``elasticPolicy``) is read like a static one: ``PET_NNODES=MIN:MAX``, the
+c10d endpoint, ``PET_MAX_RESTARTS`` and the rest become ``accel launch``'s
+``--nnodes MIN:MAX --rdzv_backend c10d --rdzv_endpoint HOST:PORT --max_restarts N``.
 
 Inside a torchrun worker (``TORCHELASTIC_RUN_ID`` set) ``RANK`` and ``WORLD_SIZE`` count
 processes, not pods: nothing is read there. Torch-free unless ``PET_NPROC_PER_NODE`` asks
@@ -58,6 +67,13 @@ JOB_KEYS = (
 POD_PROCESS_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 """torch.distributed variables the operator sets for the pod: a process that runs the
 script directly (one process, no torchrun to replace them) must not see them."""
+
+AGENT_DROPPED_VARIABLES = ("PET_STANDALONE",)
+"""Pod variables ``accel launch`` reads and keeps from the torchrun agent, which would parse
+them itself and fail (``PET_STANDALONE=""``)."""
+
+NPROC_VARIABLES = ("PET_NPROC_PER_NODE", "PET_N_PROC_PER_NODE")
+"""Processes per pod: the current name, then the one elastic jobs had before operator v1.6."""
 
 ELASTIC_PORT = 29400
 """torchrun's port when ``PET_RDZV_ENDPOINT`` names a host without one."""
@@ -140,8 +156,16 @@ def _endpoint(value: str) -> tuple[str, int]:
     return host, int(port) if port else ELASTIC_PORT
 
 
-def processes_per_pod(value: str, use_cpu: bool = False) -> tuple[int, str]:
-    """``PET_NPROC_PER_NODE`` as a number of processes, and how it was counted.
+def standalone(environ: Mapping[str, str]) -> bool:
+    """Whether the pod's ``PET_STANDALONE`` asks for torchrun's ``--standalone`` (set, not 0)."""
+    value = environ.get("PET_STANDALONE")
+    return value is not None and value.strip().lower() not in ("0", "false", "no")
+
+
+def processes_per_pod(
+    value: str, use_cpu: bool = False, name: str = "PET_NPROC_PER_NODE"
+) -> tuple[int, str]:
+    """``PET_NPROC_PER_NODE`` (the variable ``name``) as a number of processes, and how it was counted.
 
     A number is itself; ``auto`` is one process per accelerator, as torchrun's, but one on a
     CPU-only pod or with ``use_cpu`` (torchrun would start one per core; the operator's
@@ -165,12 +189,12 @@ def processes_per_pod(value: str, use_cpu: bool = False) -> tuple[int, str]:
             return count, f"{count} {kind} device{'s' if count > 1 else ''}"
         if text == "gpu":
             raise ConfigError(
-                "PET_NPROC_PER_NODE=gpu but this pod sees no GPU: request GPUs in the pod's "
+                f"{name}=gpu but this pod sees no GPU: request GPUs in the pod's "
                 "resources, or set nprocPerNode to a number"
             )
         return 1, "no accelerator" if not use_cpu else "use_cpu"
     raise ConfigError(
-        f"PET_NPROC_PER_NODE={value!r}: expected a number >= 1, auto, gpu or cpu; fix "
+        f"{name}={value!r}: expected a number >= 1, auto, gpu or cpu; fix "
         "nprocPerNode in the job's manifest or pass --nproc_per_node"
     )
 
@@ -195,7 +219,31 @@ def read_job(
             values[name] = value
             origins[name] = origin
 
-    pet = bool(environ.get("PET_NNODES"))
+    if standalone(environ):  # every pod alone, with a rendezvous of its own
+        put("num_machines", 1, "PET_STANDALONE")
+    else:
+        _machine_settings(environ, bool(environ.get("PET_NNODES")), replaced, put, values)
+    nproc = next((name for name in NPROC_VARIABLES if environ.get(name)), None)
+    if nproc is not None and "nproc_per_node" not in replaced:
+        raw = environ[nproc]
+        count, how = processes_per_pod(raw, use_cpu, nproc)
+        origin = nproc + (f"={raw} ({how})" if how else "")
+        put("nproc_per_node", count, origin)
+    if environ.get("PET_MAX_RESTARTS") and "max_restarts" not in replaced:
+        put("max_restarts", _number(environ, "PET_MAX_RESTARTS"), "PET_MAX_RESTARTS")
+    return job
+
+
+def _machine_settings(
+    environ: Mapping[str, str],
+    pet: bool,
+    replaced: Collection[str],
+    put: Any,
+    values: Mapping[str, Any],
+) -> tuple[int, int | None]:
+    """Machines, rank and meeting point (static or rendezvous) from the pod's variables;
+    ``put(name, value, origin)`` records each into ``values``; returns the machines
+    (``MIN`` of an elastic range) and the elastic ``MAX`` or None."""
     machines, elastic_max = 1, None
     if pet and "num_machines" not in replaced:
         machines, elastic_max = _machines(environ)
@@ -254,24 +302,20 @@ def read_job(
             "MASTER_ADDR says where they meet: fix the pod's environment or pass "
             "--main_process_ip"
         )
-    if environ.get("PET_NPROC_PER_NODE") and "nproc_per_node" not in replaced:
-        raw = environ["PET_NPROC_PER_NODE"]
-        count, how = processes_per_pod(raw, use_cpu)
-        origin = "PET_NPROC_PER_NODE" + (f"={raw} ({how})" if how else "")
-        put("nproc_per_node", count, origin)
-    if environ.get("PET_MAX_RESTARTS") and "max_restarts" not in replaced:
-        put("max_restarts", _number(environ, "PET_MAX_RESTARTS"), "PET_MAX_RESTARTS")
-    return job
+    return machines, elastic_max
 
 
 __all__ = [
+    "AGENT_DROPPED_VARIABLES",
     "ELASTIC_PORT",
     "JOB_KEYS",
     "MACHINE_KEYS",
     "MAX_PORT",
+    "NPROC_VARIABLES",
     "POD_PROCESS_VARIABLES",
     "JobEnvironment",
     "in_pod_of_job",
     "processes_per_pod",
     "read_job",
+    "standalone",
 ]
