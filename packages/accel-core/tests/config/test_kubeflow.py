@@ -189,7 +189,7 @@ def test_elastic_pod_gives_an_elastic_torchrun():
 
 
 def test_old_operators_elastic_processes_variable():
-    """Operators before v1.6 named elasticPolicy.nProcPerNode PET_N_PROC_PER_NODE."""
+    """Older operators (API pytorch/v1) named elasticPolicy.nProcPerNode PET_N_PROC_PER_NODE."""
     old = {k: v for k, v in ELASTIC.items() if k != "PET_NPROC_PER_NODE"}
     job = read_job({**old, "PET_N_PROC_PER_NODE": "4"})
     assert (job.settings["nproc_per_node"], job.origins["nproc_per_node"]) == (

@@ -14,10 +14,10 @@ ones being the defaults of ``torchrun``'s flags. :func:`read_job` turns them int
 * ``PET_RDZV_ENDPOINT`` with ``PET_RDZV_BACKEND`` (elastic), else ``PET_MASTER_ADDR`` /
   ``PET_MASTER_PORT``, else ``MASTER_ADDR`` / ``MASTER_PORT`` -> ``main_process_ip`` /
   ``main_process_port``; ``PET_RDZV_ID`` / ``PET_RDZV_CONF`` -> ``rdzv_id`` / ``rdzv_conf``.
-* ``PET_NPROC_PER_NODE`` (``PET_N_PROC_PER_NODE`` from an elastic job of operators before
-  v1.6) -> ``nproc_per_node``: a number, or ``auto`` (one process per accelerator, one on
-  a CPU-only pod), ``gpu`` (one per GPU), ``cpu`` (one per CPU core, as torchrun counts
-  them).
+* ``PET_NPROC_PER_NODE`` (``PET_N_PROC_PER_NODE`` from an elastic job of older operators,
+  whose API was ``pytorch/v1``) -> ``nproc_per_node``: a number, or ``auto`` (one process
+  per accelerator, one on a CPU-only pod), ``gpu`` (one per GPU), ``cpu`` (one per CPU
+  core, as torchrun counts them).
 * ``PET_MAX_RESTARTS`` -> ``max_restarts``.
 * ``PET_STANDALONE`` (an ``elasticPolicy`` with ``standalone: true``; the operator sets it
   empty, which torchrun cannot parse) -> ``num_machines`` 1: every pod trains alone, as
@@ -73,7 +73,7 @@ AGENT_DROPPED_VARIABLES = ("PET_STANDALONE",)
 them itself and fail (``PET_STANDALONE=""``)."""
 
 NPROC_VARIABLES = ("PET_NPROC_PER_NODE", "PET_N_PROC_PER_NODE")
-"""Processes per pod: the current name, then the one elastic jobs had before operator v1.6."""
+"""Processes per pod: the current name, then the one older operators' elastic jobs had."""
 
 ELASTIC_PORT = 29400
 """torchrun's port when ``PET_RDZV_ENDPOINT`` names a host without one."""
