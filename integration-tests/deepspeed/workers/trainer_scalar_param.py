@@ -3,8 +3,8 @@
 Run on 2 CPU processes (``accel launch --cpu --num_processes 2``, DS_ACCELERATOR=cpu). The
 model divides its logits by a scalar ``temperature`` (``nn.Parameter(torch.tensor(...))``,
 initialised differently on each rank) and raises ``torch.OutOfMemoryError`` for batches over
-4 rows, so the Trainer starts at 8, fails, halves to 4 and prepares again: a second engine
-for the same module. Checks (``rank<r> ok <check>`` lines): training ends, the temperature
+4 rows, so the Trainer starts at 5, fails, retries with 4 and prepares again: a second
+engine for the same module. Checks (``rank<r> ok <check>`` lines): training ends, the temperature
 is the same on both ranks (broadcast from rank 0) and trained, the accelerator knows one
 engine (the new one), and the weights equal those of the same model with a shape-(1,)
 temperature, which DeepSpeed handles itself.
@@ -58,7 +58,7 @@ def train(out: str, scalar: bool, start: float) -> Trainer:
     )
     args = TrainingArguments(
         output_dir=out,
-        per_device_train_batch_size=8,
+        per_device_train_batch_size=5,
         auto_find_batch_size=True,
         max_steps=3,
         learning_rate=0.05,
