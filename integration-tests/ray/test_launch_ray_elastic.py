@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from accel.testing import run_processes
 
 from .conftest import ACCEL, RAY_TRAIN, finish, launch_env, start
 
@@ -42,8 +41,7 @@ def _wait_for(path: Path, process: subprocess.Popen, timeout: float) -> None:
 def test_ray_num_workers_range_shrinks_on_node_loss(ray_cluster, tmp_path):
     from accel_ray.testing import NODE_RESOURCE
 
-    reference = tmp_path / "reference"
-    run_processes(ELASTIC, ["script", str(reference), "reference"], nproc=2, timeout=300)
+    reference = elastic_train.start_reference(tmp_path / "reference")
     if ray_cluster.nodes < 2:
         ray_cluster.add_node(num_cpus=1, resources={NODE_RESOURCE: 1})
     out = tmp_path / "ray"
@@ -101,7 +99,8 @@ def test_ray_num_workers_range_shrinks_on_node_loss(ray_cluster, tmp_path):
         "checkpoint written by 2 processes, resumed on 1: data position epoch 0, sample " in output
     ), output[-8000:]
     assert "gradient accumulation steps now 2" in output
-    ours, theirs = torch.load(out / "final.pt"), torch.load(reference / "final.pt")
+    theirs = elastic_train.reference_weights(reference, tmp_path / "reference")
+    ours = torch.load(out / "final.pt")
     assert ours.keys() == theirs.keys()
     for name in ours:
         torch.testing.assert_close(ours[name], theirs[name], atol=1e-5, rtol=0)

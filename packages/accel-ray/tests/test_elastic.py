@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from accel.testing import run_processes
 from accel.testing.processes import clean_environment
 
 WORKER = Path(__file__).parent / "workers" / "elastic_train.py"
@@ -28,13 +27,6 @@ _spec = importlib.util.spec_from_file_location("elastic_train", WORKER)
 elastic_train = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(elastic_train)
 QUICK_GIVE_UP = {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": "10"}
-
-
-def reference(out: Path) -> dict[str, torch.Tensor]:
-    """The uninterrupted run on 2 processes (torchrun): the size the elastic run starts at, so
-    the same global batches and learning-rate schedule."""
-    run_processes(WORKER, ["script", str(out), "reference"], nproc=2, timeout=300)
-    return torch.load(out / "final.pt")
 
 
 def wait_for(path: Path, process: subprocess.Popen, timeout: float) -> None:
@@ -51,7 +43,7 @@ def wait_for(path: Path, process: subprocess.Popen, timeout: float) -> None:
 def test_group_shrinks_and_grows_back_on_node_loss(ray_cluster, tmp_path):
     from accel_ray.testing import ENVIRONMENT, NODE_RESOURCE
 
-    expected = reference(tmp_path / "reference")
+    reference = elastic_train.start_reference(tmp_path / "reference")
     if ray_cluster.nodes < 2:
         ray_cluster.add_node(num_cpus=1, resources={NODE_RESOURCE: 1})
     out = tmp_path / "ray"
@@ -87,6 +79,7 @@ def test_group_shrinks_and_grows_back_on_node_loss(ray_cluster, tmp_path):
     output = log.read_text()
     assert driver.returncode == 0, output[-8000:]
 
+    expected = elastic_train.reference_weights(reference, tmp_path / "reference")
     seen, sizes = elastic_train.contributions(out)
     assert sizes == [2, 1, 2], sizes
     assert sorted(seen) == list(range(96))  # every sample of the epoch exactly once

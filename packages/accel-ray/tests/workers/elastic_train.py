@@ -114,6 +114,25 @@ def train(out: Path, pause: bool = False, grow: bool = False, save: bool = True)
     accelerator.end_training()
 
 
+def start_reference(out: Path):
+    """Start the uninterrupted run on 2 processes (torchrun) in the background: the size the
+    elastic runs start at, so the same global batches and learning-rate schedule. It runs
+    while Ray starts its workers; :func:`reference_weights` waits for it."""
+    from accel.testing.processes import clean_environment, start_process, torchrun_command
+
+    command = torchrun_command(__file__, ["script", str(out), "reference"], nproc=2)
+    return start_process(command, clean_environment())
+
+
+def reference_weights(process, out: Path, timeout: float = 300) -> dict[str, torch.Tensor]:
+    """Wait for :func:`start_reference`'s run; its final weights."""
+    from accel.testing.processes import finish_processes
+
+    [(code, stdout, stderr)] = finish_processes([process], timeout)
+    assert code == 0, stdout[-3000:] + stderr[-5000:]
+    return torch.load(out / "final.pt")
+
+
 def contributions(out: Path) -> tuple[list[int], list[int]]:
     """What the groups of a run in ``out`` trained on: the sample ids each group consumed up
     to the checkpoint the next group resumed from (all of them for the last group), and the
