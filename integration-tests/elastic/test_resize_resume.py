@@ -30,8 +30,8 @@ def launch(tmp_path: Path, nproc: int, *args: object, timeout: float = 300, env=
         ACCEL_PLUGINS="ddp,fsdp",
         OMP_NUM_THREADS="1",
         PYTHONUNBUFFERED="1",
-        **(env or {}),
     )
+    full.update(env or {})
     command = [str(ACCEL), "launch", "--cpu", "--num_processes", str(nproc), str(WORKER)]
     process = subprocess.Popen(
         [*command, *map(str, args)],

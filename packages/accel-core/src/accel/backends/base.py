@@ -180,7 +180,7 @@ class Backend:
             use_seedable_sampler=config.use_seedable_sampler,
             data_seed=config.data_seed,
             non_blocking=config.non_blocking,
-            dispatch_batches=bool(config.dispatch_batches),
+            dispatch_batches=config.dispatch_batches,
             use_stateful_dataloader=config.use_stateful_dataloader,
             empty_batches=config.empty_batches,
         )

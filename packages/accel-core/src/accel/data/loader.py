@@ -14,7 +14,6 @@ dropout masks that follow are the same too.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -127,6 +126,8 @@ class DataLoaderShard(DataLoader):
         self.end_of_dataloader = False
         self.remainder = -1
         self._empty = None  # an empty batch shaped like the latest one (uneven last rounds)
+        self.shards_per_process = 0
+        """Processes whose datasets read their own shards (no global order), else 0."""
         if skip_batches:
             self.skip_batches(skip_batches)
 
@@ -168,6 +169,7 @@ class DataLoaderShard(DataLoader):
             "version": positions.VERSION,
             "num_processes": layout["num_processes"],
             "batch_size": layout["batch_size"],
+            "global_order": not self.shards_per_process,
         }
         if finished:  # saved right after the last batch: the next epoch starts at 0
             state.update(epoch=self.epoch + 1, batches_yielded=0, samples_seen=0, batches_seen=0)
@@ -264,9 +266,13 @@ class DataLoaderShard(DataLoader):
                 "epoch_samples": None,
                 "epoch_batches": None,
             }
-        counted = isinstance(self.dataset, IterableDataset) and self.batch_size is not None
+        counted = (
+            isinstance(self.dataset, IterableDataset)
+            and self.batch_size is not None
+            and not self.shards_per_process
+        )
         return {
-            "num_processes": getattr(self, "num_processes", 1),
+            "num_processes": self.shards_per_process or getattr(self, "num_processes", 1),
             "batch_size": self.batch_size,
             "samples_per_step": self.batch_size if counted else None,
             "batches_per_step": None,
@@ -322,6 +328,8 @@ class DataLoaderShard(DataLoader):
                 "batches_seen": steps * per_step if shard is not None else None,
             }
         samples, batches = state.get("samples_seen"), state.get("batches_seen")
+        if state.get("global_order") is False:
+            samples = batches = None  # each process read its own shards
         where = (
             f"saved on {saved_n} processes with batch size {state.get('batch_size')}, "
             f"resumed on {layout['num_processes']} with batch size {layout['batch_size']}"
@@ -340,10 +348,11 @@ class DataLoaderShard(DataLoader):
                 f"this data loader's position cannot be continued here ({where}): its batch "
                 "sampler yields whole batches, so keep the batch size, or resume on the same layout"
             )
-        if samples is None:
+        if samples is None or self.shards_per_process:
             raise ResumeError(
-                f"this data loader's position counts no samples ({where}): resume it on the "
-                "same number of processes"
+                f"this data loader's position counts no samples of a global order ({where}; "
+                "a dataset that reads its own shards on each process has none): resume it on "
+                "the same number of processes"
             )
         if (
             not isinstance(self.dataset, IterableDatasetShard)
@@ -553,9 +562,12 @@ tensor, or a list or tuple of them, needs no placement on the CPU."""
 class DataLoaderDispatcher(DataLoaderShard):
     """The main process reads each global batch and sends every process its slice.
 
-    For data sources that only one process should read. The global batch is
-    ``batch_size * num_processes`` (``batch_size`` with ``split_batches``); with
-    ``even_batches`` the last one is completed with samples from the first.
+    For data sources that only one process should read, and Accelerate's default for iterable
+    datasets. The global batch is ``batch_size * num_processes`` (``batch_size`` with
+    ``split_batches``), cut in equal parts; as in Accelerate, a last batch that does not
+    divide gives every process one row more, the missing ones taken from the epoch's first
+    batch (unless ``drop_last``), and ``gather_for_metrics`` drops them (``even_batches``
+    does not apply here).
     ``slice_fn(batch, slice)`` cuts a process's part (default: every tensor along
     the first dimension). ``num_processes`` / ``process_index`` are the data-parallel
     count and rank the batch is cut by (default: the whole world); under tensor or
@@ -589,7 +601,7 @@ class DataLoaderDispatcher(DataLoaderShard):
     def state_dict(self) -> dict[str, Any]:
         """The position, plus (inside an epoch) the first batch that pads the epoch's last one."""
         state = super().state_dict()
-        if state["batches_yielded"] and self.even_batches and self._first is not None:
+        if state["batches_yielded"] and not self._drop_last and self._first is not None:
             state["first_batch"] = self._first
         return state
 
@@ -628,16 +640,22 @@ class DataLoaderDispatcher(DataLoaderShard):
             self._first = first
             real = find_batch_size(batch)
             full = self.total_batch_size or real
+            if real < full and self._drop_last:
+                # drop_last drops a partial per-process batch (Accelerate's reading), or with
+                # split_batches the whole partial batch (dropped by the main loader already)
+                real -= real % (full // n)
+                if not real:
+                    return
+                batch = slice_tensors(batch, slice(0, real))
             self._last_valid = real
-            if real < full and self.even_batches:
-                while find_batch_size(batch) < full:
-                    need = full - find_batch_size(batch)
-                    batch = concatenate([batch, slice_tensors(first, slice(0, need))])
-                real_per = full // n
-            else:
-                real_per = math.ceil(real / n) if real < full else full // n
+            per = real // n
+            if real % n and not self._drop_last:
+                # the last batch: each process one more row, the missing ones from the epoch's
+                # first batch (Accelerate's padding; gather_for_metrics drops them again)
+                batch = concatenate([batch, slice_tensors(first, slice(0, n))])
+                per += 1
             cut = self.slice_fn or slice_tensors
-            yield cut(batch, slice(rank * real_per, (rank + 1) * real_per))
+            yield cut(batch, slice(rank * per, (rank + 1) * per))
 
 
 def _rebatched(batches: Iterator[Any], drop: int, size: int) -> Iterator[Any]:
@@ -660,17 +678,24 @@ def _rebatched(batches: Iterator[Any], drop: int, size: int) -> Iterator[Any]:
         yield carry
 
 
-def _with_sampler(batch_sampler: Any, sampler: Any = None, batch_size: int | None = None) -> Any:
-    """torch's ``BatchSampler`` rebuilt around ``sampler`` and/or with ``batch_size``.
+def _with_sampler(
+    batch_sampler: Any,
+    sampler: Any = None,
+    batch_size: int | None = None,
+    drop_last: bool | None = None,
+) -> Any:
+    """torch's ``BatchSampler`` rebuilt around ``sampler`` and/or with ``batch_size`` / ``drop_last``.
 
     Only torch's own ``BatchSampler`` is rebuilt; a custom batch sampler is kept as it is.
     """
-    if type(batch_sampler) is not BatchSampler or (sampler is None and batch_size is None):
+    if type(batch_sampler) is not BatchSampler or (
+        sampler is None and batch_size is None and drop_last is None
+    ):
         return batch_sampler
     return BatchSampler(
         sampler if sampler is not None else batch_sampler.sampler,
         batch_size=batch_size or batch_sampler.batch_size,
-        drop_last=batch_sampler.drop_last,
+        drop_last=batch_sampler.drop_last if drop_last is None else drop_last,
     )
 
 
@@ -781,6 +806,8 @@ def prepare_data_loader(
         kwargs.pop("persistent_workers", None)
     dataset = dataloader.dataset
     iterable = isinstance(dataset, IterableDataset)
+    if dispatch_batches is None:  # Accelerate's default: dispatch what has no sampler to shard
+        dispatch_batches = put_on_device and iterable
     dispatch = bool(dispatch_batches) and n > 1
     sampler_is_batch_sampler = not iterable and isinstance(dataloader.sampler, BatchSampler)
     original = dataloader.sampler if sampler_is_batch_sampler else dataloader.batch_sampler
@@ -818,13 +845,18 @@ def prepare_data_loader(
     if dispatch:
         # Accelerate's dispatcher leaves the DataLoader's generator out: every process draws
         # the iterator's base seed from the global generator.
+        # The main process reads global batches; without split_batches Accelerate reads
+        # per-process batches (drop_last drops only a partial one of those), so the dispatcher
+        # applies drop_last to the last global batch itself.
         global_size = batch_size if split_batches or batch_size is None else batch_size * n
+        global_drop = dataloader.drop_last if split_batches else False
         if iterable:
-            kwargs.update(batch_size=global_size, drop_last=dataloader.drop_last)
+            kwargs.update(batch_size=global_size, drop_last=global_drop)
         else:
-            place(BatchSamplerShard(_with_sampler(original, sampler, global_size)))
+            place(BatchSamplerShard(_with_sampler(original, sampler, global_size, global_drop)))
         return DataLoaderDispatcher(
             dataset,
+            _drop_last=dataloader.drop_last,
             split_batches=split_batches,
             even_batches=even_batches,
             slice_fn=slice_fn_for_dispatch,
@@ -834,8 +866,12 @@ def prepare_data_loader(
             **kwargs,
         )
     kwargs["generator"] = dataloader.generator
+    own_shards = False
     if iterable:
-        if n > 1:
+        own_shards = n > 1 and not split_batches and _reads_own_shards(dataset, n)
+        if own_shards:  # a Hugging Face iterable dataset: each process reads its own shards
+            dataset = dataset.shard(num_shards=n, index=rank)
+        elif n > 1:
             dataset = IterableDatasetShard(
                 dataset, batch_size, dataloader.drop_last, n, rank, split_batches
             )
@@ -849,12 +885,27 @@ def prepare_data_loader(
         )
         if n > 1 and not even_batches and empty_batches and not sampler_is_batch_sampler:
             kwargs["collate_fn"] = EmptySafeCollate(kwargs.get("collate_fn") or default_collate)
-    return DataLoaderShard(
+    loader = DataLoaderShard(
         dataset,
         rng_types=list(rng_types) if rng_types is not None and n > 1 else None,
         synchronized_generator=synchronized,
         **common,
         **kwargs,
+    )
+    if own_shards:
+        loader.shards_per_process = n
+    return loader
+
+
+def _reads_own_shards(dataset: Any, num_processes: int) -> bool:
+    """Whether ``dataset`` is a Hugging Face ``datasets.IterableDataset`` with a shard per process.
+
+    Accelerate shards those natively (``dataset.shard``) instead of in rounds.
+    """
+    return (
+        type(dataset).__module__.startswith("datasets.")
+        and callable(getattr(dataset, "shard", None))
+        and int(getattr(dataset, "n_shards", 0) or 0) >= num_processes
     )
 
 

@@ -17,6 +17,9 @@ Version 2 (``"version": 2``):
 ``batch_size``            samples per batch of that batch sampler (per process without
                           ``split_batches``; the global batch with it or when dispatching)
 ``num_processes``         how many processes shared the batches when the position was saved
+``global_order``          False when each process read its own shards of the dataset (a
+                          Hugging Face iterable dataset with a shard per process): the
+                          position then holds only for the same number of processes
 ``batches_yielded``       this process's batches of the epoch (version 1's field: a resume on
                           the same layout continues from it exactly as before)
 ``seed``                  the seed of a ``SeedableRandomSampler`` (``use_seedable_sampler``)
