@@ -83,6 +83,15 @@ REFERENCES: tuple[Reference, ...] = (
     Reference(
         "trainer_gpt2_2proc", "trainer_gpt2.py", num_processes=2, requirements=TRAINER_REQUIREMENTS
     ),
+    Reference(
+        "trainer_iterable_eval", "trainer_iterable_eval.py", requirements=TRAINER_REQUIREMENTS
+    ),
+    Reference(
+        "trainer_iterable_eval_2proc",
+        "trainer_iterable_eval.py",
+        num_processes=2,
+        requirements=TRAINER_REQUIREMENTS,
+    ),
     Reference("cross_validation", "cross_validation.py", requirements=TRAINER_REQUIREMENTS),
     Reference(
         "cross_validation_2proc",

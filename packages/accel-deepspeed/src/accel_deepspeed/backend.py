@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -45,11 +46,13 @@ def checkpoint_tag(index: int) -> str:
     return MODEL_NAME if index == 0 else f"{MODEL_NAME}_{index}"
 
 
+_ZERO_FILE = re.compile(r"zero_pp_rank_(\d+)_mp_rank_\d+_optim_states\.pt$")
+
+
 def zero_partitions(tag_dir: Path) -> int:
     """How many data-parallel ranks wrote the ZeRO optimizer partitions in ``tag_dir`` (0: none)."""
-    ranks = {p.name.split("_")[2] for p in tag_dir.glob("zero_pp_rank_*_optim_states.pt")}
-    ranks |= {p.name.split("_")[3] for p in tag_dir.glob("bf16_zero_pp_rank_*_optim_states.pt")}
-    return len(ranks)
+    found = (_ZERO_FILE.search(p.name) for p in tag_dir.glob("*zero_pp_rank_*_optim_states.pt"))
+    return len({match.group(1) for match in found if match})
 
 
 def resharded_tag(engine: Any, folder: Path, tag: str) -> str:

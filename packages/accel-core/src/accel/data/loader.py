@@ -808,7 +808,7 @@ def prepare_data_loader(
     iterable = isinstance(dataset, IterableDataset)
     if dispatch_batches is None:  # Accelerate's default: dispatch what has no sampler to shard
         dispatch_batches = put_on_device and iterable
-    dispatch = bool(dispatch_batches) and n > 1
+    dispatch = bool(dispatch_batches)
     sampler_is_batch_sampler = not iterable and isinstance(dataloader.sampler, BatchSampler)
     original = dataloader.sampler if sampler_is_batch_sampler else dataloader.batch_sampler
     sampler, seed, synchronized = _shuffling(
