@@ -10,44 +10,23 @@ order of floating-point reductions; bit-identical when the size does not change.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from accel.testing.processes import accel_executable, clean_environment, run_command
 
 WORKER = Path(__file__).parent / "workers" / "resize_train.py"
-ACCEL = Path(sys.executable).with_name("accel")
 pytestmark = pytest.mark.timeout(900)
 
 
-def launch(tmp_path: Path, nproc: int, *args: object, timeout: float = 300, env=None):
-    full = {k: v for k, v in os.environ.items() if not k.startswith(("ACCEL_", "ACCELERATE_"))}
-    full.update(
-        ACCEL_CONFIG_DIR=str(tmp_path / "cfg"),
-        ACCEL_PLUGINS="ddp,fsdp",
-        OMP_NUM_THREADS="1",
-        PYTHONUNBUFFERED="1",
+def launch(tmp_path: Path, nproc: int, *args: object, env=None):
+    """``accel launch --cpu --num_processes nproc`` of the worker; its exit code is the caller's to check."""
+    command = [accel_executable(), "launch", "--cpu", "--num_processes", str(nproc), str(WORKER)]
+    extra = {"ACCEL_CONFIG_DIR": str(tmp_path / "cfg"), "ACCEL_PLUGINS": "ddp,fsdp", **(env or {})}
+    return run_command(
+        [*command, *map(str, args)], env=clean_environment(extra), timeout=300, check=False
     )
-    full.update(env or {})
-    command = [str(ACCEL), "launch", "--cpu", "--num_processes", str(nproc), str(WORKER)]
-    process = subprocess.Popen(
-        [*command, *map(str, args)],
-        env=full,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        out, err = process.communicate()
-        pytest.fail(f"accel launch timed out after {timeout} s\n{out[-3000:]}\n{err[-5000:]}")
-    return subprocess.CompletedProcess(command, process.returncode, out, err)
 
 
 def records(folder: Path, mode: str) -> list[dict]:
@@ -112,7 +91,7 @@ def test_a_deepspeed_zero_checkpoint_of_another_size_names_the_conversion(tmp_pa
     pytest.importorskip("deepspeed")
     options = ["--deepspeed", "2"]
     env = {"ACCEL_PLUGINS": "deepspeed"}
-    saved = launch(tmp_path, 2, tmp_path, "save", 2, *options, env=env)
+    saved = launch(tmp_path, 2, tmp_path, "save", 3, *options, env=env)
     assert saved.returncode == 0, saved.stderr[-5000:]
     resumed = launch(tmp_path, 1, tmp_path, "resume", 0, *options, env=env)
     assert resumed.returncode == 2, resumed.stderr[-5000:]
@@ -120,3 +99,25 @@ def test_a_deepspeed_zero_checkpoint_of_another_size_names_the_conversion(tmp_pa
     (line,) = [line for line in resumed.stderr.splitlines() if "accel launch: error" in line]
     assert "written by 2 data-parallel processes and this run has 1" in line
     assert "python -m deepspeed.checkpoint.ds_to_universal --input_folder" in line
+    # the command it names converts the checkpoint; with load_universal the resume goes on
+    command = line.split("`")[1].split()
+    converted = run_command([sys.executable, *command[1:]], timeout=300)
+    assert converted.returncode == 0
+    resumed = launch(tmp_path, 1, tmp_path, "resume", 0, *options, "--universal", env=env)
+    assert resumed.returncode == 0, resumed.stderr[-5000:]
+    assert "checkpoint written by 2 processes, resumed on 1" in resumed.stderr
+    before, after = records(tmp_path, "save"), records(tmp_path, "resume")
+    seen = [i for r in before for i in r["seen_at_save"]] + after[0]["seen"]
+    assert sorted(seen) == list(range(96))
+
+
+def test_megatron_resumes_under_another_tensor_parallel_layout(run_distributed, tmp_path):
+    """Saved with tensor parallelism 2 (1 data-parallel rank), resumed with 2 data-parallel
+    ranks: megatron-core reshards model and optimizer, the data position is global."""
+    pytest.importorskip("megatron.core")
+    run_distributed("megatron_resize.py", str(tmp_path), "save", "2", timeout=400)
+    run_distributed("megatron_resize.py", str(tmp_path), "resume", "1", timeout=400)
+    saved = json.loads((tmp_path / "save.json").read_text())
+    resumed = json.loads((tmp_path / "resume.json").read_text())
+    assert resumed["eval"] == pytest.approx(saved["eval"], abs=1e-6)  # the same model
+    assert sorted(saved["seen"] + resumed["seen"]) == list(range(32))  # each sample once

@@ -64,7 +64,10 @@ y = x @ torch.tensor([[1.0], [-2.0], [0.5], [3.0]]) + 0.1 * torch.randn(96, 1, g
 data = torch.utils.data.TensorDataset(x, y, torch.arange(96))
 loader = torch.utils.data.DataLoader(data, batch_size=4, shuffle=args.shuffle)
 model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
-optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+if args.deepspeed is None:
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+else:  # DeepSpeed's universal conversion knows Adam's states
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.01)
 scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (1 + 0.01 * step))
 model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
 if args.mode == "resume":

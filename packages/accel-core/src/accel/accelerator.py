@@ -28,7 +28,7 @@ from accel.distributed.operations import (
     pad_across_processes,
     recursively_apply,
 )
-from accel.errors import MissingPluginError
+from accel.errors import MissingPluginError, report_refusals_in_one_line
 from accel.forwarding import forward_method, forward_property
 from accel.kwargs import (
     DataLoaderConfiguration,
@@ -121,6 +121,8 @@ class Accelerator:
         )
         if debug is not None:
             self.state.debug = debug
+        if environment.get_str(environment.LAUNCH_CONFIG):  # run by `accel launch`
+            report_refusals_in_one_line()
         self.device_placement = device_placement
         config = dataloader_config or DataLoaderConfiguration()
         if split_batches is not None:

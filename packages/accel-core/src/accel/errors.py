@@ -38,3 +38,30 @@ class ResumeError(CheckpointError, UsageError):
     The message says what was saved, what this run has, and what would work; a launched
     worker prints it on one line and exits 2.
     """
+
+
+def report_refusals_in_one_line(prog: str = "accel launch") -> None:
+    """Make an uncaught :class:`UsageError` print ``<prog>: error: <message>`` and exit 2.
+
+    For a script that ``accel launch`` runs directly (one process: no worker wrapper, no
+    launcher left to report). Any other exception goes to the previous ``sys.excepthook``.
+    """
+    import os
+    import sys
+
+    previous = sys.excepthook
+    if getattr(previous, "accel_refusals", False):
+        return
+
+    def hook(kind, value, traceback):  # type: ignore[no-untyped-def]
+        if not isinstance(value, UsageError):
+            previous(kind, value, traceback)
+            return
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        # straight to the file descriptor: libraries may wrap sys.stderr (prefixing lines)
+        os.write(2, f"{prog}: error: {value}\n".encode())
+        os._exit(2)
+
+    hook.accel_refusals = True  # type: ignore[attr-defined]
+    sys.excepthook = hook

@@ -599,7 +599,18 @@ class DeepSpeedBackend(Backend):
         engine = self.engine_of(model)
         if engine is None:
             return super().save_model_state(model, folder, index, safe_serialization)
-        engine.save_checkpoint(str(folder), tag=checkpoint_tag(index))
+        from deepspeed.checkpoint.constants import (
+            UNIVERSAL_CHECKPOINT_INFO,
+            UNIVERSAL_CHECKPOINT_VERSION_KEY,
+            UNIVERSAL_CHECKPOINT_VERSION_VALUE,
+        )
+
+        # what DeepSpeed's ds_to_universal needs to convert the checkpoint for another
+        # data-parallel size (no tensor-parallel patterns: ZeRO alone shards no layer)
+        info = {UNIVERSAL_CHECKPOINT_VERSION_KEY: UNIVERSAL_CHECKPOINT_VERSION_VALUE}
+        engine.save_checkpoint(
+            str(folder), tag=checkpoint_tag(index), client_state={UNIVERSAL_CHECKPOINT_INFO: info}
+        )
 
     def load_model_state(
         self,

@@ -93,8 +93,10 @@ def run_command(
     env: Mapping[str, str] | None = None,
     timeout: float = 240,
     cwd: str | os.PathLike | None = None,
+    check: bool = True,
 ) -> subprocess.CompletedProcess:
-    """Run ``command`` in its own process group; raise :class:`WorkerFailure` on non-zero exit or timeout."""
+    """Run ``command`` in its own process group; raise :class:`WorkerFailure` on a timeout, and
+    on a non-zero exit unless ``check`` is False (then the caller reads ``returncode``)."""
     process = subprocess.Popen(
         list(command),
         stdout=subprocess.PIPE,
@@ -113,7 +115,7 @@ def run_command(
             f"{' '.join(command)} ran past {timeout} s\n--- stdout\n{stdout[-5000:]}\n"
             f"--- stderr\n{stderr[-8000:]}"
         ) from None
-    if process.returncode != 0:
+    if check and process.returncode != 0:
         raise WorkerFailure(
             f"{' '.join(command)} exited with {process.returncode}\n--- stdout\n{stdout[-5000:]}\n"
             f"--- stderr\n{stderr[-8000:]}"
