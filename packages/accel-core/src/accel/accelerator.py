@@ -644,7 +644,9 @@ class Accelerator:
             "step": self.step,
             "gradient_step": self.gradient_state.step,
             **elastic.step_meta(
-                self.num_processes, self.gradient_accumulation_steps, self._scheduler_steps()
+                self.num_processes,
+                self.gradient_accumulation_steps,
+                elastic.scheduler_steps(self.prepared.schedulers, self),
             ),
         }
         path = str(
@@ -668,31 +670,9 @@ class Accelerator:
         ``weights_only=False`` only for checkpoints you trust.
         """
         meta = self.checkpoints.load_state(input_dir, weights_only=weights_only, strict=strict)
-        found = self.checkpoints.last_resume
-        plan = elastic.plan_resume(
-            meta,
-            found.get("num_processes"),
-            self.num_processes,
-            self.gradient_accumulation_steps,
-            self.split_batches,
-            bool(self.gradient_state.plugin_kwargs.get("keep_global_batch_size")),
-        )
+        plan = elastic.apply_resume(self, meta)
         self.step = plan.step if "step" in meta else self.step
         self.gradient_state.step = meta.get("gradient_step", self.gradient_state.step)
-        if plan.resized:
-            self.gradient_accumulation_steps = plan.accumulation_steps
-            if plan.scheduler_steps is not None:
-                for scheduler in self.prepared.schedulers:
-                    if hasattr(scheduler, "num_processes"):
-                        scheduler.num_processes = plan.scheduler_steps
-            logger.warning(elastic.resume_line(plan, found.get("positions", [])))
-
-    def _scheduler_steps(self) -> int:
-        """How many times a prepared scheduler advances per optimizer step (Accelerate's rule)."""
-        for scheduler in self.prepared.schedulers:
-            if hasattr(scheduler, "num_processes") and not scheduler.split_batches:
-                return scheduler.num_processes
-        return 1 if self.split_batches else self.num_processes
 
     def resume(self, weights_only: bool = True, strict: bool = True) -> str | None:
         """Load the newest complete checkpoint of ``project_dir/checkpoints``, if there is one.

@@ -78,6 +78,38 @@ def plan_resume(
     return ResumePlan(saved_n, num_processes, steps, step // saved_steps * steps, scheduler_steps)
 
 
+def scheduler_steps(schedulers: list[Any], accelerator: Any) -> int:
+    """How many times a prepared scheduler advances per optimizer step (Accelerate's rule)."""
+    for scheduler in schedulers:
+        if hasattr(scheduler, "num_processes") and not scheduler.split_batches:
+            return scheduler.num_processes
+    return 1 if accelerator.split_batches else accelerator.num_processes
+
+
+def apply_resume(accelerator: Any, meta: dict[str, Any]) -> ResumePlan:
+    """Plan the resume of a loaded checkpoint and, on another size, apply and log it."""
+    from accel.logging import get_logger
+
+    found = accelerator.checkpoints.last_resume
+    plan = plan_resume(
+        meta,
+        found.get("num_processes"),
+        accelerator.num_processes,
+        accelerator.gradient_accumulation_steps,
+        accelerator.split_batches,
+        bool(accelerator.gradient_state.plugin_kwargs.get("keep_global_batch_size")),
+    )
+    if plan.resized:
+        accelerator.gradient_accumulation_steps = plan.accumulation_steps
+        if plan.scheduler_steps is not None:
+            for scheduler in accelerator.prepared.schedulers:
+                if hasattr(scheduler, "num_processes"):
+                    scheduler.num_processes = plan.scheduler_steps
+        # a warning, so the one line shows under Python's default logging configuration
+        get_logger("accel.accelerator").warning(resume_line(plan, found.get("positions", [])))
+    return plan
+
+
 def resume_line(plan: ResumePlan, loader_positions: list[dict[str, Any]]) -> str:
     """The one line a resize logs: who wrote it, who resumes, where the data stands, the steps."""
     where = "; ".join(positions.describe(p) for p in loader_positions) or "no data loader"
@@ -88,4 +120,11 @@ def resume_line(plan: ResumePlan, loader_positions: list[dict[str, Any]]) -> str
     )
 
 
-__all__ = ["ResumePlan", "plan_resume", "resume_line", "step_meta"]
+__all__ = [
+    "ResumePlan",
+    "apply_resume",
+    "plan_resume",
+    "resume_line",
+    "scheduler_steps",
+    "step_meta",
+]
