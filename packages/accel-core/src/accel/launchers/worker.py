@@ -102,21 +102,31 @@ def _report(exc: BaseException | None, code: int) -> None:
         restart=int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0),
     )
     if directory:
-        try:
-            name = f"rank{rank}-restart{record['restart']}-{os.getpid()}.json"
-            with open(os.path.join(directory, name), "w", encoding="utf-8") as fh:
-                json.dump(record, fh)
-        except OSError:
-            pass
-    if exc is not None and os.environ.get("TORCHELASTIC_ERROR_FILE"):
-        try:
-            from torch.distributed.elastic.multiprocessing.errors import get_error_handler
+        name = f"rank{rank}-restart{record['restart']}-{os.getpid()}.json"
+        _write_json_atomically(os.path.join(directory, name), record)
+    torchelastic_file = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if exc is not None and torchelastic_file:
+        # The agent polls for this file while the worker exits: written in place, it can be
+        # read empty. The payload is the one torchelastic's own error handler writes.
+        message = {
+            "message": record["error"],
+            "extraInfo": {
+                "py_callstack": record["traceback"],
+                "timestamp": str(int(record["time"])),
+            },
+        }
+        _write_json_atomically(torchelastic_file, {"message": message})
 
-            handler = get_error_handler()
-            handler.initialize()
-            handler.record_exception(exc)
-        except Exception:
-            pass
+
+def _write_json_atomically(path: str, data: dict[str, Any]) -> None:
+    """Write ``data`` to ``path`` so a reader sees no file or the whole file (best effort)."""
+    partial = f"{path}.{os.getpid()}.partial"
+    try:
+        with open(partial, "w", encoding="utf-8") as fh:
+            json.dump(data, fh)
+        os.replace(partial, path)
+    except OSError:
+        pass
 
 
 def _refused(exc: BaseException) -> bool:
