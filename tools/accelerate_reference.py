@@ -64,6 +64,10 @@ class Reference:
     """pip requirements beyond accelerate and torch (installed into the reference venv)."""
     timeout: float = 600
     """Seconds one run may take."""
+    tolerance: float = 0.0
+    """0: accel's numbers equal Accelerate's bit for bit. Else every number is within this
+    relative distance (or 1e-8 absolute): for runs whose reductions sum in another order
+    (FSDP2 shards on CPU where Accelerate keeps DDP)."""
 
     @property
     def output(self) -> Path:
@@ -91,6 +95,13 @@ REFERENCES: tuple[Reference, ...] = (
         "trainer_iterable_eval.py",
         num_processes=2,
         requirements=TRAINER_REQUIREMENTS,
+    ),
+    Reference(
+        "trainer_fsdp_2proc",
+        "trainer_fsdp.py",
+        num_processes=2,
+        requirements=TRAINER_REQUIREMENTS,
+        tolerance=1e-5,
     ),
     Reference("cross_validation", "cross_validation.py", requirements=TRAINER_REQUIREMENTS),
     Reference(
