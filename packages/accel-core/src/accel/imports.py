@@ -177,6 +177,31 @@ def is_fp8_available() -> bool:
     return is_transformer_engine_available() or _found("msamp") or _found("torchao")
 
 
+def check_cuda_fp8_capability() -> bool:
+    """Whether the first CUDA GPU can compute in FP8 (compute capability 8.9 or newer).
+
+    False without a CUDA GPU. Asks ``nvidia-smi`` first, so that the check does not
+    initialize CUDA in this process (a later fork, as ``notebook_launcher``'s, stays possible).
+    """
+    if not is_cuda_available():
+        return False
+    import shutil
+    import subprocess
+
+    smi = shutil.which("nvidia-smi")
+    if smi is not None:
+        query = [smi, "--query-gpu=compute_capability", "--format=csv,noheader"]
+        try:
+            first = subprocess.run(query, capture_output=True, text=True, check=True).stdout
+            major, minor = first.split()[0].split(".")
+            return (int(major), int(minor)) >= (8, 9)
+        except (OSError, subprocess.CalledProcessError, ValueError, IndexError):
+            pass
+    import torch
+
+    return torch.cuda.get_device_capability() >= (8, 9)
+
+
 def is_transformer_engine_available() -> bool:
     """Whether NVIDIA TransformerEngine is installed."""
     return _found("transformer_engine")

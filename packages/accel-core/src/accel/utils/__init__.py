@@ -231,6 +231,7 @@ _add(
     "is_bf16_available",
     "is_fp16_available",
     "is_fp8_available",
+    "check_cuda_fp8_capability",
     "is_transformer_engine_available",
     "is_transformer_engine_mxfp8_available",
     "is_rocm_available",
