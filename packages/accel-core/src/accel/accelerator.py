@@ -140,15 +140,16 @@ class Accelerator:
         )
         """What the backend reads of this run (a :class:`~accel.backends.BackendContext`)."""
         try:
-            self.precision, self.backend = connector.connect(self.backend_context)
+            # the precision lives in the context (its one home); the backend reads it there
+            self.backend = connector.connect(self.backend_context)[1]
         except BaseException:
             AcceleratorState._reset_state()  # a failed Accelerator must not poison the next one
             raise
         self.step = 0
         self.flag_tensor: torch.Tensor | None = None
-        # built after the backend's set-up, which may have replaced the precision
+        # reads the prepared objects, the state and the current precision from the context
         self.checkpoints = CheckpointManager(
-            self.prepared, self.backend, self.precision, self.state, self.project_configuration
+            self.backend_context, self.backend, self.project_configuration
         )
         """Saving and resuming: ``save_state`` / ``load_state`` / ``save_model`` and their hooks."""
         self.tracking = TrackerManager(log_with, self.state, self.project_configuration)
@@ -193,6 +194,14 @@ class Accelerator:
     is_last_process = forward_property("backend_context", "is_last_process", BackendContext)
     use_distributed = forward_property("backend_context", "use_distributed", BackendContext)
     mixed_precision = forward_property("backend_context", "mixed_precision", BackendContext)
+
+    @mixed_precision.setter
+    def mixed_precision(self, value: Any) -> None:
+        raise AttributeError(
+            "mixed_precision is fixed when the Accelerator is created (as in Accelerate): "
+            "pass Accelerator(mixed_precision=...) or ACCEL_MIXED_PRECISION"
+        )
+
     parallelism_config = forward_property("backend_context", "parallelism_config", BackendContext)
     torch_device_mesh = forward_property("backend_context", "torch_device_mesh", BackendContext)
 
@@ -389,7 +398,9 @@ class Accelerator:
         if kwargs and "learning_rate" in kwargs:
             if fused_backward(self._optimizers, loss, kwargs.pop("learning_rate")):
                 return
-        backward = self._backward_impl  # decided when the backend or the precision is set
+        if self._backward_precision is not self.backend_context.precision:
+            self._resolve_backward()  # the precision was set (before prepare)
+        backward = self._backward_impl  # decided once per (backend, precision) pair
         if backward is None:  # neither the backend nor the precision changes Tensor.backward
             loss.backward(**kwargs) if kwargs else loss.backward()
         else:
@@ -397,7 +408,9 @@ class Accelerator:
 
     def _resolve_backward(self) -> None:
         """Decide which ``backward`` :meth:`backward` calls, once per (backend, precision) pair."""
-        backend, precision = vars(self).get("_backend"), vars(self).get("_precision")
+        backend = vars(self).get("_backend")
+        context = vars(self).get("backend_context")
+        precision = self._backward_precision = None if context is None else context.precision
         # a stand-in (connector.MissingBackend) has no class-level backward: the base one runs
         if backend is not None and getattr(type(backend), "backward", Backend.backward) is not (
             Backend.backward
@@ -419,9 +432,7 @@ class Accelerator:
         self._resolve_backward()
 
     def _set_precision(self, precision: Precision) -> None:
-        self._precision = precision
-        if "backend_context" in vars(self):  # the backend reads the current precision there
-            self.backend_context.precision = precision
+        self.backend_context.precision = precision  # refused there once anything is prepared
         self._resolve_backward()
 
     backend = property(
@@ -430,11 +441,13 @@ class Accelerator:
         doc="The :class:`~accel.backends.Backend` of this run (chosen by the connector).",
     )
     precision = property(
-        operator.attrgetter("_precision"),
+        operator.attrgetter("backend_context.precision"),
         _set_precision,
-        doc="The :class:`~accel.precision.Precision` of this run (a backend may replace it).",
+        doc="The :class:`~accel.precision.Precision` of this run, kept by :attr:`backend_context` "
+        "(a backend may replace it at set-up; setting it after prepare() raises RuntimeError).",
     )
     _backward_impl: Callable | None = None
+    _backward_precision: Precision | None = None
     _base_no_sync = False
     _divide_loss = True
 
@@ -606,7 +619,31 @@ class Accelerator:
 
     # -- saving and resuming (the checkpoint manager) -------------------------
     save = forward_method("checkpoints", "save", CheckpointManager)
-    save_model = forward_method("checkpoints", "save_model", CheckpointManager)
+
+    def save_model(
+        self,
+        model: torch.nn.Module,
+        save_directory: str | os.PathLike,
+        max_shard_size: int | str = "10GB",
+        safe_serialization: bool = True,
+    ) -> None:
+        """Save the model's full weights (safetensors by default) in shards of ``max_shard_size`` with an index JSON.
+
+        A model with offloaded weights (``dispatch_model`` with ``"cpu"``/``"disk"`` entries,
+        ``cpu_offload``, ``disk_offload``) is saved with its real weights, loaded module by
+        module (:func:`accel.big_model.hooks.offloaded_state_dict`); weights left on the meta
+        device are an error. The writing is :meth:`CheckpointManager.save_model
+        <accel.checkpoint.manager.CheckpointManager.save_model>`.
+        """
+        from accel.big_model.hooks import has_offloaded_params, offloaded_state_dict
+
+        state_dict = None
+        if not os.path.isfile(save_directory) and any(map(has_offloaded_params, model.modules())):
+            state_dict = offloaded_state_dict(self.backend.unwrap_model(model))
+        self.checkpoints.save_model(
+            model, save_directory, max_shard_size, safe_serialization, state_dict=state_dict
+        )
+
     register_for_checkpointing = forward_method(
         "checkpoints", "register_for_checkpointing", CheckpointManager
     )

@@ -31,9 +31,14 @@ if TYPE_CHECKING:
 class BackendContext:
     """The run as a backend sees it: state, configuration, prepared objects, current precision.
 
-    ``precision``, ``rng_types`` and ``step_scheduler_with_optimizer`` are plain
-    attributes kept current by the owner (the Accelerator writes them when they change);
-    everything else is a property reading a shared component.
+    One owner per piece of state: the context *is* the home of :attr:`precision`,
+    :attr:`rng_types` and :attr:`step_scheduler_with_optimizer` (the Accelerator's
+    properties of those names read and write them here, the checkpoint manager reads the
+    precision here at every save and load); everything else is a property reading a
+    shared component (state, gradient state, data-loader configuration). Objects built at
+    ``prepare`` take what they need then, as in Accelerate: a loader its ``rng_types``, a
+    scheduler ``step_scheduler_with_optimizer``, an optimizer the precision (which is why
+    the precision is fixed once a model or optimizer is prepared, see :attr:`precision`).
     """
 
     def __init__(
@@ -57,12 +62,33 @@ class BackendContext:
         """The kwargs handlers passed to the Accelerator, by class name."""
         self.prepared = prepared
         """The :class:`~accel.prepared.PreparedObjects` prepared so far, in order."""
-        self.precision: Precision = precision  # type: ignore[assignment]
-        """The current :class:`~accel.precision.Precision` (set by the connector before the backend is built)."""
+        self._precision: Precision = precision  # type: ignore[assignment]
         self.rng_types = rng_types
         """The RNGs synchronised at each epoch of a prepared loader (None: the default)."""
         self.step_scheduler_with_optimizer = step_scheduler_with_optimizer
         """Whether prepared schedulers step with their optimizers."""
+
+    @property
+    def precision(self) -> Precision:
+        """The run's :class:`~accel.precision.Precision`: its one home.
+
+        Set by the connector (the selected precision, or the one ``Backend.setup``
+        returns) and by ``accelerator.precision = ...``. Refused once a model or optimizer is
+        prepared: the models are wrapped with the precision and the optimizers step through
+        its scaler, so a later change could not take effect everywhere.
+        """
+        return self._precision
+
+    @precision.setter
+    def precision(self, value: Precision) -> None:
+        if value is not self._precision and (self.prepared.models or self.prepared.optimizers):
+            raise RuntimeError(
+                f"the precision cannot change after prepare(): the prepared models are wrapped "
+                f"with {type(self._precision).__name__} ({self._precision.name!r}) and the "
+                "optimizers step through its scaler. Choose it when creating the Accelerator "
+                "(Accelerator(mixed_precision=...)), or set accelerator.precision before prepare()"
+            )
+        self._precision = value
 
     # -- process facts (live: read from the state) -------------------------------
     @property

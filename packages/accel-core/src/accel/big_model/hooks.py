@@ -669,6 +669,50 @@ def attach_layerwise_casting_hooks(
     visit(module, "")
 
 
+def offloaded_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The full state dict of a model whose weights are partly offloaded, on the CPU.
+
+    ``Accelerator.save_model`` saves such a model with it (checkpoint code does not import
+    big-model code: the caller reads the weights and passes them down).
+
+    Each module whose weights are offloaded (an ``AlignDevicesHook`` with ``offload=True``,
+    weights in its ``weights_map``: CPU memory or disk) loads them as for a forward, on the
+    CPU, its tensors are taken, and the weights are dropped again; the other tensors are
+    the model's own. Tied weights stay one tensor. Needs the whole model in CPU memory.
+    A weight that is still on the meta device afterwards is a :class:`RuntimeError`.
+    """
+    own = model.state_dict(keep_vars=True)
+    loaded: dict[int, torch.Tensor] = {}  # id of the meta tensor -> its loaded value
+    for _name, module in model.named_modules():
+        if not has_offloaded_params(module):
+            continue
+        before = module.state_dict(keep_vars=True)
+        with align_module_device(module, "cpu"):
+            after = module.state_dict()
+            for key, tensor in before.items():
+                value = after.get(key)
+                if tensor.device.type == "meta" and value is not None:
+                    if value.device.type != "meta":
+                        loaded.setdefault(id(tensor), value.detach().to("cpu"))
+    state_dict: dict[str, torch.Tensor] = {}
+    missing = []
+    for key, tensor in own.items():
+        if tensor.device.type == "meta":
+            value = loaded.get(id(tensor))
+            if value is None:
+                missing.append(key)
+                continue
+            state_dict[key] = value
+        else:
+            state_dict[key] = tensor.detach().to("cpu")
+    if missing:
+        raise RuntimeError(
+            f"save_model: {len(missing)} weights are on the meta device and offloaded nowhere "
+            f"(e.g. {missing[:3]}): load them first"
+        )
+    return state_dict
+
+
 __all__ = [
     "HOOK_ATTR",
     "OLD_FORWARD_ATTR",

@@ -1,10 +1,14 @@
 """The orchestration of ``save_state`` / ``load_state`` / ``save_model`` / ``save``.
 
 :class:`CheckpointManager` is the Accelerator's checkpointing component. It is given,
-explicitly, what it works on: the :class:`~accel.prepared.PreparedObjects`, the
-backend (which writes and reads each model and optimizer: sharded, gathered, ...), the
-precision (the loss scaler's state), the process state and the project configuration.
-It owns the save/load pre-hooks. It never imports the Accelerator.
+explicitly, what it works on: the run's context (a :class:`RunContext`, in practice the
+:class:`~accel.backends.BackendContext`, from which it reads the prepared objects, the
+process state and the *current* precision, the loss scaler's state, at every save and
+load: the precision has one home, the context), the backend (a :class:`StateIO`: it
+writes and reads each model and optimizer, sharded, gathered, ...) and the project
+configuration. It owns the save/load pre-hooks. It imports neither the Accelerator nor
+``accel.backends`` nor ``accel.big_model``: both are described here by the protocols it
+calls, and an offloaded model's weights are read by the caller (``Accelerator.save_model``).
 
 A checkpoint is first written under a temporary name next to its destination, gets its
 manifest (:mod:`accel.checkpoint.manifest`: every file and its size) once every process
@@ -25,7 +29,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -38,7 +42,6 @@ from accel.progress import progress_bar
 from accel.rng import capture_rng_state, derived_seed, restore_rng_state, set_seed
 
 if TYPE_CHECKING:
-    from accel.backends.base import Backend
     from accel.kwargs import ProjectConfiguration
     from accel.precision.base import Precision
     from accel.prepared import PreparedObjects
@@ -98,70 +101,52 @@ class HookHandle:
         self.hooks.pop(self.id, None)
 
 
-def offloaded_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """The full state dict of a model whose weights are partly offloaded, on the CPU.
+class RunContext(Protocol):
+    """What the manager reads of the run (:class:`~accel.backends.BackendContext` has it all)."""
 
-    Each module whose weights are offloaded (an ``AlignDevicesHook`` with ``offload=True``,
-    weights in its ``weights_map``: CPU memory or disk) loads them as for a forward, on the
-    CPU, its tensors are taken, and the weights are dropped again; the other tensors are
-    the model's own. Tied weights stay one tensor. Needs the whole model in CPU memory.
-    A weight that is still on the meta device afterwards is a :class:`RuntimeError`.
-    """
-    from accel.big_model.hooks import align_module_device, has_offloaded_params
+    prepared: PreparedObjects
+    state: PartialState
+    precision: Precision
 
-    own = model.state_dict(keep_vars=True)
-    loaded: dict[int, torch.Tensor] = {}  # id of the meta tensor -> its loaded value
-    for _name, module in model.named_modules():
-        if not has_offloaded_params(module):
-            continue
-        before = module.state_dict(keep_vars=True)
-        with align_module_device(module, "cpu"):
-            after = module.state_dict()
-            for key, tensor in before.items():
-                value = after.get(key)
-                if tensor.device.type == "meta" and value is not None:
-                    if value.device.type != "meta":
-                        loaded.setdefault(id(tensor), value.detach().to("cpu"))
-    state_dict: dict[str, torch.Tensor] = {}
-    missing = []
-    for key, tensor in own.items():
-        if tensor.device.type == "meta":
-            value = loaded.get(id(tensor))
-            if value is None:
-                missing.append(key)
-                continue
-            state_dict[key] = value
-        else:
-            state_dict[key] = tensor.detach().to("cpu")
-    if missing:
-        raise RuntimeError(
-            f"save_model: {len(missing)} weights are on the meta device and offloaded nowhere "
-            f"(e.g. {missing[:3]}): load them first"
-        )
-    return state_dict
+
+class StateIO(Protocol):
+    """What the manager calls on the backend; :class:`~accel.backends.Backend` declares each
+    member with a default (checkpoint sits below backends: it names no backend class)."""
+
+    supports_async_save: bool
+
+    def unwrap_model(self, model: torch.nn.Module) -> torch.nn.Module: ...
+    def get_state_dict(self, model: torch.nn.Module, unwrap: bool = True) -> dict: ...
+    def wait_for_everyone(self) -> None: ...
+    def save_model_state(self, model: Any, folder: Path, index: int, safe: bool) -> None: ...
+    def load_model_state(self, model: Any, folder: Path, index: int, **kwargs: Any) -> None: ...
+    def save_optimizer_state(
+        self, optimizer: Any, folder: Path, index: int, model: Any
+    ) -> None: ...
+    def load_optimizer_state(
+        self, optimizer: Any, folder: Path, index: int, model: Any, **kwargs: Any
+    ) -> None: ...
 
 
 class CheckpointManager:
     """Saves and restores the whole training state of one Accelerator.
 
-    ``backend`` and ``precision`` are attributes: a backend that replaces the precision
-    during its set-up is handed to the manager after it (the Accelerator builds the manager
-    last). Step counters are not the manager's: :meth:`save_state` takes them as ``meta``
-    and :meth:`load_state` returns what was saved.
+    :attr:`prepared`, :attr:`state` and :attr:`precision` are read from ``context`` each
+    time (no copy: ``accelerator.precision = ...`` before ``prepare`` is what the next save
+    writes). ``backend`` is the Accelerator's, chosen once at its construction. Step
+    counters are not the manager's: :meth:`save_state` takes them as ``meta`` and
+    :meth:`load_state` returns what was saved.
     """
 
     def __init__(
         self,
-        prepared: PreparedObjects,
-        backend: Backend,
-        precision: Precision,
-        state: PartialState,
+        context: RunContext,
+        backend: StateIO,
         project_configuration: ProjectConfiguration,
     ):
-        self.prepared = prepared
+        self.context = context
+        """Where the prepared objects, the process state and the current precision live."""
         self.backend = backend
-        self.precision = precision
-        self.state = state
         self.project_configuration = project_configuration
         self.save_state_pre_hooks: OrderedDict[int, Callable] = OrderedDict()
         """``hook(models, weights, output_dir)`` functions run before a save writes."""
@@ -172,6 +157,21 @@ class CheckpointManager:
         """What the latest load found: ``num_processes`` that wrote it (its manifest's world
         size, None if it has none) and the data loaders' ``positions`` (version 2)."""
         """The background writer of ``save_state(..., async_save=True)`` (docs/checkpointing.md)."""
+
+    @property
+    def prepared(self) -> PreparedObjects:
+        """The context's :class:`~accel.prepared.PreparedObjects`."""
+        return self.context.prepared
+
+    @property
+    def state(self) -> PartialState:
+        """The context's process state."""
+        return self.context.state
+
+    @property
+    def precision(self) -> Precision:
+        """The context's current precision (whose ``state_dict`` is the saved scaler)."""
+        return self.context.precision
 
     # -- registrations --------------------------------------------------------
     def register_for_checkpointing(self, *objects: Any) -> None:
@@ -216,20 +216,18 @@ class CheckpointManager:
         save_directory: str | os.PathLike,
         max_shard_size: int | str = "10GB",
         safe_serialization: bool = True,
+        state_dict: dict[str, torch.Tensor] | None = None,
     ) -> None:
         """Save the model's full weights (safetensors by default) in shards of ``max_shard_size`` with an index JSON.
 
-        A model with offloaded weights (``dispatch_model`` with ``"cpu"``/``"disk"`` entries,
-        ``cpu_offload``, ``disk_offload``) is saved with its real weights, loaded module by
-        module (:func:`offloaded_state_dict`); weights left on the meta device are an error.
+        ``state_dict``: the weights when the caller read them itself (``Accelerator.save_model``
+        passes those of a model with offloaded weights, from
+        :func:`accel.big_model.hooks.offloaded_state_dict`); otherwise the backend's full state
+        dict. Weights left on the meta device are an error.
         """
-        from accel.big_model.hooks import has_offloaded_params
-
         if os.path.isfile(save_directory):
             raise ValueError(f"save_directory {save_directory} is a file: pass a directory")
-        if any(has_offloaded_params(module) for module in model.modules()):
-            state_dict = offloaded_state_dict(self.backend.unwrap_model(model))
-        else:
+        if state_dict is None:
             if any(p.device.type == "meta" for p in model.parameters()):
                 raise RuntimeError(
                     "save_model: some parameters are on the meta device (they have no values): "
