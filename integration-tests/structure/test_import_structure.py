@@ -50,7 +50,39 @@ def test_check_imports_reports_a_circle_a_private_read_and_an_alias_import(tmp_p
     )
     assert result.returncode == 1
     assert "accel.environment (layer 0) imports accel.accelerator" in result.stdout
-    assert "accel.backends.context (layer 12) imports accel.accelerator" in result.stdout
+    assert "accel.backends.context (layer 13) imports accel.accelerator" in result.stdout
     assert "touches core's private _models" in result.stdout
     assert "kwargs.py:" in result.stdout
     assert "imports accel.utils.operations, an Accelerate alias path" in result.stdout
+
+
+def test_checkpoint_code_importing_backends_or_big_model_is_upward_even_inside_a_function(tmp_path):
+    """accel.checkpoint sits below backends and big-model code: an import of either, at module
+    level, under TYPE_CHECKING or inside a function, is reported."""
+    import shutil
+
+    copy = tmp_path / "repo"
+    (copy / "tools").mkdir(parents=True)
+    shutil.copy(ROOT / "tools/check_imports.py", copy / "tools/check_imports.py")
+    shutil.copytree(
+        ROOT / "packages",
+        copy / "packages",
+        ignore=shutil.ignore_patterns("tests", "__pycache__", ".venv"),
+    )
+    manager = copy / "packages/accel-core/src/accel/checkpoint/manager.py"
+    manager.write_text(
+        manager.read_text()
+        + "\n\ndef _offloaded(model):\n"
+        + "    from accel.big_model.hooks import has_offloaded_params  # noqa\n\n"
+        + "    return has_offloaded_params(model)\n"
+        + "\nif TYPE_CHECKING:\n    from accel.backends.base import Backend  # noqa\n"
+    )
+    result = subprocess.run(
+        [sys.executable, str(copy / "tools/check_imports.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1
+    assert "accel.checkpoint.manager (layer 10) imports accel.big_model.hooks" in result.stdout
+    assert "accel.checkpoint.manager (layer 10) imports accel.backends.base" in result.stdout
