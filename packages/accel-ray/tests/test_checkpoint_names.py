@@ -34,3 +34,20 @@ def test_outside_a_ray_train_worker_nothing_is_reported(monkeypatch):
     assert checkpoints.auto_report() is False
     monkeypatch.delenv(checkpoints.REPORT_ENV)
     assert checkpoints.auto_report() is False
+
+
+def test_the_checkpoint_hooks_take_the_run_view_not_the_accelerator(tmp_path):
+    """accel-ray registers against the ``run`` argument of core's hook specs and needs nothing
+    but the view: outside a Ray Train worker, resuming copies nothing and saving reports nothing."""
+    from accel.checkpoint.view import RunView
+    from accel.plugins import hook, list_plugins
+
+    ray = [p for p in list_plugins() if p.distribution == "accel-ray"]
+    assert ray and all(p.error is None for p in ray), ray
+    assert {"accel_checkpoint_saved", "accel_before_resume"} <= set(ray[0].hooks)
+    barriers = []
+    run = RunView(0, 1, 0, True, True, 3, str(tmp_path), lambda: barriers.append(1))
+    hook().accel_before_resume(run=run, checkpoint_root=str(tmp_path))
+    hook().accel_checkpoint_saved(run=run, path=str(tmp_path))
+    assert checkpoints.restore_checkpoint(run, tmp_path) is None
+    assert list(tmp_path.iterdir()) == [] and barriers == []

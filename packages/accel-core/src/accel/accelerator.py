@@ -20,6 +20,7 @@ from accel.backends.base import Backend
 from accel.backends.context import BackendContext
 from accel.checkpoint import elastic
 from accel.checkpoint.manager import CheckpointManager
+from accel.checkpoint.view import RunView
 from accel.connector import Connector
 from accel.contexts import NO_CONTEXT as _NO_CONTEXT
 from accel.contexts import no_sync_all as _no_sync_all
@@ -691,7 +692,7 @@ class Accelerator:
                 output_dir, safe_serialization, meta=meta, async_save=async_save
             )
         )
-        hook().accel_checkpoint_saved(accelerator=self, path=path)
+        hook().accel_checkpoint_saved(run=RunView.of(self, path), path=path)
         return path
 
     def load_state(
@@ -732,7 +733,7 @@ class Accelerator:
 
         # a plugin may first copy in a checkpoint its scheduler kept (accel-ray: Ray Train's)
         root = str(self.checkpoints.checkpoint_root())
-        hook().accel_before_resume(accelerator=self, checkpoint_root=root)
+        hook().accel_before_resume(run=RunView.of(self, root), checkpoint_root=root)
         latest = self.checkpoints.latest_checkpoint()
         if latest is None:
             logger.info(

@@ -121,28 +121,37 @@ def accel_profile(accelerator: Any, profile_kwargs: Any) -> Any:
 
 
 @hookspec
-def accel_checkpoint_saved(accelerator: Any, path: str) -> None:
+def accel_checkpoint_saved(run: Any, path: str) -> None:
     """React to a checkpoint that ``accelerator.save_state()`` has just written.
 
-    Arguments: ``accelerator``, the calling :class:`accel.Accelerator`; ``path``, the
-    checkpoint directory. Return: None. Combined: every implementation is called. Not
-    cached. Called by :meth:`accel.Accelerator.save_state` on every process, after the
-    save returned (a synchronous save is complete and renamed into place by then; an
-    ``async_save`` may still be writing: call ``accelerator.wait_for_everyone()`` before
-    reading it). accel-ray reports the checkpoint to Ray Train here.
+    Arguments: ``run``, a :class:`accel.checkpoint.view.RunView` (the process facts:
+    ``process_index``, ``num_processes``, ``local_process_index``, ``is_main_process``,
+    ``is_local_main_process``; ``step``; ``checkpoint_path``, the same as ``path``; and
+    ``wait_for_everyone()``), never the Accelerator; ``path``, the checkpoint directory.
+    Return: None. Combined: every implementation is called. Not cached. Called by
+    :meth:`accel.Accelerator.save_state` on every process, after the save returned (a
+    synchronous save is complete and renamed into place by then; an ``async_save`` may
+    still be writing: call ``run.wait_for_everyone()`` before reading it). accel-ray
+    reports the checkpoint to Ray Train here. (The first argument was ``accelerator``, the
+    Accelerator itself, up to accel 0.1.0: pluggy passes arguments by name, so an
+    implementation still asking for ``accelerator`` is refused when its plugin is registered;
+    rename the argument to ``run``.)
     """
 
 
 @hookspec
-def accel_before_resume(accelerator: Any, checkpoint_root: str) -> None:
+def accel_before_resume(run: Any, checkpoint_root: str) -> None:
     """Place checkpoints kept elsewhere where ``accelerator.resume()`` looks for them.
 
-    Arguments: ``accelerator``, the calling :class:`accel.Accelerator`;
-    ``checkpoint_root``, its ``project_dir/checkpoints``. Return: None. Combined: every
-    implementation is called. Not cached. Called by :meth:`accel.Accelerator.resume` on
-    every process before it chooses the newest complete ``checkpoint_N`` there; a plugin
+    Arguments: ``run``, a :class:`accel.checkpoint.view.RunView` (as for
+    :func:`accel_checkpoint_saved`; its ``checkpoint_path`` is ``checkpoint_root``);
+    ``checkpoint_root``, the run's ``project_dir/checkpoints``. Return: None. Combined:
+    every implementation is called. Not cached. Called by :meth:`accel.Accelerator.resume`
+    on every process before it chooses the newest complete ``checkpoint_N`` there; a plugin
     copies in (under a temporary name, then renamed) a checkpoint that a scheduler restored
-    after a restart (accel-ray: ``ray.train.get_checkpoint()``).
+    after a restart (accel-ray: ``ray.train.get_checkpoint()``) and calls
+    ``run.wait_for_everyone()`` so the other processes see it. (The first argument was
+    ``accelerator`` up to accel 0.1.0.)
     """
 
 

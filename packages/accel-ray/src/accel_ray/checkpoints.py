@@ -10,6 +10,11 @@
   ``ray.train.get_checkpoint()`` into ``project_dir/checkpoints`` (under a temporary
   name, then renamed) unless a checkpoint of that name is already there; ``resume()``
   then loads the newest complete checkpoint as always.
+
+The hooks receive core's :class:`accel.checkpoint.view.RunView`, never the Accelerator;
+the public helpers take either (they read the attribute names both have:
+``num_processes``, ``process_index``, ``is_local_main_process``, ``wait_for_everyone``),
+except :func:`save_and_report`, which calls ``accelerator.save_state``.
 """
 
 from __future__ import annotations
@@ -55,7 +60,7 @@ def auto_report() -> bool:
     return parse_bool(REPORT_ENV, value)
 
 
-def _uploads(accelerator: Any, path: Path) -> bool:
+def _uploads(run: Any, path: Path) -> bool:
     """Whether this rank is the lowest one seeing the directory ``path`` as it is here.
 
     Ranks compare ``(path, inode, mtime)``: equal on one machine or a shared file system,
@@ -63,13 +68,13 @@ def _uploads(accelerator: Any, path: Path) -> bool:
     """
     stat = path.stat()
     mine = (str(path), stat.st_ino, stat.st_mtime_ns)
-    if accelerator.num_processes == 1:
+    if run.num_processes == 1:
         return True
     import torch.distributed as dist
 
-    everyone: list[Any] = [None] * accelerator.num_processes
+    everyone: list[Any] = [None] * run.num_processes
     dist.all_gather_object(everyone, mine)
-    return everyone.index(mine) == accelerator.process_index
+    return everyone.index(mine) == run.process_index
 
 
 def report_checkpoint(
@@ -77,7 +82,8 @@ def report_checkpoint(
 ) -> None:
     """Report the ``save_state`` directory ``checkpoint`` (and ``metrics``) to Ray Train.
 
-    Call it on every process, as ``save_state``. It waits for an ``async_save`` to finish,
+    ``accelerator``: the Accelerator, or the :class:`~accel.checkpoint.view.RunView` a
+    checkpoint hook received. Call it on every process, as ``save_state``. It waits for an ``async_save`` to finish,
     so Ray only ever receives complete checkpoints; the Ray checkpoint keeps accel's name
     (``checkpoint_N``) and the local directory is kept (``total_limit`` prunes it).
     """
@@ -126,16 +132,20 @@ def save_and_report(
     return path
 
 
-def report_saved(accelerator: Any, path: str) -> None:
-    """The ``accel_checkpoint_saved`` hook: report the new checkpoint when :func:`auto_report`."""
+def report_saved(run: Any, path: str) -> None:
+    """The ``accel_checkpoint_saved`` hook: report the new checkpoint when :func:`auto_report`.
+
+    ``run``: the hook's :class:`~accel.checkpoint.view.RunView`.
+    """
     if auto_report():
-        report_checkpoint(accelerator, path, {"step": accelerator.step})
+        report_checkpoint(run, path, {"step": run.step})
 
 
 def restore_checkpoint(accelerator: Any, checkpoint_root: str | os.PathLike) -> Path | None:
     """Copy Ray's restored checkpoint into ``checkpoint_root``; its path there, or None.
 
-    Call it on every process: the local main process of each machine copies, the others
+    ``accelerator``: the Accelerator, or the :class:`~accel.checkpoint.view.RunView` of the
+    ``accel_before_resume`` hook. Call it on every process: the local main process of each machine copies, the others
     wait for it. None outside a Ray Train worker, when Ray has no checkpoint for this run,
     or when its name is not accel's ``checkpoint_N`` (then it is left alone, with a warning).
     """

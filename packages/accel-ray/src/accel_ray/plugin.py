@@ -62,19 +62,22 @@ def accel_config_questions(ask: Any, config: dict) -> None:
 
 
 @hookimpl
-def accel_checkpoint_saved(accelerator: Any, path: str) -> None:
-    """Inside a Ray Train worker with reporting on: report the checkpoint to Ray."""
+def accel_checkpoint_saved(run: Any, path: str) -> None:
+    """Inside a Ray Train worker with reporting on: report the checkpoint to Ray.
+
+    ``run`` is core's :class:`accel.checkpoint.view.RunView` (process facts, step, barrier).
+    """
     from .checkpoints import report_saved
 
-    report_saved(accelerator, path)
+    report_saved(run, path)
 
 
 @hookimpl
-def accel_before_resume(accelerator: Any, checkpoint_root: str) -> None:
+def accel_before_resume(run: Any, checkpoint_root: str) -> None:
     """Inside a Ray Train worker: copy in the checkpoint Ray restored after a restart."""
     from .checkpoints import restore_checkpoint
 
-    restore_checkpoint(accelerator, checkpoint_root)
+    restore_checkpoint(run, checkpoint_root)
 
 
 @hookimpl

@@ -1,0 +1,59 @@
+"""``RunView``: what the checkpoint hooks see of a run, instead of the Accelerator.
+
+The hooks ``accel_checkpoint_saved(run, path)`` and ``accel_before_resume(run,
+checkpoint_root)`` (:mod:`accel.hookspecs`) receive a :class:`RunView`: the process facts,
+the step, the checkpoint path and a barrier. A plugin reacting to checkpoints needs no
+more, and cannot reach (or keep) the Accelerator through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RunView:
+    """A frozen snapshot of one process of the run, taken when a checkpoint hook is called.
+
+    Attribute names are the Accelerator's, so a helper written for either (accel-ray's
+    ``report_checkpoint(accelerator_or_run, path)``) takes both.
+    """
+
+    process_index: int
+    """Global rank of this process."""
+    num_processes: int
+    """Total number of processes."""
+    local_process_index: int
+    """Rank of this process on its machine."""
+    is_main_process: bool
+    """True on global rank 0."""
+    is_local_main_process: bool
+    """True on local rank 0 of each machine."""
+    step: int
+    """The Accelerator's ``step`` (incremented by the user's loop, saved in checkpoints)."""
+    checkpoint_path: str
+    """The checkpoint directory the hook is about: the one just saved
+    (``accel_checkpoint_saved``) or ``project_dir/checkpoints``, where ``resume`` looks
+    (``accel_before_resume``)."""
+    wait_for_everyone: Callable[[], None] = field(repr=False, compare=False)
+    """Barrier across processes; also waits for this process's asynchronous checkpoint writes,
+    so a checkpoint saved with ``async_save=True`` is complete after it."""
+
+    @classmethod
+    def of(cls, run: Any, checkpoint_path: str) -> RunView:
+        """The view of ``run`` (anything with the Accelerator's attribute names) for ``checkpoint_path``."""
+        return cls(
+            process_index=run.process_index,
+            num_processes=run.num_processes,
+            local_process_index=run.local_process_index,
+            is_main_process=run.is_main_process,
+            is_local_main_process=run.is_local_main_process,
+            step=run.step,
+            checkpoint_path=str(checkpoint_path),
+            wait_for_everyone=run.wait_for_everyone,
+        )
+
+
+__all__ = ["RunView"]
