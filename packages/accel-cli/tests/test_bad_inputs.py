@@ -23,7 +23,7 @@ CASES = [
         ["launch", "--num_processes", "0", "s.py"],
         {},
         {},
-        ["num_processes", "too small", ">= 1"],
+        ["num_processes", "'0' must be a whole number >= 1"],
     ),
     ("nproc-negative", ["launch", "--num_processes=-1", "s.py"], {}, {}, ["num_processes", ">= 1"]),
     (
@@ -31,7 +31,7 @@ CASES = [
         ["launch", "--mixed_precision", "fp64", "s.py"],
         {},
         {},
-        ["mixed_precision", "fp64", "no, fp16, bf16, fp8"],
+        ["mixed_precision", "fp64", "no, fp16, bf16 or fp8"],
     ),
     (
         "precision-typo",

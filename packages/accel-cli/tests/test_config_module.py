@@ -84,7 +84,7 @@ def test_errors_name_origin_key_and_allowed():
     with pytest.raises(ConfigError) as err:
         C.validate({"rdzv_backend": "zk"}, "my.yaml")
     assert str(err.value) == (
-        "my.yaml: rdzv_backend: 'zk' is not allowed; use one of static, c10d, etcd, etcd-v2"
+        "my.yaml: rdzv_backend='zk' is not allowed: use static, c10d, etcd or etcd-v2"
     )
 
 

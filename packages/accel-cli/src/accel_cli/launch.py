@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from accel.config import keys
+from accel.config.sections import Option, Section
 from accel.errors import UsageError
 
 from .parsing import Parser, underscored
@@ -108,157 +110,118 @@ class LaunchParser:
         return f"--{dest}"
 
 
-def _bool_flag(group: Any, *names: str, help: str, dest: str | None = None) -> None:
-    kwargs: dict[str, Any] = {"action": "store_true", "default": None, "help": help}
-    if dest:
-        kwargs["dest"] = dest
-    group.add_argument(*names, **kwargs)
+LAUNCH_SECTION = Section(
+    "",
+    [
+        Option(
+            "config_file",
+            str,
+            help="config file to use (default: $ACCEL_CONFIG_FILE, else the file `accel config` "
+            "writes)",
+            metavar="PATH",
+            in_file=False,
+        ),
+        Option(
+            "quiet",
+            bool,
+            help="do not print the resolved topology",
+            flag_aliases=("-q",),
+            store_true=True,
+            in_file=False,
+        ),
+        Option(
+            "dry_run",
+            bool,
+            help="print the command and ACCEL_* variables instead of running them",
+            store_true=True,
+            in_file=False,
+        ),
+        Option(
+            "multi_gpu",
+            bool,
+            help="distributed GPU training (DDP; needs accel-ddp)",
+            store_true=True,
+            group=keys.HARDWARE,
+            in_file=False,
+        ),
+        Option(
+            "preemption",
+            bool,
+            help="on SIGTERM every rank finishes its step, saves a checkpoint and exits 75 "
+            "(docs/fault-tolerance.md)",
+            store_true=True,
+            group=keys.DISTRIBUTED,
+            in_file=False,
+        ),
+        Option(
+            "preemption_grace_period",
+            float,
+            help="with --preemption (implied): seconds after SIGTERM before exiting at once "
+            "(default 25)",
+            metavar="SECONDS",
+            group=keys.DISTRIBUTED,
+            in_file=False,
+        ),
+        Option(
+            "launcher",
+            str,
+            help="use this launcher instead of the one that claims the job (see `accel plugins`)",
+            metavar="NAME",
+            group=keys.DISTRIBUTED,
+            in_file=False,
+        ),
+    ],
+    title="accel launch",
+)
+"""``accel launch``'s own options, which are not settings: declared like settings, so that
+every flag of the command comes from a declaration."""
+
+SCRIPT_SECTION = Section(
+    "",
+    [
+        Option(
+            "module",
+            bool,
+            help="the script is a Python module name, run like `python -m`",
+            flag_aliases=("-m",),
+            store_true=True,
+            group="the script",
+            in_file=False,
+        ),
+        Option(
+            "no_python",
+            bool,
+            help="the script is a program, not Python: run it without `python`",
+            store_true=True,
+            group="the script",
+            in_file=False,
+        ),
+    ],
+    title="the script",
+)
+"""How ``accel launch`` runs the script (only where a script is given)."""
+
+CORE_SECTIONS = (keys.CORE_SECTION, keys.DYNAMO_SECTION)
+"""Core's declared settings whose flags ``accel launch`` has."""
+
+GROUPS = (keys.HARDWARE, keys.RESOURCES, keys.TRAINING, keys.DISTRIBUTED)
+"""The headings of ``accel launch --help``, in order (each option names its own)."""
 
 
 def add_core_arguments(parser: argparse.ArgumentParser, script: bool = True) -> None:
-    """Add every core flag of ``accel launch`` to ``parser`` (values stay None when not given)."""
-    parser.add_argument(
-        "--config_file",
-        "--config-file",
-        metavar="PATH",
-        default=None,
-        help="config file to use (default: $ACCEL_CONFIG_FILE, else the file `accel config` writes)",
-    )
-    parser.add_argument(
-        "-q", "--quiet", action="store_true", help="do not print the resolved topology"
-    )
-    parser.add_argument(
-        "--dry_run",
-        action="store_true",
-        help="print the command and ACCEL_* variables instead of running them",
-    )
-    hw = parser.add_argument_group("hardware selection")
-    _bool_flag(hw, "--cpu", dest="use_cpu", help="run on the CPU even if an accelerator is present")
-    _bool_flag(hw, "--multi_gpu", help="distributed GPU training (DDP; needs accel-ddp)")
-    res = parser.add_argument_group("resource selection")
-    res.add_argument(
-        "--mixed_precision",
-        metavar="{no,fp16,bf16,fp8}",
-        help="mixed precision (fp8 needs accel-fp8)",
-    )
-    res.add_argument(
-        "--num_processes",
-        metavar="N",
-        help="total number of processes over all machines (Accelerate's meaning)",
-    )
-    res.add_argument(
-        "--nproc_per_node",
-        metavar="N",
-        help="processes on this machine (torchrun's meaning; default num_processes / num_machines)",
-    )
-    res.add_argument(
-        "--num_machines", "--nnodes", dest="num_machines", metavar="N", help="number of machines"
-    )
-    res.add_argument(
-        "--num_cpu_threads_per_process",
-        metavar="N",
-        help="OMP_NUM_THREADS of each process (default 1 with several processes)",
-    )
-    _bool_flag(
-        res,
-        "--enable_cpu_affinity",
-        help="pin each process to the CPU cores near its GPU (NVIDIA only)",
-    )
-    res.add_argument("--dynamo_backend", metavar="BACKEND", help="torch.compile backend (NO: off)")
-    res.add_argument(
-        "--dynamo_mode",
-        metavar="{default,reduce-overhead,max-autotune,max-autotune-no-cudagraphs}",
-        help="torch.compile mode",
-    )
-    _bool_flag(res, "--dynamo_use_fullgraph", help="torch.compile fullgraph=True")
-    _bool_flag(res, "--dynamo_use_dynamic", help="torch.compile dynamic=True")
-    _bool_flag(res, "--dynamo_use_regional_compilation", help="compile repeated blocks one by one")
-    train = parser.add_argument_group("training")
-    train.add_argument(
-        "--gradient_accumulation_steps", metavar="N", help="default gradient-accumulation steps"
-    )
-    _bool_flag(
-        train,
-        "--debug",
-        help="check tensor shapes across ranks before each collective, and print "
-        "torch.distributed's own report when a worker fails",
-    )
-    train.add_argument(
-        "--main_training_function", metavar="NAME", help="function to run (TPU pods, notebooks)"
-    )
-    train.add_argument(
-        "--downcast_bf16",
-        metavar="{no,yes}",
-        help="on TPU: float as bfloat16 and double as float32",
-    )
-    dist = parser.add_argument_group("distributed and multi-machine")
-    dist.add_argument("--gpu_ids", metavar="IDS", help="GPUs to use: all, or ids such as 0,1")
-    _bool_flag(dist, "--same_network", help="all machines are on the same local network")
-    dist.add_argument(
-        "--machine_rank",
-        "--node_rank",
-        dest="machine_rank",
-        metavar="R",
-        help="rank of this machine, 0 to num_machines - 1",
-    )
-    dist.add_argument(
-        "--main_process_ip",
-        "--master_addr",
-        dest="main_process_ip",
-        metavar="HOST",
-        help="address of machine 0",
-    )
-    dist.add_argument(
-        "--main_process_port",
-        "--master_port",
-        dest="main_process_port",
-        metavar="PORT",
-        help="port of the main process (29500 with several machines; a free one otherwise)",
-    )
-    dist.add_argument(
-        "--rdzv_backend",
-        metavar="{static,c10d,etcd,etcd-v2}",
-        help="rendezvous backend (c10d lets machines run different numbers of processes)",
-    )
-    dist.add_argument("--rdzv_conf", metavar="K=V,...", help="extra rendezvous settings")
-    dist.add_argument("--rdzv_id", metavar="ID", help="job id shared by all machines (c10d)")
-    dist.add_argument(
-        "--max_restarts", metavar="N", help="restarts of the worker group before failing"
-    )
-    dist.add_argument(
-        "--monitor_interval", metavar="SECONDS", help="seconds between checks of the workers"
-    )
-    dist.add_argument("--log_dir", metavar="DIR", help="directory for the workers' logs")
-    dist.add_argument("--tee", metavar="{0,1,2,3}", help="also write worker streams to log_dir")
-    _bool_flag(
-        dist,
-        "--preemption",
-        help="on SIGTERM every rank finishes its step, saves a checkpoint and exits 75 "
-        "(docs/fault-tolerance.md)",
-    )
-    dist.add_argument(
-        "--preemption_grace_period",
-        metavar="SECONDS",
-        help="with --preemption (implied): seconds after SIGTERM before exiting at once (default 25)",
-    )
-    dist.add_argument(
-        "--launcher",
-        metavar="NAME",
-        help="use this launcher instead of the one that claims the job (see `accel plugins`)",
-    )
+    """Add every core flag of ``accel launch`` to ``parser`` (values stay None when not given).
+
+    Every flag is generated from a declaration: :data:`LAUNCH_SECTION`, core's settings
+    (:data:`accel.config.keys.CORE_SECTION`, ``DYNAMO_SECTION``; converted, with the flag
+    named, when the settings are resolved) and, with ``script``, :data:`SCRIPT_SECTION`.
+    """
+    for title in GROUPS:
+        parser.add_argument_group(title)
+    for section in CORE_SECTIONS:
+        section.add_arguments(parser, check=False)
+    LAUNCH_SECTION.add_arguments(parser, check=False)
     if script:
-        prog = parser.add_argument_group("the script")
-        prog.add_argument(
-            "-m",
-            "--module",
-            action="store_true",
-            help="the script is a Python module name, run like `python -m`",
-        )
-        prog.add_argument(
-            "--no_python",
-            action="store_true",
-            help="the script is a program, not Python: run it without `python`",
-        )
+        SCRIPT_SECTION.add_arguments(parser, check=False)
         parser.add_argument("training_script", nargs="?", help="the script to run")
         parser.add_argument(
             "training_script_args", nargs=argparse.REMAINDER, help="the script's own arguments"
@@ -266,29 +229,13 @@ def add_core_arguments(parser: argparse.ArgumentParser, script: bool = True) -> 
 
 
 LAUNCH_ONLY_DESTS = {
-    "config_file",
-    "quiet",
-    "dry_run",
-    "launcher",
-    "module",
-    "no_python",
+    *(option.name for option in (*LAUNCH_SECTION, *SCRIPT_SECTION)),
     "training_script",
     "training_script_args",
-    "multi_gpu",
     "json",
     "resolved",
-    "preemption",
-    "preemption_grace_period",
 }
 """Parsed names that are not settings of :mod:`accel.config.settings`."""
-
-DYNAMO_DESTS = {
-    "dynamo_backend",
-    "dynamo_mode",
-    "dynamo_use_fullgraph",
-    "dynamo_use_dynamic",
-    "dynamo_use_regional_compilation",
-}
 
 
 def build_parser(
@@ -468,9 +415,6 @@ def flags_from(ns: argparse.Namespace, lp: LaunchParser) -> dict[str, Any]:
             continue
         if dest in LAUNCH_ONLY_DESTS:
             continue
-        if dest in DYNAMO_DESTS:
-            flags[f"dynamo_config.{dest}"] = value
-            continue
         if dest == "num_machines" and isinstance(value, str) and ":" in value:
             flags.update(_machine_range(value))
             continue
@@ -487,9 +431,7 @@ def flags_from(ns: argparse.Namespace, lp: LaunchParser) -> dict[str, Any]:
         selected.append(("--multi_gpu", "MULTI_GPU"))
     for name in flags:
         lp.labels[name] = lp.option_of(
-            name.rpartition(".")[2]
-            if name.startswith("dynamo_config.")
-            else next((d for d, i in lp.plugin_flags.items() if i.target == name), name)
+            next((d for d, i in lp.plugin_flags.items() if i.target == name), name)
         )
     kinds = {kind for _, kind in selected}
     if len(kinds - {"MULTI_GPU"}) > 1:

@@ -174,11 +174,11 @@ MACHINE_TYPES = {
 
 
 def _valid_ids(answer: str) -> str | None:
-    from accel.config.keys import KEYS, coerce
+    from accel.config.keys import KEYS
     from accel.errors import ConfigError
 
     try:
-        coerce(KEYS["gpu_ids"], answer, "gpu_ids")
+        KEYS["gpu_ids"].convert(answer, "gpu_ids")
     except ConfigError:
         return "enter all, or GPU ids separated by commas such as 0,1"
     return None

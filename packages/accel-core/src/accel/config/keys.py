@@ -1,23 +1,22 @@
-"""The keys of the config file: core's declarations and the conversion of top-level values.
+"""The keys of the config file: core's declarations.
 
 Core declares its keys the way plugins declare theirs: :class:`~accel.config.sections.Option`
 objects in a :class:`~accel.config.sections.Section` - :data:`CORE_SECTION` for the file's
-top level, :data:`DYNAMO_SECTION` for ``dynamo_config``. Torch-free and yaml-free, like
-:mod:`accel.config.settings`, which uses these declarations.
+top level, :data:`DYNAMO_SECTION` for ``dynamo_config``. Each value, from a config file, an
+environment variable or a flag, is converted by the one :meth:`Option.convert
+<accel.config.sections.Option.convert>`, and ``accel launch``'s core flags are generated from
+these declarations (:meth:`Section.add_arguments <accel.config.sections.Section.add_arguments>`):
+adding a setting is one ``Option`` here. Lists of allowed values come from :mod:`accel.catalog`.
+Torch-free and yaml-free, like :mod:`accel.config.settings`, which uses these declarations.
 """
 
 from __future__ import annotations
 
-import difflib
-import functools
-import re
-from collections.abc import Mapping
 from typing import Any
 
 from accel import catalog, environment
-from accel.config.sections import _FALSE, _TRUE, Option, Section
+from accel.config.sections import Option, Section
 from accel.config.sections import parse_bool as parse_bool  # re-exported: its public path
-from accel.errors import ConfigError
 
 # --------------------------------------------------------------------------- keys
 
@@ -42,35 +41,45 @@ SECTION_PROVIDERS: dict[str, str] = {
 }
 """Config-file sections owned by plugins, and the package that owns each."""
 
-SECTION_DISTRIBUTED_TYPE = catalog.SECTION_DISTRIBUTED_TYPE
-"""Sections that only matter with one distributed type (they may sit empty otherwise)."""
+HARDWARE = "hardware selection"
+RESOURCES = "resource selection"
+TRAINING = "training"
+DISTRIBUTED = "distributed and multi-machine"
+"""Headings of ``accel launch --help`` (:attr:`Option.group <accel.config.sections.Option.group>`)."""
 
 
-def core_option(name: str, kind: str, default: Any = None, help: str = "", **kw: Any) -> Option:
-    """The :class:`~accel.config.sections.Option` of a top-level key of ``kind`` (the kinds of
-    :func:`coerce`: ``choice``, ``int``, ..., ``gpu_ids``, ``port``, ``yesno``, ``section``).
-
-    Its values convert with :func:`coerce`; core's flags are written in accel-cli (no ``flag``).
-    """
-    option_type = str if kind == "choice" else kind
-    reader = functools.partial(_read, kind, name)
-    return Option(name, option_type, default, help=help, flag=None, reader=reader, **kw)
+def _k(name: str, type: Any, default: Any = None, help: str = "", **kw: Any) -> Option:
+    """A top-level key; it has no flag unless ``flag`` says so (``""``: ``--<name>``)."""
+    kw.setdefault("flag", None)
+    return Option(name, type, default, help=help, **kw)
 
 
-def _read(kind: str, name: str, value: Any, label: str) -> Any:
-    key = KEYS.get(name) or core_option(name, kind)
-    return coerce(key, value, label)
-
-
-_k = core_option  # shorthand for the table below
-
+_SAGEMAKER = (
+    *(
+        _k(name, str, None, text)
+        for name, text in (
+            ("base_job_name", "SageMaker job name"),
+            ("ec2_instance_type", "SageMaker instance type"),
+            ("iam_role_name", "SageMaker IAM role"),
+            ("profile", "AWS profile"),
+            ("region", "AWS region"),
+        )
+    ),
+    _k("py_version", "any", None, "SageMaker Python version"),
+    _k("pytorch_version", "any", None, "SageMaker PyTorch version"),
+    _k("transformers_version", "any", None, "SageMaker transformers version"),
+    _k("sagemaker_inputs_file", str, None, "SageMaker inputs file"),
+    _k("sagemaker_metrics_file", str, None, "SageMaker metrics file"),
+    _k("additional_args", "any", None, "SageMaker additional arguments"),
+)
+"""Amazon SageMaker keys: accepted so such files load; launching them needs a plugin."""
 
 CORE_SECTION = Section(
     "",
     [
         _k(
             "compute_environment",
-            "choice",
+            str,
             "LOCAL_MACHINE",
             "where the job runs",
             choices=("LOCAL_MACHINE", "AMAZON_SAGEMAKER"),
@@ -79,133 +88,181 @@ CORE_SECTION = Section(
         ),
         _k(
             "distributed_type",
-            "choice",
+            str,
             None,
             "how training is distributed",
             choices=DISTRIBUTED_TYPES,
             env=environment.DISTRIBUTED_TYPE,
-            value_aliases={"TPU": "XLA"},
+            value_aliases=catalog.DISTRIBUTED_TYPE_ALIASES,
             standard=True,
         ),
         _k(
             "mixed_precision",
-            "choice",
+            str,
             "no",
-            "mixed precision",
+            "mixed precision ("
+            + ", ".join(
+                f"{n} needs {r.package}"
+                for n, r in catalog.PRECISIONS.items()
+                if r.package != catalog.CORE
+            )
+            + ")",
             choices=tuple(catalog.PRECISIONS),
             env=environment.MIXED_PRECISION,
             nullable=False,
             standard=True,
+            flag="",
+            group=RESOURCES,
         ),
         _k(
             "use_cpu",
-            "bool",
+            bool,
             False,
-            "train on the CPU even if an accelerator is present",
+            "run on the CPU even if an accelerator is present",
             env=environment.USE_CPU,
             standard=True,
+            flag="cpu",
+            store_true=True,
+            group=HARDWARE,
         ),
         _k(
             "debug",
-            "bool",
+            bool,
             False,
-            "check shapes across ranks before collectives",
+            "check tensor shapes across ranks before each collective, and print "
+            "torch.distributed's own report when a worker fails",
             env=environment.DEBUG_MODE,
             standard=True,
+            flag="",
+            store_true=True,
+            group=TRAINING,
         ),
         _k(
             "num_processes",
-            "int",
+            int,
             1,
-            "total number of processes, over all machines",
+            "total number of processes over all machines (Accelerate's meaning)",
             minimum=1,
             env=environment.NUM_PROCESSES,
             standard=True,
+            flag="",
+            group=RESOURCES,
         ),
         _k(
             "num_machines",
-            "int",
+            int,
             1,
-            "number of machines",
+            "number of machines (MIN:MAX for elastic membership)",
             minimum=1,
             env=environment.NUM_MACHINES,
             nullable=False,
             standard=True,
+            flag="",
+            flag_aliases=("nnodes",),
+            group=RESOURCES,
         ),
         _k(
             "machine_rank",
-            "int",
+            int,
             0,
-            "rank of this machine (0 is the main one)",
+            "rank of this machine, 0 (the main one) to num_machines - 1",
             minimum=0,
             env=environment.MACHINE_RANK,
             nullable=False,
             standard=True,
+            flag="",
+            flag_aliases=("node_rank",),
+            metavar="R",
+            group=DISTRIBUTED,
         ),
         _k(
             "main_process_ip",
-            "str",
+            "host",
             None,
-            "address of the machine of rank 0",
+            "address of machine 0",
             env=environment.MAIN_PROCESS_IP,
+            flag="",
+            flag_aliases=("master_addr",),
+            group=DISTRIBUTED,
         ),
         _k(
             "main_process_port",
             "port",
             None,
-            "port of the main process (29500 when unset)",
+            "port of the main process (29500 with several machines; a free one otherwise)",
             env=environment.MAIN_PROCESS_PORT,
+            flag="",
+            flag_aliases=("master_port",),
+            group=DISTRIBUTED,
         ),
         _k(
             "gpu_ids",
             "gpu_ids",
             "all",
-            "GPUs to use: all, or a comma-separated list of ids",
+            "GPUs to use: all, or ids such as 0,1",
             env=environment.GPU_IDS,
+            flag="",
+            group=DISTRIBUTED,
+            question="What GPU(s) (by id) should be used for training on this machine, "
+            "as a comma-separated list?",
         ),
         _k(
             "rdzv_backend",
-            "choice",
+            str,
             "static",
-            "rendezvous backend of torch.distributed.run",
+            "rendezvous backend (c10d lets machines run different numbers of processes)",
             choices=catalog.RDZV_BACKENDS,
             env=environment.RDZV_BACKEND,
             nullable=False,
             standard=True,
+            flag="",
+            group=DISTRIBUTED,
+            question="What rendezvous backend will you use?",
         ),
         _k(
             "same_network",
-            "bool",
+            bool,
             True,
-            "whether all machines are on the same local network",
+            "all machines are on the same local network",
             standard=True,
+            flag="",
+            store_true=True,
+            group=DISTRIBUTED,
         ),
         _k(
             "main_training_function",
-            "str",
+            str,
             "main",
-            "function to run (TPU pods and notebooks)",
+            "function to run (TPU pods, notebooks)",
             standard=True,
+            flag="",
+            metavar="NAME",
+            group=TRAINING,
         ),
         _k(
             "enable_cpu_affinity",
-            "bool",
+            bool,
             False,
-            "pin each process to the CPU cores near its GPU",
+            "pin each process to the CPU cores near its GPU (NVIDIA only)",
             env=environment.CPU_AFFINITY,
             standard=True,
+            flag="",
+            store_true=True,
+            group=RESOURCES,
         ),
         _k(
             "downcast_bf16",
             "yesno",
             "no",
-            "on TPU, cast float to bfloat16 and double to float32",
+            "on TPU: float as bfloat16 and double as float32",
             env=environment.DOWNCAST_BF16,
             standard=True,
+            flag="",
+            group=TRAINING,
         ),
         _k(
             "dynamo_backend",
-            "choice",
+            str,
             None,
             "(old location of dynamo_config.dynamo_backend)",
             choices=DYNAMO_BACKENDS,
@@ -216,103 +273,125 @@ CORE_SECTION = Section(
             for name, row in catalog.CONFIG_SECTIONS.items()
         ),
         _k("ipex_config", "section", None, "(deprecated: IPEX is part of PyTorch)"),
-        _k("use_mps_device", "bool", None, "(deprecated: MPS is used when available)"),
-        _k("tpu_name", "str", None, "name of the TPU"),
-        _k("tpu_zone", "str", None, "zone of the TPU"),
-        _k("tpu_use_cluster", "bool", False, "whether the TPU is a pod", standard=True),
-        _k("tpu_use_sudo", "bool", False, "run TPU setup commands with sudo", standard=True),
-        _k("tpu_vm", "list", None, "TPU VM setup"),
-        _k("tpu_env", "list", [], "environment variables for TPU workers", standard=True),
-        _k("command_file", "str", None, "file of commands to run on TPU pod workers"),
-        _k("commands", "list", None, "commands to run on TPU pod workers"),
-        # Amazon SageMaker keys: accepted so such files load; launching them needs a plugin.
-        _k("base_job_name", "str", None, "SageMaker job name"),
-        _k("ec2_instance_type", "str", None, "SageMaker instance type"),
-        _k("iam_role_name", "str", None, "SageMaker IAM role"),
-        _k("profile", "str", None, "AWS profile"),
-        _k("region", "str", None, "AWS region"),
-        _k("py_version", "any", None, "SageMaker Python version"),
-        _k("pytorch_version", "any", None, "SageMaker PyTorch version"),
-        _k("transformers_version", "any", None, "SageMaker transformers version"),
-        _k("sagemaker_inputs_file", "str", None, "SageMaker inputs file"),
-        _k("sagemaker_metrics_file", "str", None, "SageMaker metrics file"),
-        _k("additional_args", "any", None, "SageMaker additional arguments"),
+        _k("use_mps_device", bool, None, "(deprecated: MPS is used when available)"),
+        _k("tpu_name", str, None, "name of the TPU"),
+        _k("tpu_zone", str, None, "zone of the TPU"),
+        _k("tpu_use_cluster", bool, False, "whether the TPU is a pod", standard=True),
+        _k("tpu_use_sudo", bool, False, "run TPU setup commands with sudo", standard=True),
+        _k("tpu_vm", list, None, "TPU VM setup"),
+        _k("tpu_env", list, [], "environment variables for TPU workers", standard=True),
+        _k("command_file", str, None, "file of commands to run on TPU pod workers"),
+        _k("commands", list, None, "commands to run on TPU pod workers"),
+        *_SAGEMAKER,
         # launch-only settings: flags and environment, never in the file
         _k(
             "gradient_accumulation_steps",
-            "int",
+            int,
             None,
             "default gradient-accumulation steps",
             minimum=1,
             env=environment.GRADIENT_ACCUMULATION_STEPS,
             in_file=False,
+            flag="",
+            group=TRAINING,
         ),
         _k(
             "max_num_machines",
-            "int",
+            int,
             None,
             "elastic membership: up to this many machines join (torchrun --nnodes MIN:MAX); "
-            "num_machines is the minimum",
+            "num_machines is the minimum (given as --num_machines MIN:MAX)",
             minimum=1,
             in_file=False,
         ),
         _k(
             "nproc_per_node",
-            "int",
+            int,
             None,
-            "processes on this machine (default: num_processes / num_machines)",
+            "processes on this machine (torchrun's meaning; default num_processes / num_machines)",
             minimum=1,
             in_file=False,
+            flag="",
+            group=RESOURCES,
         ),
         _k(
             "max_restarts",
-            "int",
+            int,
             0,
             "restarts of the worker group before failing",
             minimum=0,
             env=environment.MAX_RESTARTS,
             in_file=False,
             nullable=False,
+            flag="",
+            group=DISTRIBUTED,
         ),
         _k(
             "monitor_interval",
-            "float",
+            float,
             None,
             "seconds between checks of the workers",
             minimum=0.0,
             in_file=False,
+            flag="",
+            metavar="SECONDS",
+            group=DISTRIBUTED,
         ),
         _k(
             "num_cpu_threads_per_process",
-            "int",
+            int,
             None,
-            "OMP_NUM_THREADS of each process",
+            "OMP_NUM_THREADS of each process (default 1 with several processes)",
             minimum=1,
             in_file=False,
+            flag="",
+            group=RESOURCES,
         ),
         _k(
             "rdzv_conf",
-            "str",
+            str,
             None,
             "extra rendezvous settings (key1=value1,key2=value2)",
             in_file=False,
+            flag="",
+            metavar="K=V,...",
+            group=DISTRIBUTED,
         ),
         _k(
-            "rdzv_id", "str", None, "job id shared by all machines (c10d rendezvous)", in_file=False
+            "rdzv_id",
+            str,
+            None,
+            "job id shared by all machines (c10d)",
+            in_file=False,
+            flag="",
+            metavar="ID",
+            group=DISTRIBUTED,
         ),
         _k(
             "log_dir",
-            "str",
+            str,
             None,
-            "directory for torch.distributed.run's worker logs",
+            "directory for the workers' logs (torch.distributed.run's)",
             in_file=False,
+            flag="",
+            metavar="DIR",
+            group=DISTRIBUTED,
         ),
-        _k("tee", "str", None, "tee worker std streams into log_dir (0, 1, 2 or 3)", in_file=False),
+        _k(
+            "tee",
+            str,
+            None,
+            "also write worker streams to log_dir (0: none, 1: stdout, 2: stderr, 3: both)",
+            choices=("0", "1", "2", "3"),
+            in_file=False,
+            flag="",
+            group=DISTRIBUTED,
+        ),
     ],
     title="accel",
 )
-"""Core's top-level keys (the section key ``""`` is the file's top level); core's
-``accel launch`` flags and ``accel config`` questions are written in accel-cli."""
+"""Core's top-level keys (the section key ``""`` is the file's top level), with their
+``accel launch`` flags (``flag``, ``group``, ``metavar``)."""
 
 KEYS: dict[str, Option] = {option.name: option for option in CORE_SECTION}
 """Every core setting by name."""
@@ -324,31 +403,42 @@ DYNAMO_SECTION = Section(
             "dynamo_backend",
             str,
             "NO",
-            help="torch.compile backend",
+            help="backend (NO: off)",
             choices=DYNAMO_BACKENDS,
             env=environment.DYNAMO_BACKEND,
+            group=RESOURCES,
+            metavar="BACKEND",
+            question="Which dynamo backend would you like to use?",
         ),
         Option(
             "dynamo_mode",
             str,
             "default",
-            help="torch.compile mode",
+            help="mode",
             choices=DYNAMO_MODES,
             env=environment.DYNAMO_MODE,
+            group=RESOURCES,
+            question="Which mode do you want to use?",
         ),
         Option(
             "dynamo_use_fullgraph",
             bool,
             False,
-            help="torch.compile fullgraph",
+            help="fullgraph=True",
             env=environment.DYNAMO_USE_FULLGRAPH,
+            store_true=True,
+            group=RESOURCES,
+            question="Do you want to use full graph mode?",
         ),
         Option(
             "dynamo_use_dynamic",
             bool,
             False,
-            help="torch.compile dynamic shapes",
+            help="dynamic=True (dynamic shapes)",
             env=environment.DYNAMO_USE_DYNAMIC,
+            store_true=True,
+            group=RESOURCES,
+            question="Do you want to enable dynamic shape tracing?",
         ),
         Option(
             "dynamo_use_regional_compilation",
@@ -356,6 +446,9 @@ DYNAMO_SECTION = Section(
             False,
             help="compile repeated blocks one by one",
             env=environment.DYNAMO_USE_REGIONAL_COMPILATION,
+            store_true=True,
+            group=RESOURCES,
+            question="Do you want to compile repeated blocks one by one (regional compilation)?",
         ),
     ],
     title="torch.compile",
@@ -365,146 +458,5 @@ DYNAMO_SECTION = Section(
 DYNAMO_KEYS: dict[str, Option] = {option.name: option for option in DYNAMO_SECTION}
 """Keys of the ``dynamo_config`` section by name."""
 
-SAGEMAKER_KEYS = frozenset(
-    {
-        "base_job_name",
-        "ec2_instance_type",
-        "iam_role_name",
-        "profile",
-        "region",
-        "py_version",
-        "pytorch_version",
-        "transformers_version",
-        "sagemaker_inputs_file",
-        "sagemaker_metrics_file",
-        "additional_args",
-    }
-)
-
-# --------------------------------------------------------------------------- coercion
-
-
-def _allowed(key: Option) -> str:
-    if key.kind == "choice":
-        return "use one of " + ", ".join(key.choices)
-    return {
-        "int": "use a whole number"
-        + (f" >= {int(key.minimum)}" if key.minimum is not None else ""),
-        "float": "use a number" + (f" >= {key.minimum}" if key.minimum is not None else ""),
-        "bool": "use true or false",
-        "yesno": "use yes or no",
-        "str": "use a string",
-        "list": "use a list",
-        "port": "use a port number from 1 to 65535",
-        "gpu_ids": "use all or comma-separated GPU ids such as 0,1",
-        "section": "use a mapping of settings (or {})",
-    }.get(key.kind, "")
-
-
-def coerce(key: Option, value: Any, where: str) -> Any:
-    """``value`` converted to the type of core's key ``key``; ConfigError naming ``where`` otherwise.
-
-    Strings (from the environment and flags) are parsed; YAML's own types are accepted.
-    """
-
-    def bad(problem: str | None = None) -> ConfigError:
-        shown = value if not isinstance(value, str) else repr(value)
-        text = problem or f"{shown} is not allowed"
-        return ConfigError(f"{where}: {key.name}: {text}; {_allowed(key)}")
-
-    if value is None:
-        if key.nullable:
-            return None
-        raise bad("must not be empty")
-    kind = key.kind
-    if kind == "any":
-        return value
-    if kind == "choice":
-        if value is False and "no" in key.choices:
-            return "no"  # YAML reads a bare `no` as false
-        if value is False and "NO" in key.choices:
-            return "NO"
-        if not isinstance(value, str):
-            raise bad()
-        text = value.strip()
-        canon = {c.lower(): c for c in key.choices}
-        canon.update({a.lower(): c for a, c in key.value_aliases.items()})
-        if text.lower() in canon:
-            return canon[text.lower()]
-        close = difflib.get_close_matches(text, list(key.choices), n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
-        raise bad(f"{text!r} is not allowed{hint}")
-    if kind in ("bool", "yesno"):
-        if isinstance(value, bool):
-            flag = value
-        elif isinstance(value, int) and value in (0, 1):
-            flag = bool(value)
-        elif isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-            flag = value.strip().lower() in _TRUE
-        else:
-            raise bad()
-        return ("yes" if flag else "no") if kind == "yesno" else flag
-    if kind in ("int", "port"):
-        if isinstance(value, bool):
-            raise bad()
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        if isinstance(value, str):
-            try:
-                value = int(value.strip())
-            except ValueError:
-                raise bad(f"{value!r} is not a whole number") from None
-        if not isinstance(value, int):
-            raise bad()
-        if kind == "port" and not 1 <= value <= 65535:
-            raise bad(f"{value} is out of range")
-        if key.minimum is not None and value < key.minimum:
-            raise bad(f"{value} is too small")
-        return value
-    if kind == "float":
-        if isinstance(value, bool):
-            raise bad()
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise bad(f"{value!r} is not a number") from None
-        if key.minimum is not None and number < key.minimum:
-            raise bad(f"{value} is too small")
-        return number
-    if kind == "str":
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return str(value)
-        if not isinstance(value, str):
-            raise bad()
-        if key.name == "main_process_ip" and (not value.strip() or re.search(r"\s", value.strip())):
-            raise bad(f"{value!r} is not a host name or IP address")
-        return value.strip()
-    if kind == "list":
-        if isinstance(value, str):
-            return [item.strip() for item in value.split(",") if item.strip()]
-        if not isinstance(value, (list, tuple)):
-            raise bad()
-        return list(value)
-    if kind == "gpu_ids":
-        if isinstance(value, bool):
-            raise bad()
-        if isinstance(value, int):
-            value = str(value)
-        if isinstance(value, (list, tuple)):
-            value = ",".join(str(v) for v in value)
-        if not isinstance(value, str):
-            raise bad()
-        text = value.strip().replace(" ", "")
-        if text.lower() == "all":
-            return "all"
-        if not re.fullmatch(r"\d+(,\d+)*", text):
-            raise bad(f"{value!r} is not a list of GPU ids")
-        ids = text.split(",")
-        if len(set(ids)) != len(ids):
-            raise bad(f"{value!r} names a GPU twice")
-        return text
-    if kind == "section":
-        if not isinstance(value, Mapping):
-            raise bad()
-        return dict(value)
-    raise AssertionError(kind)
+SAGEMAKER_KEYS = frozenset(option.name for option in _SAGEMAKER)
+"""The SageMaker keys (meaningful only with ``compute_environment: AMAZON_SAGEMAKER``)."""

@@ -52,11 +52,32 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from accel import catalog
 from accel.errors import ConfigError
 
 _KINDS = {str: "str", int: "int", float: "float", bool: "bool", list: "list"}
-_CORE_KINDS = ("port", "gpu_ids", "yesno", "section")
-"""Kinds of core's top-level keys, converted by their ``reader`` (:func:`accel.config.keys.coerce`)."""
+_TYPES = (
+    "str",
+    "int",
+    "float",
+    "bool",
+    "list",
+    "any",
+    "port",
+    "gpu_ids",
+    "yesno",
+    "host",
+    "section",
+)
+"""Every ``Option.type``; each converts in :meth:`Option.convert` (``_<type>``)."""
+_METAVARS = {
+    "int": "N",
+    "float": "NUMBER",
+    "bool": "{true,false}",
+    "port": "PORT",
+    "gpu_ids": "IDS",
+    "host": "HOST",
+}
 _MISSING: Any = object()
 _TRUE = {"true", "yes", "1", "on", "y"}
 _FALSE = {"false", "no", "0", "off", "n"}
@@ -70,6 +91,8 @@ def parse_bool(key: str, value: Any) -> bool:
     """
     if isinstance(value, bool):
         return value
+    if not isinstance(value, (str, int)):
+        raise ConfigError(f"{key}={value!r} is not a boolean: use true or false")
     text = str(value).strip().lower()
     if text in _TRUE:
         return True
@@ -93,13 +116,18 @@ class Option:
     """One key of a config section (a plugin's or core's): its type, default, allowed values and help.
 
     ``type`` is ``str``, ``int``, ``float``, ``bool``, ``list`` (a list of names, or one
-    comma-separated string) or ``"any"`` (core's top-level keys also use ``"port"``,
-    ``"gpu_ids"``, ``"yesno"`` and ``"section"``); ``choices`` makes the key a choice among
+    comma-separated string), ``"any"``, or one of ``"port"`` (1-65535), ``"gpu_ids"``
+    (``all`` or ``0,1``), ``"yesno"`` (a boolean written ``yes``/``no``), ``"host"`` (a host
+    name or address) and ``"section"`` (a mapping); ``choices`` makes the key a choice among
     them (strings match in any case and come back as declared; ints are compared as numbers;
     YAML's bare ``no`` selects a ``no`` choice).
     ``reader(value, label)`` replaces the built-in conversion for keys with their own rules
     (it returns the value or raises :class:`~accel.errors.ConfigError` naming ``label``);
-    ``type`` then still chooses the kind of question. ``None`` always means "not set".
+    ``type`` then still chooses the kind of question. ``None`` means "not set" (an error
+    for a key that is not ``nullable``).
+
+    :meth:`convert` is the one conversion of every setting, core's and the plugins', from a
+    config file, an environment variable or a flag alike.
     """
 
     name: str
@@ -128,9 +156,13 @@ class Option:
     """The ``accel launch`` flag without dashes: ``""`` derives it (the section's
     ``flag_prefix`` + name), ``None`` gives the key no flag."""
     flag_aliases: tuple[str, ...] = ()
-    """Further flag spellings (without dashes) for the same key."""
-    metavar: str = "VALUE"
-    """Placeholder of the flag's value in ``accel launch --help``."""
+    """Further flag spellings for the same key: without dashes (``nnodes``), or written out
+    when they start with a dash (``-q``)."""
+    metavar: str = ""
+    """Placeholder of the flag's value in ``accel launch --help`` (default: ``{a,b}`` for
+    choices, ``N`` for an int, ``VALUE`` otherwise)."""
+    group: str = ""
+    """Heading of the flag in ``accel launch --help`` (default: the section's group)."""
     store_true: bool = False
     """The flag takes no value and sets ``True``."""
     question: str = ""
@@ -148,7 +180,7 @@ class Option:
 
     def __post_init__(self) -> None:
         kind = _KINDS.get(self.type, self.type)
-        if kind not in ("str", "int", "float", "bool", "list", "any", *_CORE_KINDS):
+        if kind not in _TYPES:
             raise TypeError(f"Option {self.name!r}: unsupported type {self.type!r}")
         object.__setattr__(self, "type", kind)
         object.__setattr__(self, "choices", tuple(self.choices))
@@ -161,6 +193,18 @@ class Option:
     def kind(self) -> str:
         """``choice`` for a key with choices, else its type (``int``, ``bool``, ``gpu_ids``, ...)."""
         return "choice" if self.choices else self.type
+
+    @property
+    def shown_metavar(self) -> str:
+        """The flag's placeholder: :attr:`metavar`, else ``{a,b,c}`` from the choices (plus
+        :attr:`extra`), ``{no,yes}``, ``N``, ``PORT``, ... from the type, else ``VALUE``."""
+        if self.metavar:
+            return self.metavar
+        if self.choices:
+            return "{" + ",".join(str(c) for c in (*self.choices, *self.extra)) + "}"
+        if self.type == "yesno":
+            return "{no,yes}"
+        return _METAVARS.get(self.type, "VALUE")
 
     # -- describing ---------------------------------------------------------------
     def describe(self) -> str:
@@ -184,6 +228,7 @@ class Option:
                 "port": "a port number from 1 to 65535",
                 "gpu_ids": "all or comma-separated GPU ids such as 0,1",
                 "yesno": "yes or no",
+                "host": "a host name or IP address",
                 "section": "a mapping of settings (or {})",
             }[self.type]
         if self.extra:
@@ -204,7 +249,9 @@ class Option:
         """
         label = label or self.name
         if value is None:
-            return None
+            if self.nullable:
+                return None
+            raise ConfigError(f"{label} must not be empty: use {self.describe()}")
         if self.extra and isinstance(value, str):
             for literal in self.extra:
                 if value.strip().lower() == literal.lower():
@@ -213,8 +260,6 @@ class Option:
             return self.reader(value, label)
         if self.choices:
             return self._choice(value, label)
-        if self.type in _CORE_KINDS:
-            raise TypeError(f"Option {self.name!r}: type {self.type!r} needs a reader")
         return getattr(self, "_" + self.type)(value, label)
 
     def _bad(
@@ -273,6 +318,47 @@ class Option:
     def _bool(self, value: Any, label: str) -> bool:
         return parse_bool(label, value)
 
+    def _yesno(self, value: Any, label: str) -> str:
+        try:
+            return "yes" if parse_bool(label, value) else "no"
+        except ConfigError:
+            raise self._bad(value, label) from None
+
+    def _port(self, value: Any, label: str) -> int:
+        number = self._int(value, label)
+        if not 1 <= number <= 65535:
+            raise self._bad(value, label, "is out of range")
+        return number
+
+    def _host(self, value: Any, label: str) -> str:
+        text = self._str(value, label)
+        if not text or any(c.isspace() for c in text):
+            raise self._bad(value, label, "is not a host name or IP address")
+        return text
+
+    def _gpu_ids(self, value: Any, label: str) -> str:
+        text: Any = value
+        if isinstance(value, int) and not isinstance(value, bool):
+            text = str(value)
+        elif isinstance(value, (list, tuple)):
+            text = ",".join(str(v) for v in value)
+        if not isinstance(text, str):
+            raise self._bad(value, label)
+        text = text.strip().replace(" ", "")
+        if text.lower() == "all":
+            return "all"
+        ids = text.split(",")
+        if not all(i.isdigit() for i in ids):
+            raise self._bad(value, label, "is not a list of GPU ids")
+        if len(set(ids)) != len(ids):
+            raise self._bad(value, label, "names a GPU twice")
+        return text
+
+    def _section(self, value: Any, label: str) -> dict[str, Any]:
+        if not isinstance(value, Mapping):
+            raise self._bad(value, label, "is not a mapping")
+        return dict(value)
+
     def _str(self, value: Any, label: str) -> str:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return str(value)
@@ -301,7 +387,8 @@ class Section:
 
     ``checks`` are cross-key rules: each is called with the section's typed values
     (defaults filled in) once every key is valid, and raises ConfigError to reject them.
-    ``distributed_type`` names the type the section belongs to (it is ignored otherwise).
+    ``distributed_type`` names the type the section belongs to (it is ignored otherwise); for
+    accel's own sections it comes from :data:`accel.catalog.SECTION_DISTRIBUTED_TYPE`.
     A Section is callable: ``section(mapping)`` is :meth:`validate`, so it is the validator
     ``accel_config_sections`` returns.
     """
@@ -313,7 +400,8 @@ class Section:
     title: str = ""
     """What the section configures, in messages (``FSDP``: "is not an FSDP setting")."""
     distributed_type: str | None = None
-    """The distributed type the section belongs to (``FSDP``), or None for any."""
+    """The distributed type the section belongs to (``FSDP``), or None for any (default: the
+    catalog's entry for the section key)."""
     flag_prefix: str = ""
     """Prefix of derived flag names (``fp8_``: key ``margin`` -> ``--fp8_margin``)."""
     checks: tuple[Callable[[dict[str, Any]], None], ...] = field(default_factory=_no_checks)
@@ -324,6 +412,9 @@ class Section:
         object.__setattr__(self, "options", tuple(self.options))
         object.__setattr__(self, "checks", tuple(self.checks))
         object.__setattr__(self, "title", self.title or self.key)
+        if self.distributed_type is None:
+            owner = catalog.SECTION_DISTRIBUTED_TYPE.get(self.key)
+            object.__setattr__(self, "distributed_type", owner)
         index: dict[str, Option] = {}
         for option in self.options:
             for name in (option.name, *option.aliases):
@@ -462,36 +553,52 @@ class Section:
         name = option.name if not prefix or option.name.startswith(prefix) else prefix + option.name
         return "--" + name
 
-    def add_arguments(self, parser: Any) -> None:
+    def flags_of(self, option: Option | str) -> list[str]:
+        """Every option string of a key's flag, the main one first (empty when it has none)."""
+        option = option if isinstance(option, Option) else self[option]
+        flag = self.flag_of(option)
+        if flag is None:
+            return []
+        aliases = [a if a.startswith("-") else "--" + a for a in option.flag_aliases]
+        return [flag, *aliases]
+
+    def dest_of(self, option: Option | str) -> str:
+        """Where a parsed flag puts its value: ``<section>.<key>``, or the key for core's top level."""
+        option = option if isinstance(option, Option) else self[option]
+        return f"{self.key}.{option.name}" if self.key else option.name
+
+    def help_of(self, option: Option | str) -> str:
+        """The flag's help: the key's help (or what it accepts), after the section's title."""
+        option = option if isinstance(option, Option) else self[option]
+        text = option.help or option.describe()
+        return f"{self.title}: {text}" if self.key else text
+
+    def add_arguments(self, parser: Any, *, check: bool = True) -> None:
         """Add one flag per key with a flag to an argparse parser or group.
 
-        Each flag's ``dest`` is ``<section>.<key>``, its default None; a value is checked
-        as it is parsed (argparse then prints ``argument --flag: <problem>``) and kept as
-        typed, so the section holds what the user wrote, exactly as a config file does.
+        Each flag's ``dest`` is :meth:`dest_of` (``<section>.<key>``), its default None; with
+        ``check`` a value is converted as it is parsed (argparse then prints ``argument --flag:
+        <problem>``) and kept as typed, so the section holds what the user wrote, exactly as a
+        config file does. Without ``check`` it is converted where it is used, with the same
+        :meth:`Option.convert`. A key with a :attr:`Option.group` goes under that heading when
+        ``parser`` is a parser (not already a group).
         """
         for option in self.options:
-            flag = self.flag_of(option)
-            if flag is None:
+            names = self.flags_of(option)
+            if not names:
                 continue
-            names = [flag, *("--" + alias for alias in option.flag_aliases)]
-            help_text = f"{self.title}: {option.help or option.describe()}"
+            target = _group(parser, option.group)
+            kwargs: dict[str, Any] = {
+                "dest": self.dest_of(option),
+                "default": None,
+                "help": self.help_of(option),
+            }
             if option.store_true:
-                parser.add_argument(
-                    *names,
-                    dest=f"{self.key}.{option.name}",
-                    action="store_true",
-                    default=None,
-                    help=help_text,
-                )
+                target.add_argument(*names, action="store_true", **kwargs)
                 continue
-            parser.add_argument(
-                *names,
-                dest=f"{self.key}.{option.name}",
-                type=_flag_type(option, flag),
-                default=None,
-                metavar=option.metavar,
-                help=help_text,
-            )
+            if check:
+                kwargs["type"] = _flag_type(option, names[0])
+            target.add_argument(*names, metavar=option.shown_metavar, **kwargs)
 
     # -- questions ----------------------------------------------------------------
     def ask(
@@ -553,6 +660,17 @@ def _flag_type(option: Option, flag: str) -> Callable[[str], str]:
         return text
 
     return parse
+
+
+def _group(parser: Any, title: str) -> Any:
+    """The argument group ``title`` of ``parser`` (made on first use); ``parser`` itself when
+    ``title`` is empty or ``parser`` is already a group."""
+    if not title or not isinstance(parser, argparse.ArgumentParser):
+        return parser
+    for group in parser._action_groups:
+        if group.title == title:
+            return group
+    return parser.add_argument_group(title)
 
 
 def _copy(value: Any) -> Any:

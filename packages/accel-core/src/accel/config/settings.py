@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accel import environment
+from accel import catalog, environment
 from accel.config.keys import (  # the declarations live in their own module
     CORE_SECTION,
     DYNAMO_KEYS,
@@ -36,14 +36,11 @@ from accel.config.keys import (  # the declarations live in their own module
     MULTI_DEVICE_TYPES,
     PROVIDERS,
     SAGEMAKER_KEYS,
-    SECTION_DISTRIBUTED_TYPE,
     SECTION_PROVIDERS,
-    coerce,
-    core_option,
 )
 from accel.config.kubeflow import JOB_KEYS, MACHINE_KEYS, JobEnvironment, read_job
 from accel.config.launched import launched_config
-from accel.config.sections import section_validators
+from accel.config.sections import Option, section_validators
 from accel.errors import ConfigError, MissingPluginError
 
 CONFIG_FILE_NAME = "default_config.yaml"
@@ -193,7 +190,7 @@ def validate(data: Mapping[str, Any], origin: str = "<config>") -> dict[str, Any
             raise ConfigError(f"{origin}: key {name!r} is not a string; keys are setting names")
         key = KEYS.get(name)
         if key is None and name.endswith("_config") and name in _plugin_section_names():
-            key = core_option(name, "section", help="a plugin's section")  # a third-party plugin's
+            key = Option(name, "section", help="a plugin's section", flag=None)  # a third-party's
         if key is None or not key.in_file:
             if key is not None:
                 raise ConfigError(
@@ -202,7 +199,7 @@ def validate(data: Mapping[str, Any], origin: str = "<config>") -> dict[str, Any
             close = difflib.get_close_matches(name, [k for k in KEYS if KEYS[k].in_file], n=1)
             hint = f"did you mean {close[0]}?" if close else "see `accel config show` for the keys"
             raise ConfigError(f"{origin}: unknown key {name!r}; {hint}")
-        value = coerce(key, value, origin)
+        value = key.convert(value, f"{origin}: {name}")
         if key.kind == "section":
             value = value or {}
         out[name] = value
@@ -455,7 +452,7 @@ def resolve(
                     values[name] = value
                     sources[name] = file_source
 
-    job = _apply_job(values, sources, flags or {}, environ)
+    job = _apply_job(values, sources, flags or {}, environ, flag_labels)
 
     # environment
     for section in (CORE_SECTION, DYNAMO_SECTION):
@@ -463,7 +460,7 @@ def resolve(
             raw = environ.get(key.env) if key.env else None
             if raw is None or raw == "":
                 continue
-            value = coerce(key, raw, f"environment variable {key.env}")
+            value = key.convert(raw, f"environment variable {key.env} ({key.name})")
             name = f"{section.key}.{key.name}" if section.key else key.name
             (values[section.key] if section.key else values)[key.name] = value
             sources[name] = Source("env", key.env)
@@ -477,7 +474,7 @@ def resolve(
         if "." in name:
             section, _, sub = name.partition(".")
             if section == "dynamo_config" and sub in DYNAMO_KEYS:
-                value = coerce(DYNAMO_KEYS[sub], value, f"--{sub}")
+                value = DYNAMO_KEYS[sub].convert(value, label)
             values.setdefault(section, {})
             if not isinstance(values[section], dict):
                 values[section] = {}
@@ -489,7 +486,7 @@ def resolve(
             values[name] = value  # a plugin flag outside any section: kept as given
             sources[name] = flag_source
             continue
-        values[name] = coerce(key, value, f"--{name}")
+        values[name] = key.convert(value, label)
         sources[name] = flag_source
 
     resolved = ResolvedConfig(values, sources, path, reason, job=job)
@@ -511,6 +508,7 @@ def _apply_job(
     sources: dict[str, Source],
     flags: Mapping[str, Any],
     environ: Mapping[str, str],
+    flag_labels: Mapping[str, str] | None = None,
 ) -> JobEnvironment | None:
     """The Kubeflow pod layer: what the pod's variables say, less what a higher layer replaces.
 
@@ -528,9 +526,13 @@ def _apply_job(
         return environ.get(env_name) or None if env_name else None
 
     use_cpu = above("use_cpu")
-    use_cpu = (
-        values.get("use_cpu") if use_cpu is None else coerce(KEYS["use_cpu"], use_cpu, "use_cpu")
-    )
+    if use_cpu is None:
+        use_cpu = values.get("use_cpu")
+    else:  # labelled as the flag and environment layers below will label it
+        key = KEYS["use_cpu"]
+        given = flags.get("use_cpu") is not None
+        label = (flag_labels or {}).get("use_cpu", "--use_cpu") if given else None
+        use_cpu = key.convert(use_cpu, label or f"environment variable {key.env} ({key.name})")
     skip = {name for name in JOB_KEYS if above(name) is not None}
     if above("num_processes") is not None:
         skip.add("nproc_per_node")
@@ -661,7 +663,7 @@ def _derive(resolved: ResolvedConfig) -> None:
             "pass --main_process_ip or set main_process_ip in the config file"
         )
     # sections whose distributed type is not selected are ignored: say so once
-    for section, owner in SECTION_DISTRIBUTED_TYPE.items():
+    for section, owner in catalog.SECTION_DISTRIBUTED_TYPE.items():
         if v.get(section) and v["distributed_type"] != owner:
             resolved.notes.append(
                 f"{section} is set but distributed_type is {v['distributed_type']}: it is ignored"
@@ -729,7 +731,9 @@ def standard_config() -> dict[str, Any]:
 
 def basic_config(mixed_precision: str = "no") -> dict[str, Any]:
     """The config :func:`write_basic_config` writes for this machine's devices."""
-    precision = coerce(KEYS["mixed_precision"], mixed_precision, "write_basic_config")
+    precision = KEYS["mixed_precision"].convert(
+        mixed_precision, "write_basic_config: mixed_precision"
+    )
     config = standard_config()
     config["mixed_precision"] = precision
     kind, count = _count_devices()
@@ -780,7 +784,6 @@ __all__ = [
     "Source",
     "basic_config",
     "check_sections",
-    "coerce",
     "default_config_dir",
     "default_config_file",
     "find_config_file",

@@ -44,6 +44,8 @@ def settings_from_arguments(args: Any) -> dict[str, Any]:
                 settings["distributed_type"] = SELECTORS[name]
         elif name in DYNAMO_KEYS:
             settings[f"dynamo_config.{name}"] = value
+        elif "." in name:  # a section's flag as accel launch's parser names it
+            settings[name] = value
         elif name in KEYS and KEYS[name].kind != "section":
             settings[name] = value
         else:
