@@ -91,3 +91,59 @@ def test_supports_async_save_is_declared():
     accelerator = Accelerator(cpu=True)
     assert accelerator.backend.supports_async_save is True
     assert OwnFiles(accelerator.backend_context).supports_async_save is False
+
+
+def test_the_sequence_parallel_loader_adapter_is_declared_with_a_default():
+    accelerator = Accelerator(cpu=True)
+    loader = torch.utils.data.DataLoader(list(range(4)), batch_size=2)
+    assert "deepspeed_ulysses_dl_adapter" in vars(Backend)
+    assert accelerator.deepspeed_ulysses_dl_adapter(loader, None) is loader
+
+    class Cutting(Backend):
+        def deepspeed_ulysses_dl_adapter(self, dataloader, model=None):
+            return ("cut", dataloader, model)
+
+    accelerator.backend = Cutting(accelerator.backend_context)
+    assert accelerator.deepspeed_ulysses_dl_adapter(loader, "m") == ("cut", loader, "m")
+
+
+def test_everything_core_calls_on_a_backend_is_declared_on_backend():
+    """No ``getattr(backend, "x", None)`` probing: each member core uses has a default on Backend."""
+    import ast
+    from pathlib import Path
+
+    import accel
+
+    src = Path(accel.__file__).parent
+    callers = [
+        src / "accelerator.py",
+        src / "connector.py",
+        *sorted((src / "checkpoint").glob("*.py")),
+    ]
+    used: dict[str, str] = {}
+    for path in callers:
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and (
+                (isinstance(node.value, ast.Attribute) and node.value.attr == "backend")
+                or (isinstance(node.value, ast.Name) and node.value.id == "backend")
+            ):
+                used.setdefault(node.attr, f"{path.name}:{node.lineno}")
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) in ("forward_method", "forward_property")
+                and isinstance(node.args[0], ast.Constant)
+                and node.args[0].value == "backend"
+            ):
+                used.setdefault(node.args[1].value, f"{path.name}:{node.lineno}")
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) in ("getattr", "hasattr")
+                and ast.unparse(node.args[0]).endswith("backend")
+            ):
+                raise AssertionError(
+                    f"{path.name}:{node.lineno}: {ast.unparse(node)} probes the backend"
+                )
+    assert "wait_for_everyone" in used and "deepspeed_ulysses_dl_adapter" in used
+    undeclared = {name: where for name, where in used.items() if not hasattr(Backend, name)}
+    assert not undeclared, f"called on a backend but not declared on Backend: {undeclared}"

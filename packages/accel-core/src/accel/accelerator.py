@@ -612,8 +612,7 @@ class Accelerator:
     # -- models and saving ---------------------------------------------------
     def deepspeed_ulysses_dl_adapter(self, dl: Any, model: Any) -> Any:
         """``dl`` cut to this rank's sequence slice under DeepSpeed sequence parallelism, else ``dl``."""
-        adapter = getattr(self.backend, "deepspeed_ulysses_dl_adapter", None)
-        return dl if adapter is None else adapter(dl, model)
+        return self.backend.deepspeed_ulysses_dl_adapter(dl, model)
 
     unwrap_model = forward_method("backend", "unwrap_model", Backend)
     get_state_dict = forward_method("backend", "get_state_dict", Backend)

@@ -185,6 +185,14 @@ class Backend:
             empty_batches=config.empty_batches,
         )
 
+    def deepspeed_ulysses_dl_adapter(self, dataloader: Any, model: Any = None) -> Any:
+        """``dataloader`` cut to this rank's sequence slice under sequence parallelism.
+
+        What ``Accelerator.deepspeed_ulysses_dl_adapter`` (Accelerate's name) asks; default:
+        ``dataloader`` unchanged. accel-deepspeed's backend cuts it under DeepSpeed-Ulysses.
+        """
+        return dataloader
+
     def prepare_scheduler(self, scheduler: Any, optimizers: list[Any]) -> Any:
         """Wrap the scheduler so it steps with its optimizers."""
         from accel.scheduler import AcceleratedScheduler
