@@ -129,3 +129,24 @@ def test_prepare_multi_gpu_env_port_0_picks_a_free_port(port):
     mapping = vars(_args(main_process_port=0))
     env = prepare_multi_gpu_env(mapping)
     assert json.loads(env["ACCEL_LAUNCH_CONFIG"])["main_process_port"] not in (0, None)
+
+
+def test_prepare_multi_gpu_env_sets_torchrun_endpoint_arguments():
+    """As Accelerate's, it sets the endpoint its torchrun call reads on ``args`` (strings)."""
+    from accel.utils import prepare_multi_gpu_env
+
+    args = _args(main_process_port=0)
+    prepare_multi_gpu_env(args)
+    assert args.master_port == str(args.main_process_port)
+
+    several = dict(num_processes=4, num_machines=2, machine_rank=1, main_process_ip="10.0.0.1")
+    args = _args(**several)
+    prepare_multi_gpu_env(args)
+    assert (args.nproc_per_node, args.nnodes, args.node_rank) == ("2", "2", 1)
+    assert args.rdzv_endpoint == "10.0.0.1:29555"
+    assert not hasattr(args, "master_port")
+
+    args = _args(**several, same_network=True)
+    prepare_multi_gpu_env(args)
+    assert (args.master_addr, args.master_port) == ("10.0.0.1", "29555")
+    assert not hasattr(args, "rdzv_endpoint")

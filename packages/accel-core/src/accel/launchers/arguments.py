@@ -14,11 +14,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-SELECTORS: dict[str, str] = {
-    "use_fsdp": "FSDP",
-    "use_deepspeed": "DEEPSPEED",
-    "use_megatron_lm": "MEGATRON_LM",
-}
+from accel import catalog
+
+SELECTORS: dict[str, str] = catalog.STRATEGY_FLAGS
 """Launch arguments that choose the distributed type (``--use_fsdp`` means ``FSDP``)."""
 
 
@@ -66,6 +64,28 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _set_torchrun_arguments(args: Any, plan: Any) -> None:
+    """The attributes of ``args`` Accelerate's torchrun call reads: processes and endpoint.
+
+    One machine: ``nproc_per_node`` and ``master_port``; several: also ``nnodes`` and
+    ``node_rank``, with ``master_addr`` / ``master_port`` on one network (``same_network``),
+    else ``rdzv_endpoint``. Ports and counts are strings, as torchrun's parser makes them.
+    """
+    args.nproc_per_node = str(plan.nproc_per_node)
+    port = getattr(args, "main_process_port", None)
+    if plan.num_machines > 1:
+        args.nnodes = str(plan.num_machines)
+        args.node_rank = plan.machine_rank
+        address = getattr(args, "main_process_ip", None)
+        if getattr(args, "same_network", False):
+            args.master_addr = str(address)
+            args.master_port = str(port)
+        else:
+            args.rdzv_endpoint = f"{address}:{port}"
+    elif port is not None:
+        args.master_port = str(port)
+
+
 def prepare_multi_gpu_env(args: Any) -> dict[str, str]:
     """The environment of a multi-GPU torchrun launch for launch arguments ``args``.
 
@@ -76,7 +96,8 @@ def prepare_multi_gpu_env(args: Any) -> dict[str, str]:
     read); the distributed type is ``MULTI_GPU`` unless ``use_fsdp`` / ``use_deepspeed`` /
     ``use_megatron_lm`` or ``distributed_type`` say otherwise. Also sets
     ``args.nproc_per_node`` (and ``nnodes`` / ``node_rank`` with several machines), as
-    Accelerate does for its torchrun call. ``main_process_port`` 0 means a free port, which is
+    Accelerate does for its torchrun call, and its endpoint (``master_port``; ``master_addr`` or
+    ``rdzv_endpoint`` with several machines). ``main_process_port`` 0 means a free port, which is
     chosen and set on ``args``, as in Accelerate. ``--module`` with ``--no_python`` is a
     ValueError.
     """
@@ -108,10 +129,7 @@ def prepare_multi_gpu_env(args: Any) -> dict[str, str]:
     ]
     plan = plan_launch(resolved.values, script, "torchrun", module=module, no_python=no_python)
     try:
-        args.nproc_per_node = str(plan.nproc_per_node)
-        if plan.num_machines > 1:
-            args.nnodes = str(plan.num_machines)
-            args.node_rank = plan.machine_rank
+        _set_torchrun_arguments(args, plan)
     except AttributeError:  # a mapping or a frozen object: the environment is the result
         pass
     env = dict(os.environ)
