@@ -321,3 +321,23 @@ def test_ulysses_dl_adapter_cuts_an_unprepared_loader_once():
     batch = next(iter(adapted))
     assert batch["input_ids"].tolist() == [[2, 3], [2, 3]]  # rank 1's half of the sequence
     assert batch["shift_labels"].tolist() == [[3, -100], [3, -100]]
+
+
+def test_zero3_init_reads_the_mixed_precision_of_its_accelerator_context(monkeypatch):
+    """The plugin reads the run's mixed precision from the backend context it was attached to,
+    not from the process-wide state: a plugin no Accelerator uses stays fp32."""
+    for name in ("DS_ACCELERATOR", "LOCAL_RANK", "RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ACCEL_USE_CPU", "1")
+    from accel import Accelerator
+
+    plugin = DeepSpeedPlugin(zero_stage=3, zero3_init_flag=True)
+    other = DeepSpeedPlugin(zero_stage=3, zero3_init_flag=True)
+    try:
+        accelerator = Accelerator(deepspeed_plugin=plugin, mixed_precision="bf16")
+        assert plugin._run is accelerator.backend_context
+        assert plugin._zero_init_config()["bf16"] == {"enabled": True}
+        assert other._zero_init_config()["bf16"] == {"enabled": False}
+    finally:
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()

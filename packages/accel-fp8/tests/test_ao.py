@@ -146,7 +146,17 @@ def test_fsdp2_float8_all_gather_is_the_default_only_under_fsdp2(
     monkeypatch.setattr(state, "distributed_type", distributed_type)
     plugins = {"fsdp_plugin": type("Plugin", (), {"fsdp_version": version})()} if version else {}
     monkeypatch.setattr(state, "plugins", plugins)
+    from accel.backends import BackendContext
+    from accel.kwargs import DataLoaderConfiguration
+    from accel.prepared import PreparedObjects
+    from accel.state import GradientState
+
     precision = AOPrecision("fp8", torch.device("cpu"), {})
+    # the precision reads the run through its context (never the process-wide state)
+    context = BackendContext(
+        state, GradientState(), DataLoaderConfiguration(), {}, PreparedObjects(), precision
+    )
+    assert precision.context is context
     model = Block()
     optimizer = torch.optim.AdamW(model.parameters())
     precision.prepare([model, optimizer])

@@ -113,6 +113,7 @@ class DeepSpeedBackend(Backend):
         check_extension_locks()
         self.plugin: DeepSpeedPlugin = plugin_object(run, "deepspeed_plugin", DeepSpeedPlugin)
         self.plugin.select(_from_accelerator_state=True)
+        self.plugin.attach(run)  # ZeRO-3 init reads the run's mixed precision from the context
         self._steps_source = "Accelerator(gradient_accumulation_steps=...)"
         ensure_process_group()  # one process: DeepSpeed still needs a (trivial) group
         # DeepSpeed reads these even when the process group exists (set by every launcher)

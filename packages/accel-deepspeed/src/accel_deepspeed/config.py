@@ -113,7 +113,6 @@ DEEPSPEED_SECTION = Section(
         ),
     ],
     title="DeepSpeed",
-    distributed_type="DEEPSPEED",
     checks=[_check_section],
 )
 """The ``deepspeed_config`` section: its keys, types, defaults and ``accel launch`` flags."""
@@ -241,6 +240,7 @@ class DeepSpeedPlugin:
         if self.zero3_init_flag and self.zero_stage != 3:
             self.zero3_init_flag = False  # Accelerate's rule: only meaningful with ZeRO-3
         self._selected = False
+        self._run: Any = None  # the BackendContext of the Accelerator using it (see attach)
         self.dschf: Any = None
         """transformers' ``HfDeepSpeedConfig`` made by :meth:`set_deepspeed_weakref` (kept alive)."""
 
@@ -460,6 +460,11 @@ class DeepSpeedPlugin:
             self.set_deepspeed_weakref()
         self._selected = True
 
+    def attach(self, run: Any) -> None:
+        """Called by the DeepSpeed backend with its run context (a ``BackendContext``): what
+        the plugin needs of the run (the mixed precision for ZeRO-3 init) is read there."""
+        self._run = run
+
     @property
     def selected(self) -> bool:
         """Whether this plugin is the active one (the one the Accelerator was given)."""
@@ -510,11 +515,9 @@ class DeepSpeedPlugin:
 
     def _zero_init_config(self) -> dict[str, Any]:
         """What ``zero.Init`` needs: the parameter offload and dtype (fp16/bf16 from the config or
-        else the Accelerator's mixed precision, otherwise fp32), without ``auto`` values."""
-        from accel.state import AcceleratorState
-
-        state = AcceleratorState.current()
-        precision = state.mixed_precision if state is not None else "no"
+        else the mixed precision of the run it is attached to, otherwise fp32), without ``auto``
+        values."""
+        precision = self._run.mixed_precision if self._run is not None else "no"
         config: dict[str, Any] = {
             "train_micro_batch_size_per_gpu": 1,
             "gradient_accumulation_steps": 1,

@@ -69,7 +69,7 @@ class AOPrecision(FP8Precision):
         recipe = self.recipe
         all_gather = recipe.enable_fsdp_float8_all_gather
         if all_gather is None:
-            all_gather = _fsdp_version() == 2
+            all_gather = _fsdp_version(self.context) == 2
         config = recipe.config or default_config(recipe.pad_inner_dim, all_gather)
         convert_model_to_fp8_ao(model, config, recipe.module_filter_func)
         model._accel_fp8 = True
@@ -122,14 +122,15 @@ class MSAMPPrecision(FP8Precision, FP16Precision):
     fp8_backend = "MSAMP"
     dtype = torch.bfloat16
 
-    def __init__(self, name: str, device: torch.device, handlers: dict[str, Any] | None = None):
-        super().__init__(name, device, handlers)
-        kind = _distributed_type()
+    def bind(self, context: Any) -> None:
+        """Refuse the strategies MS-AMP does not run under (FSDP, DeepSpeed, Megatron-LM)."""
+        kind = _distributed_type(context)
         if kind in ("FSDP", "DEEPSPEED", "MEGATRON_LM"):
             raise NotImplementedError(
                 f"MS-AMP with {kind} is not supported by accel-fp8: use one process or DDP, "
                 "or another FP8 backend (te, ao)"
             )
+        super().bind(context)
 
     def prepare(self, objects: list[Any]) -> list[Any]:
         """Replace the model and the optimizer by ``msamp.initialize``'s."""
@@ -155,23 +156,16 @@ _BACKEND_CLASSES: dict[str, type[FP8Precision]] = {
 }
 
 
-def _state() -> Any:
-    """The process's AcceleratorState, or None before one is set up."""
-    from accel.state import AcceleratorState
-
-    return AcceleratorState.current()
+def _distributed_type(context: Any) -> str:
+    """The run's distributed type, read from the precision's context (``NO`` without one)."""
+    return str(context.distributed_type) if context is not None else "NO"
 
 
-def _distributed_type() -> str:
-    state = _state()
-    return str(state.distributed_type) if state is not None else "NO"
-
-
-def _fsdp_version() -> int | None:
+def _fsdp_version(context: Any) -> int | None:
     """FSDP's version when training with FSDP (the plugin's, else the launched config's), else None."""
-    if _distributed_type() != "FSDP":
+    if _distributed_type(context) != "FSDP":
         return None
-    plugin = _state().fsdp_plugin
+    plugin = context.state.fsdp_plugin
     if plugin is not None:
         return int(plugin.fsdp_version)
     from accel.config.launched import launched_config

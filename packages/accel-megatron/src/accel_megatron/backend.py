@@ -40,6 +40,7 @@ class MegatronLMBackend(Backend):
         run = self.context
         state = run.state
         self.plugin: MegatronLMPlugin = plugin_object(state, "megatron_lm_plugin", MegatronLMPlugin)
+        self.plugin.attach(run)  # its helpers (build_gpt_model) read the run's precision there
         if run.gradient_accumulation_steps > 1:
             raise ConfigError(
                 f"gradient_accumulation_steps={run.gradient_accumulation_steps} does not apply under "

@@ -64,7 +64,6 @@ MEGATRON_SECTION = Section(
         Option("megatron_lm_seed", int, 1234, help="model-parallel RNG seed"),
     ],
     title="Megatron-LM",
-    distributed_type="MEGATRON_LM",
     checks=[_check_section],
 )
 """The ``megatron_lm_config`` section: its keys, types, defaults and ``--megatron_lm_*`` flags."""
@@ -137,6 +136,17 @@ class MegatronLMPlugin:
     """Samples per optimizer step over all data-parallel ranks; set when a training loader is prepared."""
     micro_batch_size: int | None = field(default=None, init=False)
     """Samples per micro-batch on one data-parallel rank; set when a training loader is prepared."""
+    _run = None  # not a field: the BackendContext of the Accelerator using the plugin (attach)
+
+    def attach(self, run: Any) -> None:
+        """Called by the Megatron-LM backend with its run context (a ``BackendContext``): what
+        the plugin's helpers need of the run (the mixed precision) is read there."""
+        self._run = run
+
+    @property
+    def mixed_precision(self) -> str:
+        """The mixed precision of the run the plugin is attached to (``no`` before one is)."""
+        return self._run.mixed_precision if self._run is not None else "no"
 
     def __post_init__(self):
         section = MEGATRON_SECTION.read(defaults=False)  # the keys the launched config sets

@@ -10,15 +10,19 @@ from .config import MegatronLMPlugin
 
 
 def _plugin_and_precision(plugin: MegatronLMPlugin | None) -> tuple[MegatronLMPlugin, str]:
-    from accel.state import AcceleratorState
+    """The plugin (``plugin=``, else the active Accelerator's) and the mixed precision of its run."""
+    if plugin is None:
+        # build_gpt_model is a public helper that user code calls without a context: with no
+        # plugin= it finds the one the Accelerator was given in the process-wide state, the
+        # documented exception of this package (docs/design.md, "One owner per piece of state")
+        from accel.state import AcceleratorState
 
-    state = AcceleratorState()
-    plugin = plugin or getattr(state, "megatron_lm_plugin", None)
+        plugin = getattr(AcceleratorState.current(), "megatron_lm_plugin", None)
     if plugin is None:
         raise ValueError(
             "build_gpt_model needs the MegatronLMPlugin: create the Accelerator first or pass plugin="
         )
-    return plugin, getattr(state, "mixed_precision", "no")
+    return plugin, plugin.mixed_precision  # the run's, read from the context it is attached to
 
 
 def build_gpt_model(

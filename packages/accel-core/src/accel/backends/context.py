@@ -62,7 +62,9 @@ class BackendContext:
         """The kwargs handlers passed to the Accelerator, by class name."""
         self.prepared = prepared
         """The :class:`~accel.prepared.PreparedObjects` prepared so far, in order."""
-        self._precision: Precision = precision  # type: ignore[assignment]
+        self._precision: Precision = None  # type: ignore[assignment]
+        if precision is not None:
+            self.precision = precision
         self.rng_types = rng_types
         """The RNGs synchronised at each epoch of a prepared loader (None: the default)."""
         self.step_scheduler_with_optimizer = step_scheduler_with_optimizer
@@ -73,9 +75,10 @@ class BackendContext:
         """The run's :class:`~accel.precision.Precision`: its one home.
 
         Set by the connector (the selected precision, or the one ``Backend.setup``
-        returns) and by ``accelerator.precision = ...``. Refused once a model or optimizer is
-        prepared: the models are wrapped with the precision and the optimizers step through
-        its scaler, so a later change could not take effect everywhere.
+        returns) and by ``accelerator.precision = ...``; a precision set here is given this
+        context (:meth:`Precision.bind <accel.precision.Precision.bind>`). Refused once a model
+        or optimizer is prepared: the models are wrapped with the precision and the optimizers
+        step through its scaler, so a later change could not take effect everywhere.
         """
         return self._precision
 
@@ -88,6 +91,9 @@ class BackendContext:
                 "optimizers step through its scaler. Choose it when creating the Accelerator "
                 "(Accelerator(mixed_precision=...)), or set accelerator.precision before prepare()"
             )
+        bind = getattr(value, "bind", None)  # a precision not derived from Precision has none
+        if bind is not None and getattr(value, "context", None) is not self:
+            bind(self)
         self._precision = value
 
     # -- process facts (live: read from the state) -------------------------------

@@ -18,12 +18,21 @@ class Precision:
 
     names: tuple[str, ...] = ()
     """The ``mixed_precision`` values this class serves."""
+    context: Any = None
+    """The run's :class:`~accel.backends.BackendContext` once :meth:`bind` gave it (None for a
+    precision made by hand): read process facts there, never from the process-wide state."""
 
     def __init__(self, name: str, device: torch.device, handlers: dict[str, Any] | None = None):
         self.name = name
         self.device = device
         self.handlers = handlers or {}
         self.scaler: Any = None
+
+    def bind(self, context: Any) -> None:
+        """Called with the run's context when it becomes the run's precision (before the backend
+        is built). Default: keep it as :attr:`context`; a subclass may also check that it can
+        run there (raise to refuse)."""
+        self.context = context
 
     def autocast(self, autocast_handler: Any = None) -> contextlib.AbstractContextManager:
         """Context manager under which operations run in this precision."""
