@@ -86,3 +86,16 @@ def test_enums_and_config_choices_are_the_catalog():
     assert (
         set(DDPBackend.distributed_types) == MULTI_DEVICE_TYPES == set(catalog.DATA_PARALLEL_TYPES)
     )
+
+
+def test_strategies_choose_the_catalog_types_with_the_catalog_flags():
+    """The three strategies' ``--use_*`` flags and types are the catalog's, not a copy."""
+    from accel_deepspeed.config import DEEPSPEED_STRATEGY
+    from accel_fsdp.config import FSDP_STRATEGY
+    from accel_megatron.config import MEGATRON_STRATEGY
+
+    found = {
+        s.flag: s.distributed_type for s in (FSDP_STRATEGY, DEEPSPEED_STRATEGY, MEGATRON_STRATEGY)
+    }
+    assert found == catalog.STRATEGY_FLAGS
+    assert set(found.values()) == set(catalog.STRATEGY_TYPES)

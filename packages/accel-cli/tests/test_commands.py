@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ACCEL = Path(sys.executable).with_name("accel")
@@ -180,6 +181,33 @@ def test_config_questionnaire_from_answers(accel, tmp_path):
     assert out.returncode == 0, out.stderr
     data = yaml.safe_load((tmp_path / "accel-config" / "default_config.yaml").read_text())
     assert data["distributed_type"] == "NO" and data["mixed_precision"] == "no"
+
+
+@pytest.mark.parametrize("machine", ["multi-XPU", "multi-NPU", "multi-GPU", "MULTI_MLU"])
+@pytest.mark.parametrize(
+    ("use", "distributed_type", "section"),
+    [
+        ("use_fsdp", "FSDP", "fsdp_config"),
+        ("use_deepspeed", "DEEPSPEED", "deepspeed_config"),
+        ("use_megatron_lm", "MEGATRON_LM", "megatron_lm_config"),
+    ],
+)
+def test_config_asks_the_strategy_questions_on_every_data_parallel_machine(
+    accel, tmp_path, machine, use, distributed_type, section
+):
+    """FSDP, DeepSpeed and Megatron-LM run on any device kind of the catalog: `accel config`
+    asks for them on multi-XPU and multi-NPU machines too (it once asked only on CPU/GPU)."""
+    answers = tmp_path / "answers.yaml"
+    answers.write_text(f"distributed_type: {machine}\n{use}: true\n")
+    out_file = tmp_path / "out.yaml"
+    plugins = "fsdp,deepspeed,megatron_lm"
+    out = accel(
+        "config", "--answers", str(answers), "--config_file", str(out_file), plugins=plugins
+    )
+    assert out.returncode == 0, out.stderr
+    data = yaml.safe_load(out_file.read_text())
+    assert data["distributed_type"] == distributed_type
+    assert data[section]
 
 
 def test_prompt_questions_go_through_prompt_toolkit():

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from accel import catalog
 from accel.config import keys
 from accel.config.sections import Option, Section
 from accel.errors import UsageError
@@ -47,13 +48,7 @@ examples:
       --main_process_port 29500 --num_processes 16 train.py
 """
 
-SELECTOR_FLAGS: dict[str, str] = {
-    "use_fsdp": "FSDP",
-    "use_deepspeed": "DEEPSPEED",
-    "use_megatron_lm": "MEGATRON_LM",
-    "tpu": "XLA",
-    "use_xla": "XLA",
-}
+SELECTOR_FLAGS: dict[str, str] = {**catalog.STRATEGY_FLAGS, "tpu": "XLA", "use_xla": "XLA"}
 """Plugin flags that choose the distributed type (``--use_fsdp`` means ``FSDP``)."""
 
 PLUGIN_FLAG_OWNERS: list[tuple[str, str]] = [

@@ -164,13 +164,18 @@ class ScriptedAsk(Ask):
         return answer
 
 
-MACHINE_TYPES = {
-    "No distributed training": "NO",
-    "multi-CPU": "MULTI_CPU",
-    "multi-GPU": "MULTI_GPU",
-    "multi-XPU": "MULTI_XPU",
-    "multi-NPU": "MULTI_NPU",
-}
+NO_DISTRIBUTION = "No distributed training"
+"""The first answer of "Which type of machine are you using?" (``distributed_type: NO``)."""
+
+
+def machine_types() -> dict[str, str]:
+    """The machine-type answers and their distributed type: one process, then data
+    parallelism on each device kind the catalog knows (``multi-GPU``: ``MULTI_GPU``, ...)."""
+    from accel import catalog
+
+    types = {NO_DISTRIBUTION: "NO"}
+    types.update({name.replace("MULTI_", "multi-"): name for name in catalog.DATA_PARALLEL_TYPES})
+    return types
 
 
 def _valid_ids(answer: str) -> str | None:
@@ -190,16 +195,18 @@ def _valid_host(answer: str) -> str | None:
 
 def ask_questions(ask: Ask, plugin_questions: bool = True) -> dict[str, Any]:
     """Run the questionnaire; the config mapping (Accelerate's keys) it produced."""
-    from accel.config.keys import DYNAMO_BACKENDS, DYNAMO_MODES
+    from accel import catalog
+    from accel.config.keys import CORE_SECTION, DYNAMO_BACKENDS, DYNAMO_SECTION
 
     config: dict[str, Any] = {"compute_environment": "LOCAL_MACHINE"}
+    types = machine_types()
     label = ask.select(
         "Which type of machine are you using?",
-        list(MACHINE_TYPES),
-        default="No distributed training",
+        list(types),
+        default=NO_DISTRIBUTION,
         key="distributed_type",
     )
-    dtype = MACHINE_TYPES.get(label, label)
+    dtype = types.get(label, label)
     config["distributed_type"] = dtype
     config["num_machines"] = 1
     config["machine_rank"] = 0
@@ -233,12 +240,7 @@ def ask_questions(ask: Ask, plugin_questions: bool = True) -> dict[str, Any]:
             config["same_network"] = ask.confirm(
                 "Are all the machines on the same local network?", True, key="same_network"
             )
-            config["rdzv_backend"] = ask.select(
-                "What rendezvous backend will you use?",
-                ["static", "c10d"],
-                default="static",
-                key="rdzv_backend",
-            )
+            config["rdzv_backend"] = CORE_SECTION.ask(ask, "rdzv_backend")
         config["debug"] = ask.confirm(
             "Should distributed operations be checked for errors (shape mismatches)? "
             "This can avoid hangs.",
@@ -257,38 +259,21 @@ def ask_questions(ask: Ask, plugin_questions: bool = True) -> dict[str, Any]:
         "Do you wish to optimize your script with torch.compile?", False, key="use_dynamo"
     ):
         dynamo = {
-            "dynamo_backend": ask.select(
-                "Which dynamo backend would you like to use?",
-                [b.lower() for b in DYNAMO_BACKENDS if b != "NO"],
+            "dynamo_backend": DYNAMO_SECTION.ask(
+                ask,
+                "dynamo_backend",
                 default="inductor",
-                key="dynamo_config.dynamo_backend",
-            ).upper(),
-            "dynamo_mode": ask.select(
-                "Which mode do you want to use?",
-                list(DYNAMO_MODES),
-                default="default",
-                key="dynamo_config.dynamo_mode",
-            ),
-            "dynamo_use_fullgraph": ask.confirm(
-                "Do you want to use full graph mode?",
-                False,
-                key="dynamo_config.dynamo_use_fullgraph",
-            ),
-            "dynamo_use_dynamic": ask.confirm(
-                "Do you want to enable dynamic shape tracing?",
-                False,
-                key="dynamo_config.dynamo_use_dynamic",
-            ),
-            "dynamo_use_regional_compilation": ask.confirm(
-                "Do you want to compile repeated blocks one by one (regional compilation)?",
-                False,
-                key="dynamo_config.dynamo_use_regional_compilation",
-            ),
+                choices=[b.lower() for b in DYNAMO_BACKENDS if b != "NO"],
+            )
         }
+        for option in DYNAMO_SECTION.options[1:]:
+            dynamo[option.name] = DYNAMO_SECTION.ask(ask, option.name)
         config["dynamo_config"] = dynamo
-    precisions = ["no", "fp16", "bf16"]
-    if _plugin_installed("accel-fp8"):
-        precisions.append("fp8")
+    precisions = [
+        name
+        for name, row in catalog.PRECISIONS.items()
+        if row.package == catalog.CORE or _plugin_installed(row.package)
+    ]
     config["mixed_precision"] = ask.select(
         "Do you wish to use mixed precision?", precisions, default="no", key="mixed_precision"
     )
@@ -305,13 +290,10 @@ def ask_questions(ask: Ask, plugin_questions: bool = True) -> dict[str, Any]:
         )
     else:
         config["num_processes"] = 1
-    if not config["use_cpu"] and dtype in ("NO", "MULTI_GPU", "FSDP", "DEEPSPEED", "MEGATRON_LM"):
+    gpu_types = ("NO", catalog.DEVICE_KINDS["cuda"].distributed_type, *catalog.STRATEGY_TYPES)
+    if not config["use_cpu"] and dtype in gpu_types:
         config["gpu_ids"] = ask.text(
-            "What GPU(s) (by id) should be used for training on this machine, as a comma-separated "
-            "list?",
-            "all",
-            key="gpu_ids",
-            validate=_valid_ids,
+            CORE_SECTION["gpu_ids"].question, "all", key="gpu_ids", validate=_valid_ids
         ).strip()
     return config
 

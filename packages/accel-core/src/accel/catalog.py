@@ -157,7 +157,21 @@ SECTION_DISTRIBUTED_TYPE: dict[str, str] = {
     "deepspeed_config": "DEEPSPEED",
     "megatron_lm_config": "MEGATRON_LM",
 }
-"""Sections that only matter with one distributed type (they may sit empty otherwise)."""
+"""Sections that only matter with one distributed type (they may sit empty otherwise): the
+strategies a plugin chooses with ``--use_<name>``, each owning one section."""
+
+STRATEGY_TYPES: tuple[str, ...] = tuple(SECTION_DISTRIBUTED_TYPE.values())
+"""Distributed types that are a training strategy of their own (FSDP, DeepSpeed, Megatron-LM)."""
+
+STRATEGY_FLAGS: dict[str, str] = {
+    f"use_{section.removesuffix('_config')}": kind
+    for section, kind in SECTION_DISTRIBUTED_TYPE.items()
+}
+"""The ``accel launch`` flag choosing each strategy (``use_fsdp``: ``FSDP``)."""
+
+STRATEGY_BASES: tuple[str, ...] = ("NO", *DATA_PARALLEL_TYPES)
+"""Distributed types a strategy runs on and replaces when chosen: one process, or plain data
+parallelism on any device kind (``accel config`` asks the strategy questions on each)."""
 
 
 def _exports(package: str, *names: str) -> tuple[Provided, ...]:

@@ -140,7 +140,6 @@ FSDP_SECTION = Section(
         ),
     ],
     title="FSDP",
-    distributed_type="FSDP",
 )
 """The ``fsdp_config`` section: its keys, types, defaults and flags (``--fsdp_*``)."""
 

@@ -615,14 +615,15 @@ class Section:
         A choice is a select (``choices`` may narrow or reorder the declared ones), a bool a
         confirm, an int an integer (with the minimum), a float a number, anything else text
         checked by the declaration. ``default`` defaults to the declared default; the answer's
-        key is ``<section>.<name>`` (what ``accel config --answers`` files use). Returns the
+        key is ``<section>.<name>`` (core's top level: ``<name>``; what ``accel config
+        --answers`` files use). Returns the
         typed answer (text keys: the text as typed, stripped).
         """
         option = self[name]
         text = question or option.question or option.help or name
-        key = key or f"{self.key}.{option.name}"
+        key = key or self.dest_of(option)
         value = option.default if default is _MISSING else default
-        label = f"{self.key}.{option.name}"
+        label = self.dest_of(option)
         if option.choices:
             shown = [str(c) for c in (choices if choices is not None else option.choices)]
             answer = ask.select(text, shown, default=None if value is None else str(value), key=key)

@@ -741,7 +741,7 @@ def basic_config(mixed_precision: str = "no") -> dict[str, Any]:
         config["gpu_ids"] = "all"
         config["num_processes"] = count
         if count > 1:
-            config["distributed_type"] = {"cuda": "MULTI_GPU"}.get(kind, f"MULTI_{kind.upper()}")
+            config["distributed_type"] = catalog.DEVICE_KINDS[kind].distributed_type
     else:
         config["use_cpu"] = True
     return config

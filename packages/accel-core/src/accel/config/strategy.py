@@ -24,10 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from accel.config.sections import Section
-
-OPEN_TYPES = ("NO", "MULTI_CPU", "MULTI_GPU")
-"""Distributed types a strategy question may still replace (no strategy chosen yet)."""
+from accel import catalog
+from accel.config.sections import Option, Section
 
 
 @dataclass(frozen=True)
@@ -52,18 +50,26 @@ class Strategy:
             )
         return self.section.distributed_type
 
+    @property
+    def selector(self) -> Section:
+        """``--<flag>`` as a declaration (a store_true option outside any config section)."""
+        option = Option(self.flag, bool, help=self.help, store_true=True, in_file=False)
+        return Section("", [option], title=self.section.title)
+
     def add_arguments(self, parser: Any) -> None:
         """Add ``--<flag>`` (store_true) and the section's flags to an argparse parser or group."""
-        parser.add_argument("--" + self.flag, action="store_true", help=self.help)
+        self.selector.add_arguments(parser)
         self.section.add_arguments(parser)
 
     def chosen(self, ask: Any, config: dict) -> bool:
         """Whether ``accel config`` uses this strategy; on "yes" sets ``config["distributed_type"]``.
 
-        Not asked (False) when ``config`` already has another strategy's distributed type.
+        Asked wherever the strategy runs (:data:`accel.catalog.STRATEGY_BASES`: one process or
+        data parallelism on any device kind); not asked (False) when ``config`` already has
+        another strategy's distributed type.
         """
         current = str(config.get("distributed_type", "NO")).upper()
-        if current not in (*OPEN_TYPES, self.distributed_type):
+        if current not in (*catalog.STRATEGY_BASES, self.distributed_type):
             return False
         if not ask.confirm(self.question, default=False, key=self.flag):
             return False
@@ -71,4 +77,4 @@ class Strategy:
         return True
 
 
-__all__ = ["OPEN_TYPES", "Strategy"]
+__all__ = ["Strategy"]
