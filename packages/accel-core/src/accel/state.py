@@ -184,6 +184,17 @@ class PartialState:
     def _is_set_up(shared: dict[str, Any]) -> bool:
         return "device" in shared
 
+    def __getattr__(self, name: str) -> Any:
+        """Reached only for a missing name: says so when the shared state was reset meanwhile."""
+        kind = type(self).__name__
+        if not name.startswith("__") and not type(self)._is_set_up(self.__dict__):
+            raise AttributeError(
+                f"`{kind}` object has no attribute `{name}`. This happens if "
+                f"`{kind}._reset_state()` was called and no `Accelerator` or `{kind}` "
+                "was created since."
+            )
+        raise AttributeError(f"'{kind}' object has no attribute '{name}'")
+
     @property
     def use_distributed(self) -> bool:
         """True when more than one process takes part."""
