@@ -92,6 +92,21 @@ def extract_model_from_parallel(
     return model
 
 
+def get_model_tp_size(model: Any) -> int | None:
+    """The tensor-parallel degree a transformers model was sharded with, or None.
+
+    transformers < 5 sets ``model.tp_size``; transformers >= 5 leaves it None and keeps the
+    degree in ``model.config.distributed_config`` (an object, or a dict after a JSON round trip).
+    """
+    size = getattr(model, "tp_size", None)
+    if size is not None:
+        return size
+    distributed = getattr(getattr(model, "config", None), "distributed_config", None)
+    if isinstance(distributed, dict):
+        return distributed.get("tp_size")
+    return getattr(distributed, "tp_size", None)
+
+
 def has_repeated_blocks(model: torch.nn.Module) -> bool:
     """Whether ``model`` holds a ``ModuleList`` of blocks (what regional compilation targets)."""
     return any(isinstance(m, torch.nn.ModuleList) and len(m) > 0 for m in model.modules())

@@ -139,7 +139,7 @@ _add(
 )
 _add("accel.sizes", "convert_bytes", "convert_file_size_to_int")
 _add("accel.memory", "dtype_byte_size")
-_add("accel.models", "has_compiled_regions", "is_compiled_module")
+_add("accel.models", "has_compiled_regions", "is_compiled_module", "get_model_tp_size")
 _add("accel.mixed_precision", "get_grad_scaler", "get_mixed_precision_context_manager")
 _add(
     "accel.checkpoint.weights",
