@@ -410,6 +410,9 @@ def flags_from(ns: argparse.Namespace, lp: LaunchParser) -> dict[str, Any]:
             continue
         if dest in LAUNCH_ONLY_DESTS:
             continue
+        if dest in keys.DYNAMO_KEYS:  # --dynamo_* parse into Accelerate's names
+            flags[f"{keys.DYNAMO_SECTION.key}.{dest}"] = value
+            continue
         if dest == "num_machines" and isinstance(value, str) and ":" in value:
             flags.update(_machine_range(value))
             continue
@@ -425,8 +428,9 @@ def flags_from(ns: argparse.Namespace, lp: LaunchParser) -> dict[str, Any]:
     if ns.multi_gpu:
         selected.append(("--multi_gpu", "MULTI_GPU"))
     for name in flags:
+        dest = name.removeprefix(f"{keys.DYNAMO_SECTION.key}.")
         lp.labels[name] = lp.option_of(
-            next((d for d, i in lp.plugin_flags.items() if i.target == name), name)
+            next((d for d, i in lp.plugin_flags.items() if i.target == name), dest)
         )
     kinds = {kind for _, kind in selected}
     if len(kinds - {"MULTI_GPU"}) > 1:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from accel.config.sections import Option, Section
 from accel.hookspecs import hookimpl
 
 
@@ -24,6 +25,23 @@ def accel_config_sections() -> dict[str, Any]:
     return {FSDP_SECTION.key: FSDP_SECTION, PARALLELISM_SECTION.key: PARALLELISM_SECTION}
 
 
+USE_PARALLELISM = Section(
+    "",
+    [
+        Option(
+            "use_parallelism_config",
+            bool,
+            help="N-D parallelism from the --parallelism_config_* flags / parallelism_config "
+            "section",
+            store_true=True,
+            in_file=False,
+        )
+    ],
+    title="N-D parallelism",
+)
+"""``--use_parallelism_config``: turns N-D parallelism on."""
+
+
 @hookimpl
 def accel_launch_arguments(parser: Any) -> None:
     """``--use_fsdp`` and the ``--fsdp_*`` flags of ``accel launch`` (from the declaration)."""
@@ -31,12 +49,7 @@ def accel_launch_arguments(parser: Any) -> None:
     from .nd_config import PARALLELISM_SECTION
 
     FSDP_STRATEGY.add_arguments(parser)
-    parser.add_argument(
-        "--use_parallelism_config",
-        action="store_true",
-        default=None,
-        help="N-D parallelism from the --parallelism_config_* flags / parallelism_config section",
-    )
+    USE_PARALLELISM.add_arguments(parser)
     PARALLELISM_SECTION.add_arguments(parser)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from accel.config.sections import Option, Section
 from accel.hookspecs import hookimpl
 
 
@@ -32,37 +33,25 @@ def accel_cli_commands() -> list[Any]:
     return [TPUConfigCommand()]
 
 
+XLA_SELECTORS = Section(
+    "",
+    [
+        Option("tpu", bool, help="train on XLA devices (TPU) through torch_xla", store_true=True),
+        Option("use_xla", bool, help="same as --tpu", store_true=True),
+    ],
+    title="XLA (TPU)",
+)
+"""``--tpu`` / ``--use_xla``: choose ``distributed_type: XLA`` (Accelerate's names)."""
+
+
 @hookimpl
 def accel_launch_arguments(parser: Any) -> None:
-    """``--tpu`` / ``--use_xla`` and the TPU pod flags of ``accel launch`` (Accelerate's names)."""
-    flag: dict[str, Any] = {"action": "store_true", "default": None}
-    parser.add_argument("--tpu", help="train on XLA devices (TPU) through torch_xla", **flag)
-    parser.add_argument("--use_xla", help="same as --tpu", **flag)
-    parser.add_argument(
-        "--tpu_cluster",
-        dest="tpu_use_cluster",
-        help="run on every worker of a TPU pod (needs tpu_name and tpu_zone)",
-        **flag,
-    )
-    parser.add_argument(
-        "--no_tpu_cluster",
-        dest="tpu_use_cluster",
-        action="store_false",
-        default=None,
-        help="run on this host only (what each pod worker is told)",
-    )
-    parser.add_argument(
-        "--tpu_use_sudo", help="run the script with sudo on the pod workers", **flag
-    )
-    parser.add_argument("--tpu_name", metavar="NAME", help="the TPU pod (with --tpu_cluster)")
-    parser.add_argument("--tpu_zone", metavar="ZONE", help="its zone, such as us-central2-b")
-    parser.add_argument(
-        "--env",
-        dest="tpu_env",
-        action="append",
-        metavar="NAME=VALUE",
-        help="environment variable for the XLA workers (repeatable)",
-    )
+    """``--tpu`` / ``--use_xla`` and the TPU pod flags of ``accel launch`` (Accelerate's names):
+    the flags of core's ``tpu_*`` keys, declared in :data:`accel.config.keys.CORE_SECTION`."""
+    from accel.config.keys import CORE_SECTION
+
+    XLA_SELECTORS.add_arguments(parser)
+    CORE_SECTION.add_arguments(parser, check=False, plugin="accel-tpu")
 
 
 @hookimpl

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from accel.config.sections import Option, Section
 from accel.hookspecs import hookimpl
 
 
@@ -15,22 +16,30 @@ def accel_launchers() -> list[type]:
     return [SageMakerLauncher]
 
 
+SAGEMAKER_OPTIONS = Section(
+    "",
+    [
+        Option(
+            "sagemaker_detach",
+            bool,
+            help="SageMaker: return once the job is created instead of following its logs",
+            store_true=True,
+            in_file=False,
+        )
+    ],
+    title="SageMaker",
+)
+"""The launcher's own option (not a setting of the config file)."""
+
+
 @hookimpl
 def accel_launch_arguments(parser: Any) -> None:
-    """The SageMaker keys as flags (they override the config file), and ``--sagemaker_detach``."""
-    for key, help_text in (
-        ("ec2_instance_type", "SageMaker instance type, e.g. ml.p3.2xlarge"),
-        ("iam_role_name", "IAM role (name or ARN) the training job runs as"),
-        ("profile", "AWS profile with the credentials to submit the job"),
-        ("region", "AWS region of the job"),
-        ("base_job_name", "prefix of the training job's name"),
-    ):
-        parser.add_argument(f"--{key}", metavar="VALUE", help=help_text)
-    parser.add_argument(
-        "--sagemaker_detach",
-        action="store_true",
-        help="SageMaker: return once the job is created instead of following its logs",
-    )
+    """The SageMaker keys as flags (they override the config file; declared in
+    :data:`accel.config.keys.CORE_SECTION`), and ``--sagemaker_detach``."""
+    from accel.config.keys import CORE_SECTION
+
+    CORE_SECTION.add_arguments(parser, check=False, plugin="accel-cluster")
+    SAGEMAKER_OPTIONS.add_arguments(parser)
 
 
 @hookimpl

@@ -56,13 +56,13 @@ def _k(name: str, type: Any, default: Any = None, help: str = "", **kw: Any) -> 
 
 _SAGEMAKER = (
     *(
-        _k(name, str, None, text)
+        _k(name, str, None, text, flag="", metavar="VALUE", plugin="accel-cluster")
         for name, text in (
-            ("base_job_name", "SageMaker job name"),
-            ("ec2_instance_type", "SageMaker instance type"),
-            ("iam_role_name", "SageMaker IAM role"),
-            ("profile", "AWS profile"),
-            ("region", "AWS region"),
+            ("ec2_instance_type", "SageMaker instance type, e.g. ml.p3.2xlarge"),
+            ("iam_role_name", "IAM role (name or ARN) the training job runs as"),
+            ("profile", "AWS profile with the credentials to submit the job"),
+            ("region", "AWS region of the job"),
+            ("base_job_name", "prefix of the training job's name"),
         )
     ),
     _k("py_version", "any", None, "SageMaker Python version"),
@@ -274,12 +274,57 @@ CORE_SECTION = Section(
         ),
         _k("ipex_config", "section", None, "(deprecated: IPEX is part of PyTorch)"),
         _k("use_mps_device", bool, None, "(deprecated: MPS is used when available)"),
-        _k("tpu_name", str, None, "name of the TPU"),
-        _k("tpu_zone", str, None, "zone of the TPU"),
-        _k("tpu_use_cluster", bool, False, "whether the TPU is a pod", standard=True),
-        _k("tpu_use_sudo", bool, False, "run TPU setup commands with sudo", standard=True),
+        _k(
+            "tpu_name",
+            str,
+            None,
+            "the TPU pod (with --tpu_cluster)",
+            flag="",
+            metavar="NAME",
+            plugin="accel-tpu",
+        ),
+        _k(
+            "tpu_zone",
+            str,
+            None,
+            "its zone, such as us-central2-b",
+            flag="",
+            metavar="ZONE",
+            plugin="accel-tpu",
+        ),
+        _k(
+            "tpu_use_cluster",
+            bool,
+            False,
+            "run on every worker of a TPU pod (needs tpu_name and tpu_zone)",
+            standard=True,
+            flag="tpu_cluster",
+            store_true=True,
+            off_flag="no_tpu_cluster",
+            plugin="accel-tpu",
+        ),
+        _k(
+            "tpu_use_sudo",
+            bool,
+            False,
+            "run the script with sudo on the pod workers",
+            standard=True,
+            flag="",
+            store_true=True,
+            plugin="accel-tpu",
+        ),
         _k("tpu_vm", list, None, "TPU VM setup"),
-        _k("tpu_env", list, [], "environment variables for TPU workers", standard=True),
+        _k(
+            "tpu_env",
+            list,
+            [],
+            "environment variable for the XLA workers (repeatable)",
+            standard=True,
+            flag="env",
+            metavar="NAME=VALUE",
+            repeatable=True,
+            plugin="accel-tpu",
+        ),
         _k("command_file", str, None, "file of commands to run on TPU pod workers"),
         _k("commands", list, None, "commands to run on TPU pod workers"),
         *_SAGEMAKER,
@@ -452,6 +497,7 @@ DYNAMO_SECTION = Section(
         ),
     ],
     title="torch.compile",
+    flat_dests=True,
 )
 """The core-owned ``dynamo_config`` section; the config file is checked against it."""
 

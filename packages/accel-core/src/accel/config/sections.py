@@ -165,6 +165,13 @@ class Option:
     """Heading of the flag in ``accel launch --help`` (default: the section's group)."""
     store_true: bool = False
     """The flag takes no value and sets ``True``."""
+    off_flag: str = ""
+    """With :attr:`store_true`: a second flag (without dashes) that sets ``False``."""
+    repeatable: bool = False
+    """The flag may be given several times; its values are collected in a list."""
+    plugin: str = ""
+    """For core's keys: the package whose plugin adds the key's flag (``accel-tpu`` for
+    ``--tpu_name``); core adds the flags of keys without one."""
     question: str = ""
     """The ``accel config`` question (default: ``help``)."""
     value_aliases: Mapping[str, str] = field(default_factory=dict, hash=False)
@@ -406,6 +413,9 @@ class Section:
     """Prefix of derived flag names (``fp8_``: key ``margin`` -> ``--fp8_margin``)."""
     checks: tuple[Callable[[dict[str, Any]], None], ...] = field(default_factory=_no_checks)
     """Cross-key rules over the typed values; each raises ConfigError."""
+    flat_dests: bool = False
+    """Flags parse into the bare key names (``dynamo_backend``, as Accelerate's parser names
+    them) instead of ``<section>.<key>``."""
     _index: dict[str, Option] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -563,9 +573,10 @@ class Section:
         return [flag, *aliases]
 
     def dest_of(self, option: Option | str) -> str:
-        """Where a parsed flag puts its value: ``<section>.<key>``, or the key for core's top level."""
+        """Where a parsed flag puts its value: ``<section>.<key>``, or the key for core's top
+        level and sections with :attr:`flat_dests`."""
         option = option if isinstance(option, Option) else self[option]
-        return f"{self.key}.{option.name}" if self.key else option.name
+        return f"{self.key}.{option.name}" if self.key and not self.flat_dests else option.name
 
     def help_of(self, option: Option | str) -> str:
         """The flag's help: the key's help (or what it accepts), after the section's title."""
@@ -573,7 +584,7 @@ class Section:
         text = option.help or option.describe()
         return f"{self.title}: {text}" if self.key else text
 
-    def add_arguments(self, parser: Any, *, check: bool = True) -> None:
+    def add_arguments(self, parser: Any, *, check: bool = True, plugin: str = "") -> None:
         """Add one flag per key with a flag to an argparse parser or group.
 
         Each flag's ``dest`` is :meth:`dest_of` (``<section>.<key>``), its default None; with
@@ -581,11 +592,13 @@ class Section:
         <problem>``) and kept as typed, so the section holds what the user wrote, exactly as a
         config file does. Without ``check`` it is converted where it is used, with the same
         :meth:`Option.convert`. A key with a :attr:`Option.group` goes under that heading when
-        ``parser`` is a parser (not already a group).
+        ``parser`` is a parser (not already a group). Only the keys whose
+        :attr:`Option.plugin` is ``plugin`` are added. Each argparse action made records its
+        declaration (``action.accel_declaration == (section, option)``).
         """
         for option in self.options:
             names = self.flags_of(option)
-            if not names:
+            if not names or option.plugin != plugin:
                 continue
             target = _group(parser, option.group)
             kwargs: dict[str, Any] = {
@@ -594,11 +607,21 @@ class Section:
                 "help": self.help_of(option),
             }
             if option.store_true:
-                target.add_argument(*names, action="store_true", **kwargs)
-                continue
-            if check:
-                kwargs["type"] = _flag_type(option, names[0])
-            target.add_argument(*names, metavar=option.shown_metavar, **kwargs)
+                actions = [target.add_argument(*names, action="store_true", **kwargs)]
+                if option.off_flag:
+                    kwargs["help"] = f"sets {option.name} to false"
+                    off = target.add_argument(
+                        "--" + option.off_flag, action="store_false", **kwargs
+                    )
+                    actions.append(off)
+            else:
+                if check:
+                    kwargs["type"] = _flag_type(option, names[0])
+                if option.repeatable:
+                    kwargs["action"] = "append"
+                actions = [target.add_argument(*names, metavar=option.shown_metavar, **kwargs)]
+            for action in actions:
+                action.accel_declaration = (self, option)
 
     # -- questions ----------------------------------------------------------------
     def ask(
@@ -621,9 +644,9 @@ class Section:
         """
         option = self[name]
         text = question or option.question or option.help or name
-        key = key or self.dest_of(option)
+        label = f"{self.key}.{option.name}" if self.key else option.name
+        key = key or label
         value = option.default if default is _MISSING else default
-        label = self.dest_of(option)
         if option.choices:
             shown = [str(c) for c in (choices if choices is not None else option.choices)]
             answer = ask.select(text, shown, default=None if value is None else str(value), key=key)
