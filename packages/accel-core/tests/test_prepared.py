@@ -57,9 +57,12 @@ def test_optimizers_of_falls_back_to_the_schedulers_own_optimizer():
 
 def test_register_rejects_objects_without_state_dict_and_adds_nothing():
     prepared = PreparedObjects()
-    with pytest.raises(ValueError, match="positions \\[1\\]"):
-        prepared.register(torch.nn.Linear(1, 1), object())
+    with pytest.raises(ValueError) as raised:
+        prepared.register(torch.nn.Linear(1, 1), object(), torch.tensor(1.0))
     assert prepared.custom_objects == []
+    message = str(raised.value)  # one line per object, by its position (Accelerate's wording)
+    assert "Item at index 1, `object`" in message and "Item at index 2, `Tensor`" in message
+    assert "Item at index 0" not in message
 
 
 def test_current_state_is_none_until_set_up_and_creates_nothing():

@@ -100,8 +100,10 @@ class PreparedObjects:
             if not (hasattr(o, "state_dict") and hasattr(o, "load_state_dict"))
         ]
         if bad:
+            items = "".join(f"\n  - Item at index {i}, `{type(objects[i]).__name__}`" for i in bad)
             raise ValueError(
-                f"objects at positions {bad} need state_dict() and load_state_dict() to be checkpointed"
+                "register_for_checkpointing: every object needs state_dict() and "
+                f"load_state_dict() to be checkpointed; these lack them:{items}"
             )
         self.custom_objects.extend(objects)
 
