@@ -135,7 +135,8 @@ class Connector:
     def connect(self, context: BackendContext) -> tuple[Precision, Backend]:
         """Select the precision, then the backend, set the backend up and apply what it declares.
 
-        ``context.precision`` is set before the backend is built (a backend reads it); a
+        ``context.precision`` (the precision's one home, which binds the precision to the
+        context) is set before the backend is built (a backend reads it); a
         precision returned by ``Backend.setup`` replaces it, and the answer of
         ``Backend.gradient_accumulation_steps`` becomes the gradient state's steps. Returns
         the precision after set-up and the backend.
