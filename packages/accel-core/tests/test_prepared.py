@@ -32,6 +32,14 @@ def test_prepare_fills_the_prepared_lists_in_order():
     assert prepared.model_for_optimizer(0) is model and prepared.model_for_optimizer(1) is None
 
 
+def test_prepared_objects_carry_accelerates_mark():
+    """Every prepared object, the model too, has ``_is_accelerate_prepared`` (as in Accelerate)."""
+    accelerator = Accelerator(cpu=True)
+    *prepared, other = accelerator.prepare(*_objects(), [1, 2, 3])
+    assert [getattr(o, "_is_accelerate_prepared", False) for o in prepared] == [True] * 4
+    assert not hasattr(other, "_is_accelerate_prepared")
+
+
 def test_accelerate_private_names_are_the_same_lists():
     accelerator = Accelerator(cpu=True)
     accelerator.prepare(*_objects())

@@ -65,11 +65,10 @@ class PreparedObjects:
         if kind is None:
             return
         kind.append(obj)
-        if not isinstance(obj, torch.nn.Module):
-            try:  # Accelerate's mark: another Accelerator returns the object unchanged too
-                obj._is_accelerate_prepared = True
-            except AttributeError:
-                pass
+        try:  # Accelerate's mark (another Accelerator returns such an optimizer, ... unchanged)
+            obj._is_accelerate_prepared = True
+        except AttributeError:
+            pass
         if original is not None and original is not obj and kind is not self.dataloaders:
             self._originals.append((original, obj))
 
