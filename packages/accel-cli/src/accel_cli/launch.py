@@ -249,40 +249,85 @@ def build_parser(
 
 
 def _add_plugin_arguments(result: LaunchParser) -> None:
-    try:
-        from accel.plugins import get_plugin_manager
-    except Exception as exc:  # pragma: no cover - accel-core is a dependency
-        result.plugin_errors.append(str(exc))
-        return
-    pm = get_plugin_manager()
-    parser = result.parser
-    impls = pm.hook.accel_launch_arguments.get_hookimpls()
-    section_impls = {i.plugin_name: i for i in pm.hook.accel_config_sections.get_hookimpls()}
-    for impl in impls:
-        name = impl.plugin_name
-        dist = _distribution_of(pm, name)
-        group = parser.add_argument_group(f"{name} options ({dist or 'plugin'})")
-        before = {id(a) for a in parser._actions}
-        try:
-            impl.function(parser=group)
-        except Exception as exc:  # a broken plugin must not break `accel launch`
-            result.plugin_errors.append(f"{name}: {type(exc).__name__}: {exc}")
-            continue
-        sections: list[str] = []
-        if name in section_impls:
-            try:
-                sections = list(section_impls[name].function() or {})
-            except Exception:
-                sections = []
-        for action in parser._actions:
-            if id(action) in before or action.dest in (None, argparse.SUPPRESS, "help"):
-                continue
-            result.plugin_flags[action.dest] = PluginFlag(
-                action.dest, name, _target(action.dest, sections), action.default
+    """Each selected plugin's ``accel_launch_arguments``, in a group of its own.
+
+    Before the plugin manager exists (``accel launch --help``, the start of every launch) the
+    hook functions are called straight from the entry-point modules (:mod:`accel.entry_points`):
+    no pluggy manager is built and no other plugin module is imported. Once it exists (a
+    plugin registered in-process) its hook implementations are used.
+    """
+    manager = sys.modules.get("accel.plugins.manager")
+    if manager is not None and getattr(manager, "_manager", None) is not None:
+        pm = manager.get_plugin_manager()
+        dists = {info.name: info.distribution for info in manager.list_plugins()}
+        section_impls = {
+            i.plugin_name: i.function for i in pm.hook.accel_config_sections.get_hookimpls()
+        }
+        plugins = [
+            (
+                impl.plugin_name,
+                dists.get(impl.plugin_name),
+                impl.function,
+                section_impls.get(impl.plugin_name),
             )
-            # "not given" must stay distinguishable from the plugin's default, so that a
-            # flag's default never overrides the config file
-            action.default = argparse.SUPPRESS
+            for impl in pm.hook.accel_launch_arguments.get_hookimpls()
+        ]
+    else:
+        plugins = _entry_point_plugins()
+    for name, dist, add_arguments, declare_sections in plugins:
+        _add_plugin(result, name, dist, add_arguments, declare_sections)
+
+
+def _entry_point_plugins() -> list[tuple[str, str | None, Any, Any]]:
+    """``(name, distribution, accel_launch_arguments, accel_config_sections)`` of each selected
+    entry-point plugin that adds launch flags (the plugin manager's order and choice)."""
+    from accel.entry_points import entry_points, selected
+
+    found = []
+    seen: set[str] = set()
+    for ep in entry_points():
+        if not selected(ep.name) or ep.name in seen:
+            continue
+        seen.add(ep.name)
+        try:
+            plugin = ep.load()
+        except (
+            Exception
+        ):  # a broken plugin must not break `accel launch` (`accel plugins` says why)
+            continue
+        add_arguments = getattr(plugin, "accel_launch_arguments", None)
+        if add_arguments is not None:
+            declare = getattr(plugin, "accel_config_sections", None)
+            found.append((ep.name, ep.distribution, add_arguments, declare))
+    return found
+
+
+def _add_plugin(
+    result: LaunchParser, name: str, dist: Any, add_arguments: Any, declare: Any
+) -> None:
+    parser = result.parser
+    group = parser.add_argument_group(f"{name} options ({dist or 'plugin'})")
+    before = {id(a) for a in parser._actions}
+    try:
+        add_arguments(parser=group)
+    except Exception as exc:  # a broken plugin must not break `accel launch`
+        result.plugin_errors.append(f"{name}: {type(exc).__name__}: {exc}")
+        return
+    sections: list[str] = []
+    if declare is not None:
+        try:
+            sections = list(declare() or {})
+        except Exception:
+            sections = []
+    for action in parser._actions:
+        if id(action) in before or action.dest in (None, argparse.SUPPRESS, "help"):
+            continue
+        result.plugin_flags[action.dest] = PluginFlag(
+            action.dest, name, _target(action.dest, sections), action.default
+        )
+        # "not given" must stay distinguishable from the plugin's default, so that a
+        # flag's default never overrides the config file
+        action.default = argparse.SUPPRESS
 
 
 def _target(dest: str, sections: list[str]) -> str:
@@ -293,15 +338,6 @@ def _target(dest: str, sections: list[str]) -> str:
     if len(sections) == 1:
         return f"{sections[0]}.{dest}"
     return dest
-
-
-def _distribution_of(pm: Any, plugin_name: str) -> str | None:
-    from accel.plugins import list_plugins
-
-    for info in list_plugins():
-        if info.name == plugin_name:
-            return info.distribution
-    return None
 
 
 def parse(

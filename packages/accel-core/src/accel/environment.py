@@ -206,6 +206,15 @@ def get_list(name: str) -> list[str] | None:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+def plugin_selected(name: str) -> bool:
+    """Whether the entry-point plugin ``name`` loads: listed in ``ACCEL_PLUGINS`` (when set)
+    and not in ``ACCEL_DISABLE_PLUGINS``."""
+    allowed = get_list(PLUGINS)
+    if allowed is not None and name not in allowed:
+        return False
+    return name not in (get_list(DISABLE_PLUGINS) or [])
+
+
 def world_info() -> tuple[int, int, int]:
     """``(rank, local_rank, world_size)`` from the launcher's variables (torchrun, Open MPI or MPICH)."""
     env = os.environ

@@ -5,9 +5,13 @@ Importing this package does not import torch or DeepSpeed.
 
 from __future__ import annotations
 
-from .config import DeepSpeedPlugin
-from .dummy import DummyOptim, DummyScheduler
-from .hf_config import HfDeepSpeedConfig
+_LIGHT = {
+    "DeepSpeedPlugin": "config",
+    "DummyOptim": "dummy",
+    "DummyScheduler": "dummy",
+    "HfDeepSpeedConfig": "hf_config",
+}
+"""Torch-free names, loaded on first use too (``accel launch`` imports the plugin module only)."""
 
 __all__ = [
     "DeepSpeedPlugin",
@@ -34,6 +38,10 @@ _FP32 = {
 
 
 def __getattr__(name: str):
+    if name in _LIGHT:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LIGHT[name]}", __name__), name)
     if name in _FP32:  # imports torch: only when asked for
         from . import fp32
 

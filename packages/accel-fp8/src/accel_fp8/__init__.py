@@ -1,27 +1,38 @@
 """accel-fp8: ``mixed_precision="fp8"`` through torchao, TransformerEngine or MS-AMP.
 
-Importing this package imports neither torch nor any FP8 library.
+Importing this package imports neither torch nor any FP8 library; names load on first use.
 """
 
 from __future__ import annotations
 
-from .availability import (
-    FP8BackendError,
-    is_fp8_available,
-    is_msamp_available,
-    is_torchao_available,
-    is_transformer_engine_available,
-)
-from .recipes import AORecipeKwargs, FP8RecipeKwargs, MSAMPRecipeKwargs, TERecipeKwargs
+import importlib
+from typing import Any
 
-__all__ = [
-    "AORecipeKwargs",
-    "FP8BackendError",
-    "FP8RecipeKwargs",
-    "MSAMPRecipeKwargs",
-    "TERecipeKwargs",
-    "is_fp8_available",
-    "is_msamp_available",
-    "is_torchao_available",
-    "is_transformer_engine_available",
-]
+_NAMES = {
+    **dict.fromkeys(
+        (
+            "FP8BackendError",
+            "is_fp8_available",
+            "is_msamp_available",
+            "is_torchao_available",
+            "is_transformer_engine_available",
+        ),
+        "availability",
+    ),
+    **dict.fromkeys(
+        ("AORecipeKwargs", "FP8RecipeKwargs", "MSAMPRecipeKwargs", "TERecipeKwargs"), "recipes"
+    ),
+}
+"""Public names and their module, loaded on first use (``accel launch`` imports the plugin
+module without them)."""
+
+__all__ = sorted(_NAMES)
+
+
+def __getattr__(name: str) -> Any:
+    module = _NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

@@ -9,35 +9,43 @@ locally (see each class and the README). Importing this package imports no track
 
 from __future__ import annotations
 
-from ._base import LibraryTracker, TrackerLibraryMissingError
-from .aim_tracker import AimTracker
-from .clearml_tracker import ClearMLTracker
-from .comet_tracker import CometMLTracker
-from .dvclive_tracker import DVCLiveTracker
-from .mlflow_tracker import MLflowTracker
-from .tensorboard_tracker import TensorBoardTracker
-from .wandb_tracker import WandBTracker
+import importlib
+from typing import Any
 
-TRACKERS: tuple[type[LibraryTracker], ...] = (
-    TensorBoardTracker,
-    WandBTracker,
-    CometMLTracker,
-    AimTracker,
-    MLflowTracker,
-    ClearMLTracker,
-    DVCLiveTracker,
-)
-"""Every tracker this package registers, in the order ``accel env`` lists them."""
+_NAMES = {
+    "LibraryTracker": "_base",
+    "TrackerLibraryMissingError": "_base",
+    "AimTracker": "aim_tracker",
+    "ClearMLTracker": "clearml_tracker",
+    "CometMLTracker": "comet_tracker",
+    "DVCLiveTracker": "dvclive_tracker",
+    "MLflowTracker": "mlflow_tracker",
+    "TensorBoardTracker": "tensorboard_tracker",
+    "WandBTracker": "wandb_tracker",
+}
+"""Public names and their module, loaded on first use (``accel launch`` imports the plugin
+module without them)."""
 
-__all__ = [
-    "TRACKERS",
-    "AimTracker",
-    "ClearMLTracker",
-    "CometMLTracker",
-    "DVCLiveTracker",
-    "LibraryTracker",
-    "MLflowTracker",
+_ORDER = (
     "TensorBoardTracker",
-    "TrackerLibraryMissingError",
     "WandBTracker",
-]
+    "CometMLTracker",
+    "AimTracker",
+    "MLflowTracker",
+    "ClearMLTracker",
+    "DVCLiveTracker",
+)
+
+__all__ = sorted(["TRACKERS", *_NAMES])
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TRACKERS":  # every tracker this package registers, in `accel env`'s order
+        value: Any = tuple(__getattr__(tracker) for tracker in _ORDER)
+    else:
+        module = _NAMES.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

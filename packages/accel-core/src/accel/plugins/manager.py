@@ -179,11 +179,7 @@ def _entry_points() -> list[metadata.EntryPoint]:
 
 
 def _selected(name: str) -> bool:
-    allowed = environment.get_list(environment.PLUGINS)
-    disabled = environment.get_list(environment.DISABLE_PLUGINS) or []
-    if allowed is not None and name not in allowed:
-        return False
-    return name not in disabled
+    return environment.plugin_selected(name)
 
 
 def _build() -> pluggy.PluginManager:
