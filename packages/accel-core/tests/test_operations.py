@@ -25,3 +25,14 @@ def test_concatenate_tensors_leaf_by_leaf():
 
 def test_cannot_pad_nested_tensor_warning_is_a_user_warning():
     assert issubclass(CannotPadNestedTensorWarning, UserWarning)
+
+
+def test_pad_across_processes_returns_a_nested_tensor_with_a_warning():
+    """A nested tensor has per-component sizes (``shape`` raises on several processes)."""
+    from accel.utils import pad_across_processes
+
+    nested = torch.nested.nested_tensor([[1.0, 2.0, 3.0], [1.0]])
+    with pytest.warns(CannotPadNestedTensorWarning):
+        assert pad_across_processes(nested) is nested
+    plain = torch.randn(4, 3)
+    assert pad_across_processes(plain, dim=-1) is plain

@@ -298,6 +298,15 @@ def pad_across_processes(
             _verify_dimensions("pad_across_processes", tensor)
 
     def _pad(t: torch.Tensor) -> torch.Tensor:
+        if getattr(t, "is_nested", False):  # its sizes are per component: nothing to pad to
+            import warnings
+
+            warnings.warn(
+                "pad_across_processes cannot pad a nested tensor: it is returned as it is",
+                CannotPadNestedTensorWarning,
+                stacklevel=3,
+            )
+            return t
         if _world() == 1 or dim >= t.ndim or t.ndim == 0:
             return t
         size = torch.tensor([t.shape[dim]], device=t.device)
