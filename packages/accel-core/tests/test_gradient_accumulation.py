@@ -185,3 +185,18 @@ def test_scheduler_not_linked_to_the_optimizer_steps_every_call():
             optimizer.step()
             scheduler.step()
     assert scheduler.get_last_lr()[0] == pytest.approx(0.125)
+
+
+def test_plugin_kwargs_hold_only_the_options_that_differ_from_the_defaults():
+    # Accelerate's GradientState.plugin_kwargs is the plugin's to_kwargs(): transformers'
+    # Trainer tests check that an untouched option (sync_each_batch) is absent from it.
+    accelerator = Accelerator(cpu=True)
+    state = accelerator.gradient_state
+    assert state.plugin_kwargs == {"num_steps": 1}
+    assert (state.num_steps, state.adjust_scheduler) == (1, True)
+    assert (state.sync_with_dataloader, state.sync_each_batch) == (True, False)
+
+    plugin = GradientAccumulationPlugin(num_steps=2, sync_each_batch=True)
+    state = Accelerator(gradient_accumulation_plugin=plugin, cpu=True).gradient_state
+    assert state.plugin_kwargs == {"num_steps": 2, "sync_each_batch": True}
+    assert (state.num_steps, state.sync_each_batch) == (2, True)

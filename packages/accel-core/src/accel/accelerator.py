@@ -393,7 +393,7 @@ class Accelerator:
         """
         if self.checkpoints.async_writer.failed:  # an asynchronous save failed: say so now
             self.checkpoints.async_writer.raise_if_failed()
-        steps = self.gradient_state.plugin_kwargs["num_steps"]
+        steps = self.gradient_state.plugin_kwargs.get("num_steps", 1)
         if steps > 1 and self._divide_loss:
             loss = loss / steps
         if kwargs and "learning_rate" in kwargs:
@@ -462,17 +462,21 @@ class Accelerator:
         state = self.gradient_state  # inline: this runs every micro-batch
         options = state.plugin_kwargs
         loader = state.active_dataloader
-        if options["sync_with_dataloader"] and loader is not None and loader.end_of_dataloader:
+        if (
+            options.get("sync_with_dataloader", True)
+            and loader is not None
+            and loader.end_of_dataloader
+        ):
             self.step = 0
             state.sync_gradients = True
             return _NO_CONTEXT
         self.step = step = self.step + 1
-        steps = options["num_steps"]
+        steps = options.get("num_steps", 1)
         if steps == 1 or step % steps == 0:
             state.sync_gradients = True
             return _NO_CONTEXT
         state.sync_gradients = False
-        if options["sync_each_batch"] or not models:
+        if options.get("sync_each_batch", False) or not models:
             return _NO_CONTEXT
         if len(models) == 1 and self._base_no_sync:  # the usual case, decided without a call
             model = models[0]

@@ -522,19 +522,12 @@ class GradientState:
             self.sync_gradients = True
             self.active_dataloader = None
             self.dataloader_references: list[Any] = [None]
-            self.plugin_kwargs: dict[str, Any] = {
-                "num_steps": 1,
-                "adjust_scheduler": True,
-                "sync_with_dataloader": True,
-                "sync_each_batch": False,
-            }
+            self.plugin_kwargs: dict[str, Any] = {}
             self.step = 0
             self.is_xla_gradients_synced = False
         if gradient_accumulation_plugin is not None:
-            kwargs = gradient_accumulation_plugin.to_dict()
-            if kwargs.get("num_steps") is None:
-                kwargs["num_steps"] = 1
-            self.plugin_kwargs = kwargs
+            # only the options that differ from the plugin's defaults, as Accelerate
+            self.plugin_kwargs = gradient_accumulation_plugin.to_kwargs()
 
     @property
     def initialized(self) -> bool:
@@ -544,22 +537,22 @@ class GradientState:
     @property
     def num_steps(self) -> int:
         """Number of accumulation steps."""
-        return self.plugin_kwargs["num_steps"]
+        return self.plugin_kwargs.get("num_steps", 1)
 
     @property
     def adjust_scheduler(self) -> bool:
         """Whether the scheduler steps on every micro-batch to account for accumulation."""
-        return self.plugin_kwargs["adjust_scheduler"]
+        return self.plugin_kwargs.get("adjust_scheduler", True)
 
     @property
     def sync_with_dataloader(self) -> bool:
         """Whether the end of a data loader forces a synchronising step."""
-        return self.plugin_kwargs["sync_with_dataloader"]
+        return self.plugin_kwargs.get("sync_with_dataloader", True)
 
     @property
     def sync_each_batch(self) -> bool:
         """Whether gradients are synchronised on every micro-batch (saves memory)."""
-        return self.plugin_kwargs["sync_each_batch"]
+        return self.plugin_kwargs.get("sync_each_batch", False)
 
     @property
     def end_of_dataloader(self) -> bool:
