@@ -558,9 +558,9 @@ def plan(argv: list[str], prog: str = "accel launch") -> dict[str, Any]:
     ``launcher``, and its :class:`accel.launchers.LaunchPlan` (``plan``) with its ``command``
     and ``env``.
     """
+    ns, lp = parse(argv, prog)  # --help ends here: accel.launchers is not needed for it
     from accel.launchers import plan_launch
 
-    ns, lp = parse(argv, prog)
     if lp.plugin_errors:
         sys.stderr.write(f"{prog}: warning: {'; '.join(lp.plugin_errors)}\n")
     script = _check_script(ns, prog)

@@ -44,7 +44,7 @@ def accel_exports() -> dict[str, str]:
 @hookimpl
 def accel_config_sections() -> dict[str, Any]:
     """The ``deepspeed_config`` section, declared in :data:`accel_deepspeed.config.DEEPSPEED_SECTION`."""
-    from .config import DEEPSPEED_SECTION
+    from .options import DEEPSPEED_SECTION
 
     return {DEEPSPEED_SECTION.key: DEEPSPEED_SECTION}
 
@@ -52,7 +52,7 @@ def accel_config_sections() -> dict[str, Any]:
 @hookimpl
 def accel_launch_arguments(parser: Any) -> None:
     """``--use_deepspeed`` and the DeepSpeed flags of ``accel launch`` (values go to ``deepspeed_config``)."""
-    from .config import DEEPSPEED_STRATEGY
+    from .options import DEEPSPEED_STRATEGY
 
     DEEPSPEED_STRATEGY.add_arguments(parser)
 
@@ -71,7 +71,7 @@ def accel_launch_environment(config: dict) -> dict[str, str]:
 @hookimpl
 def accel_config_questions(ask: Any, config: dict) -> None:
     """``accel config`` questions for DeepSpeed (asked unless another strategy was chosen)."""
-    from .config import DEEPSPEED_STRATEGY
+    from .options import DEEPSPEED_STRATEGY
 
     if DEEPSPEED_STRATEGY.chosen(ask, config):
         from .questions import ask_deepspeed

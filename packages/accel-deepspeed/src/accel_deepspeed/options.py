@@ -1,0 +1,132 @@
+"""The ``deepspeed_config`` section and ``--use_deepspeed``, declared once.
+
+The declarations alone, so that ``accel launch`` builds its flags from them without importing
+the rest of the plugin (:mod:`accel_deepspeed.config` re-exports every name). Torch-free.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accel.config.sections import Option, Section
+from accel.config.strategy import Strategy
+from accel.errors import ConfigError
+
+OFFLOAD_DEVICES = ("none", "cpu", "nvme")
+"""Values of ``offload_optimizer_device`` / ``offload_param_device``."""
+MULTINODE_LAUNCHERS = ("pdsh", "standard", "openmpi", "mvapich", "mpich", "nossh", "slurm")
+"""Values of ``deepspeed_multinode_launcher`` (Accelerate's list; ``pdsh`` is the default)."""
+
+
+def _stage(value: Any, label: str = "zero_stage") -> int:
+    try:
+        stage = int(value)
+    except (TypeError, ValueError):
+        stage = -1
+    if stage not in (0, 1, 2, 3) or str(value).strip() not in ("0", "1", "2", "3"):
+        raise ConfigError(
+            f"{label}={value!r} is not a ZeRO stage: use 0 (off), 1 (optimizer states), "
+            "2 (+ gradients) or 3 (+ parameters)"
+        )
+    return stage
+
+
+def _clip(value: Any, label: str = "gradient_clipping") -> float | str | None:
+    if value is None or value == "auto":
+        return value
+    if str(value).strip().lower() == "none":
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{label}={value!r} is not a number") from None
+
+
+def check_combination(stage: int, optimizer_device: str, param_device: str) -> None:
+    """Reject offload settings the ZeRO stage cannot run, naming the key to change."""
+    if param_device != "none" and stage != 3:
+        raise ConfigError(
+            f"offload_param_device={param_device} needs zero_stage 3 (parameters are only "
+            f"partitioned in stage 3), but zero_stage is {stage}: set zero_stage 3 or "
+            "offload_param_device none"
+        )
+    if optimizer_device != "none" and stage == 0:
+        raise ConfigError(
+            f"offload_optimizer_device={optimizer_device} needs ZeRO (zero_stage 1, 2 or 3), "
+            "but zero_stage is 0: set zero_stage 2 or offload_optimizer_device none"
+        )
+
+
+def _check_section(values: dict[str, Any]) -> None:
+    """The section's offload devices must suit its ZeRO stage (unless a JSON file decides)."""
+    if values["deepspeed_config_file"] is None:
+        check_combination(
+            values["zero_stage"],
+            values["offload_optimizer_device"],
+            values["offload_param_device"],
+        )
+
+
+_ON = "true/false: "
+DEEPSPEED_SECTION = Section(
+    "deepspeed_config",
+    [
+        Option("zero_stage", int, 2, choices=(0, 1, 2, 3), reader=_stage, help="0, 1, 2 or 3"),
+        Option(
+            "gradient_accumulation_steps",
+            int,
+            minimum=1,
+            extra=("auto",),
+            flag=None,  # a core flag; the section key is still read from config files
+            help="an integer >= 1 (or auto)",
+        ),
+        Option("gradient_clipping", float, reader=_clip, help="a number (or auto)"),
+        Option(
+            "offload_optimizer_device",
+            default="none",
+            choices=OFFLOAD_DEVICES,
+            help="none, cpu or nvme (ZeRO >= 1)",
+        ),
+        Option(
+            "offload_param_device",
+            default="none",
+            choices=OFFLOAD_DEVICES,
+            help="none, cpu or nvme (ZeRO-3 only)",
+        ),
+        Option("offload_optimizer_nvme_path", help="a directory on an NVMe drive"),
+        Option("offload_param_nvme_path", help="a directory on an NVMe drive"),
+        Option(
+            "zero3_init_flag",
+            bool,
+            False,
+            help=_ON + "build the model under deepspeed.zero.Init (ZeRO-3)",
+        ),
+        Option(
+            "zero3_save_16bit_model",
+            bool,
+            False,
+            help=_ON + "gather 16-bit weights when saving (ZeRO-3)",
+        ),
+        Option("deepspeed_config_file", help="path of a DeepSpeed JSON config"),
+        Option("deepspeed_moe_layer_cls_names", list, help="comma-separated MoE layer class names"),
+        Option("deepspeed_hostfile", help="DeepSpeed hostfile (multi-node)"),
+        Option("deepspeed_inclusion_filter", help="DeepSpeed --include string (multi-node)"),
+        Option("deepspeed_exclusion_filter", help="DeepSpeed --exclude string (multi-node)"),
+        Option(
+            "deepspeed_multinode_launcher",
+            choices=MULTINODE_LAUNCHERS,
+            help=", ".join(MULTINODE_LAUNCHERS),
+        ),
+    ],
+    title="DeepSpeed",
+    checks=[_check_section],
+)
+"""The ``deepspeed_config`` section: its keys, types, defaults and ``accel launch`` flags."""
+
+DEEPSPEED_STRATEGY = Strategy(
+    DEEPSPEED_SECTION,
+    "use_deepspeed",
+    help="train with DeepSpeed (accel-deepspeed)",
+    question="Do you want to use DeepSpeed?",
+)
+"""``--use_deepspeed`` and the ``accel config`` question that choose DeepSpeed."""
