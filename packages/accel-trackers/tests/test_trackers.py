@@ -395,3 +395,17 @@ def test_dvclive_log_keeps_string_values(workdir, caplog):
     accelerator.end_training()
     assert logged == [("loss", 0.5), ("note", "hello")]
     assert any("'odd'" in r.getMessage() for r in caplog.records)
+
+
+@needs("mlflow")
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("yes", True), ("on", True), ("True", True), ("1", True), ("no", False), ("off", False)],
+)
+def test_mlflow_nested_run_variable_is_a_truth_value(monkeypatch, tmp_path, value, expected):
+    """``MLFLOW_NESTED_RUN`` overrides ``nested_run`` in every spelling Accelerate accepts."""
+    from accel_trackers.mlflow_tracker import MLflowTracker
+
+    monkeypatch.setenv("MLFLOW_NESTED_RUN", value)
+    tracker = MLflowTracker(experiment_name="nested", logging_dir=str(tmp_path))
+    assert tracker.nested_run is expected

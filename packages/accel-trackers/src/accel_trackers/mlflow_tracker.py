@@ -85,9 +85,11 @@ class MLflowTracker(LibraryTracker):
             tags = json.loads(tags)
         self.tags = tags
         nested = os.environ.get("MLFLOW_NESTED_RUN", nested_run)
-        self.nested_run = (
-            nested if isinstance(nested, bool) else str(nested).lower() in ("1", "true")
-        )
+        if not isinstance(nested, bool):  # yes/no, on/off, true/false, 1/0, as Accelerate reads it
+            from accel.process_env import str_to_bool
+
+            nested = str_to_bool(str(nested), to_bool=True)
+        self.nested_run = nested
         self.mlflow_run_name = run_name
         self.description = description
         self.tracking_uri = tracking_uri
