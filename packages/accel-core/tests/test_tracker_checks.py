@@ -65,6 +65,20 @@ def test_register_tracker_class_refuses_what_is_not_a_tracker_class():
             register_tracker_class(entry)
 
 
+def test_register_tracker_class_needs_the_class_to_set_requires_logging_directory(registered):
+    """GeneralTracker's own default does not count (Accelerate's rule)."""
+
+    class NoFlagTracker(GeneralTracker):
+        name = "no_flag_tracker"
+
+    class FlagFromParent(NoDirectory):
+        name = "flag_from_parent"
+
+    with pytest.raises(ValueError, match="requires_logging_directory"):
+        register_tracker_class(NoFlagTracker)
+    register_tracker_class(FlagFromParent)  # inherited from a tracker class: fine
+
+
 def test_a_tracker_needing_a_directory_says_so_when_the_accelerator_is_created(
     registered, tmp_path
 ):

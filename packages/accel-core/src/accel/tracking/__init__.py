@@ -124,7 +124,11 @@ def register_tracker_class(tracker_class: type[GeneralTracker]) -> None:
     name = getattr(tracker_class, "name", None)
     if not name:
         raise ValueError("the tracker class to register must define a non-empty `name` attribute")
-    if not hasattr(tracker_class, "requires_logging_directory"):
+    if not any(  # GeneralTracker's own default does not count: the class must say
+        "requires_logging_directory" in vars(klass)
+        for klass in tracker_class.__mro__
+        if klass is not GeneralTracker
+    ):
         raise ValueError(
             "the tracker class to register must define a `requires_logging_directory` class attribute "
             "(True when it needs a logging directory, else False)"
