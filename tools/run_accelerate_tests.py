@@ -89,12 +89,21 @@ INTERNAL_NAMES = {
         "get_state_dict_offloaded_model",
     ],
 }
-INTERNAL_MODULES = (
-    "accelerate.commands.estimate",
-    "accelerate.commands.test",
-    "accelerate.commands.to_fsdp2",
-    "accelerate.commands.tpu",
-)
+INTERNAL_MODULES = {
+    "accelerate.commands.estimate": [
+        "add_timm_hub_prefix",
+        "estimate_command",
+        "estimate_command_parser",
+        "gather_data",
+    ],
+    "accelerate.commands.test": ["test_command", "test_command_parser"],
+    "accelerate.commands.to_fsdp2": [
+        "convert_config_to_fsdp2",
+        "to_fsdp2_command",
+        "to_fsdp2_command_parser",
+    ],
+    "accelerate.commands.tpu": ["tpu_command_launcher", "tpu_command_parser"],
+}
 
 PLACEHOLDER_PLUGIN = """\
 \"\"\"Written by accel's tools/run_accelerate_tests.py --placeholders (a diagnostic run only).\"\"\"
@@ -119,21 +128,13 @@ class _Placeholder:
         raise NotImplementedError(f"{{self._where}}: an Accelerate internal accel does not provide")
 
 
-def _module_getattr(module_name):
-    def __getattr__(name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return _Placeholder(f"{{module_name}}.{{name}}")
-
-    return __getattr__
-
-
-for module_name in MODULES:
+for module_name, names in MODULES.items():
     try:
         importlib.import_module(module_name)
     except ImportError:
         module = types.ModuleType(module_name)
-        module.__getattr__ = _module_getattr(module_name)
+        for name in names:
+            setattr(module, name, _Placeholder(f"{{module_name}}.{{name}}"))
         sys.modules[module_name] = module
 for module_name, names in NAMES.items():
     module = importlib.import_module(module_name)
