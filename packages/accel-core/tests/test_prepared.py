@@ -53,6 +53,18 @@ def test_accelerate_private_names_are_the_same_lists():
     assert not (prepared.models or prepared.optimizers or prepared.schedulers)
 
 
+def test_accelerate_private_names_can_be_replaced():
+    """As in Accelerate, where they are plain lists (transformers' Trainer tests assign ``_models``)."""
+    accelerator = Accelerator(cpu=True)
+    model, optimizer, _, _ = accelerator.prepare(*_objects())
+    accelerator._models = []
+    accelerator._optimizers = [optimizer]
+    assert accelerator._models == [] and accelerator.prepared.models == []
+    assert accelerator.prepared.optimizers == [optimizer]
+    accelerator._models = [model]
+    assert accelerator.prepared.lookup(model) is model
+
+
 def test_optimizers_of_falls_back_to_the_schedulers_own_optimizer():
     model = torch.nn.Linear(2, 2)
     plain = torch.optim.SGD(model.parameters(), lr=0.1)

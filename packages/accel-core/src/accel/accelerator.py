@@ -784,12 +784,12 @@ class Accelerator:
             raise MissingPluginError("accelerator.profile()", "accel-profiler")
         return context
 
-    # -- Accelerate's private names, kept for user code that reads them -------------
-    _models = forward_property("prepared", "models")
-    _optimizers = forward_property("prepared", "optimizers")
-    _schedulers = forward_property("prepared", "schedulers")
-    _dataloaders = forward_property("prepared", "dataloaders")
-    _custom_objects = forward_property("prepared", "custom_objects")
+    # -- Accelerate's private names, kept for user code that reads (or replaces) them --
+    _models = forward_property("prepared", "models", writable=True)
+    _optimizers = forward_property("prepared", "optimizers", writable=True)
+    _schedulers = forward_property("prepared", "schedulers", writable=True)
+    _dataloaders = forward_property("prepared", "dataloaders", writable=True)
+    _custom_objects = forward_property("prepared", "custom_objects", writable=True)
     _save_model_state_pre_hook = forward_property("checkpoints", "save_state_pre_hooks")
     _load_model_state_pre_hook = forward_property("checkpoints", "load_state_pre_hooks")
 
