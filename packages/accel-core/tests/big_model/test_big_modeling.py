@@ -280,3 +280,13 @@ def test_progress_bar_only_on_a_terminal_main_process(monkeypatch):
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("LOCAL_RANK", "1")
     assert progress_bar(files, "x") is files
+
+
+def test_unused_checkpoint_weights_are_logged(tmp_path, caplog):
+    """The warning says, in transformers' and Accelerate's words, which weights were not used."""
+    model = nn.Linear(3, 4)
+    state = dict(model.state_dict(), foo=torch.rand(4, 5))
+    torch.save(state, tmp_path / "weights.pt")
+    with caplog.at_level("WARNING"):
+        load_checkpoint_in_model(nn.Linear(3, 4), str(tmp_path / "weights.pt"))
+    assert "were not used when initializing Linear" in caplog.text and "foo" in caplog.text

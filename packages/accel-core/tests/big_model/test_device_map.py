@@ -121,3 +121,20 @@ def test_clean_and_check_device_map(empty_model):
 def test_unsplittable_model_moves_to_next_device():
     model = nn.Linear(100, 100)
     assert infer_auto_device_map(model, max_memory={0: 100, "cpu": 10**6}) == {"": "cpu"}
+
+
+def test_a_device_too_small_for_any_part_is_logged_as_insufficient_memory(caplog):
+    from collections import OrderedDict
+
+    inner = torch.nn.Sequential(
+        OrderedDict(
+            linear1=torch.nn.Linear(10, 4),
+            linear2=torch.nn.Linear(4, 4),
+            linear3=torch.nn.Linear(4, 8),
+        )
+    )
+    model = torch.nn.Sequential(OrderedDict(module=inner))
+    with caplog.at_level("INFO"):
+        device_map = infer_auto_device_map(model, max_memory={0: 256}, fallback_allocation=False)
+    assert all(device != 0 for device in device_map.values())
+    assert "insufficient memory" in caplog.text

@@ -424,8 +424,8 @@ def infer_auto_device_map(
             )
     if planner.too_small:
         logger.info(
-            "no part of the model fits on %s (bytes needed for the next part: %s); give them more "
-            "memory to use them",
+            "no part of the model fits on %s: insufficient memory (bytes needed for the next "
+            "part: %s); give them more memory to use them",
             ", ".join(map(repr, planner.too_small)),
             planner.too_small,
         )

@@ -524,8 +524,11 @@ def load_checkpoint_in_model(
         )
     if unexpected:
         logger.warning(
-            "%d weights of the checkpoint are not in the model (e.g. %s)",
+            "%d weights of the checkpoint %s were not used when initializing %s: they are not "
+            "in the model (e.g. %s)",
             len(unexpected),
+            os.fspath(checkpoint),
+            type(model).__name__,
             ", ".join(unexpected[:5]),
         )
 
