@@ -691,8 +691,8 @@ def check_device_map(model: torch.nn.Module, device_map: Mapping[str, Any]) -> N
     unknown = [k for k in device_map if k not in names and k not in modules]
     if unknown:  # as in Accelerate: a warning, the entries are ignored
         warnings.warn(
-            f"device_map names {', '.join(map(repr, unknown[:5]))} which the model does not have: "
-            "those entries are ignored",
+            f"device_map keys do not match any submodules or weights of the model: "
+            f"{', '.join(map(repr, unknown[:5]))}; those entries are ignored",
             stacklevel=2,
         )
     missing = []
