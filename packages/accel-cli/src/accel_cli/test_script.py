@@ -50,8 +50,10 @@ def main() -> int:
 
             assert dist.is_initialized(), "process group not initialised"
             assert dist.get_world_size() == world and dist.get_rank() == rank
+        from accel import catalog
+
         launched = os.environ.get("ACCEL_MIXED_PRECISION")
-        assert launched in (None, "no", "fp16", "bf16", "fp8"), launched
+        assert launched is None or launched in catalog.PRECISIONS, launched
 
     @check("operations: gather, reduce, broadcast, pad, gather_object")
     def _ops() -> None:
