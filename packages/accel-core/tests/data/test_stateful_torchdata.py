@@ -136,3 +136,14 @@ def test_save_state_keeps_accels_position_so_a_shuffled_epoch_resumes_exactly(tm
     rest = [b.tolist() for b in loader] + [b.tolist() for b in loader]
     assert first + rest == straight
     AcceleratorState._reset_state()
+
+
+def test_loaders_say_whether_they_are_stateful():
+    """``use_stateful_dataloader`` reads back as Accelerate's loaders' attribute does."""
+    from accel.data_loader import DataLoaderDispatcher, DataLoaderShard
+
+    for kind in (DataLoaderShard, DataLoaderDispatcher):
+        assert kind(
+            list(range(8)), batch_size=4, use_stateful_dataloader=True
+        ).use_stateful_dataloader
+        assert kind(list(range(8)), batch_size=4).use_stateful_dataloader is False

@@ -53,6 +53,11 @@ class DataLoaderShard(GlobalPosition, DataLoader):
 
     _stateful = False
 
+    @property
+    def use_stateful_dataloader(self) -> bool:
+        """Whether this loader is built on torchdata's ``StatefulDataLoader`` (Accelerate's attribute)."""
+        return self._stateful
+
     def __new__(cls, *args: Any, use_stateful_dataloader: bool = False, **kwargs: Any):
         if use_stateful_dataloader and not cls._stateful:
             cls = _loader_class(cls, True)
