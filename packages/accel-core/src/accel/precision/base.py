@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import weakref
 from typing import Any
 
 import torch
@@ -18,9 +19,32 @@ class Precision:
 
     names: tuple[str, ...] = ()
     """The ``mixed_precision`` values this class serves."""
-    context: Any = None
-    """The run's :class:`~accel.backends.BackendContext` once :meth:`bind` gave it (None for a
-    precision made by hand): read process facts there, never from the process-wide state."""
+    _context_ref: Any = None
+
+    @property
+    def context(self) -> Any:
+        """The run's :class:`~accel.backends.BackendContext` once :meth:`bind` gave it (None for a
+        precision made by hand): read process facts there, never from the process-wide state.
+
+        Held weakly: the context holds its precision, and a cycle would keep the prepared
+        objects alive after their Accelerator is gone, until the garbage collector runs.
+        """
+        return self._context_ref() if self._context_ref is not None else None
+
+    @context.setter
+    def context(self, context: Any) -> None:
+        self._context_ref = weakref.ref(context) if context is not None else None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)  # a pickled Accelerator carries its context along
+        state["_context_ref"] = None
+        state["_context"] = self.context
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        context = state.pop("_context", None)
+        self.__dict__.update(state)
+        self.context = context
 
     def __init__(self, name: str, device: torch.device, handlers: dict[str, Any] | None = None):
         self.name = name
