@@ -71,7 +71,14 @@ _ON = "true/false: "
 DEEPSPEED_SECTION = Section(
     "deepspeed_config",
     [
-        Option("zero_stage", int, 2, choices=(0, 1, 2, 3), reader=_stage, help="0, 1, 2 or 3"),
+        Option(
+            "zero_stage",
+            int,
+            2,
+            choices=(0, 1, 2, 3),
+            reader=_stage,
+            help="ZeRO stage: 0 (off), 1 (optimizer states), 2 (+ gradients), 3 (+ parameters)",
+        ),
         Option(
             "gradient_accumulation_steps",
             int,
@@ -85,13 +92,13 @@ DEEPSPEED_SECTION = Section(
             "offload_optimizer_device",
             default="none",
             choices=OFFLOAD_DEVICES,
-            help="none, cpu or nvme (ZeRO >= 1)",
+            help="where optimizer states are offloaded (ZeRO >= 1)",
         ),
         Option(
             "offload_param_device",
             default="none",
             choices=OFFLOAD_DEVICES,
-            help="none, cpu or nvme (ZeRO-3 only)",
+            help="where parameters are offloaded (ZeRO-3 only)",
         ),
         Option("offload_optimizer_nvme_path", help="a directory on an NVMe drive"),
         Option("offload_param_nvme_path", help="a directory on an NVMe drive"),
@@ -115,7 +122,7 @@ DEEPSPEED_SECTION = Section(
         Option(
             "deepspeed_multinode_launcher",
             choices=MULTINODE_LAUNCHERS,
-            help=", ".join(MULTINODE_LAUNCHERS),
+            help="how DeepSpeed starts the processes of a multi-node job",
         ),
     ],
     title="DeepSpeed",
