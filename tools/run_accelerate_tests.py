@@ -171,7 +171,7 @@ def download_sdist(work: Path) -> Path:
         pip = [sys.executable, "-m", "pip"] if _has_pip(sys.executable) else ["pip"]
         subprocess.run(
             [*pip, "download", f"accelerate=={ACCELERATE_VERSION}", "--no-deps"]
-            + ["--no-binary", ":all:", "--no-build-isolation", "-d", str(download)],
+            + ["--no-binary", ":all:", "-d", str(download)],
             check=True,
         )
     with tarfile.open(archive) as tar:
@@ -348,8 +348,8 @@ def main(argv: list[str] | None = None) -> int:
         result = run_file(work, path, env, args.timeout, args.placeholders)
         results.append(result)
         print(
-            f"{result.name:60} passed {result.passed:4} failed {result.failed:3} "
-            f"errors {result.errors:3} skipped {result.skipped:4} ({result.seconds:.0f} s)",
+            f"{result.name:60} {result.passed:4} passed, {result.failed:3} failed, "
+            f"{result.errors:3} errors, {result.skipped:4} skipped ({result.seconds:.0f} s)",
             flush=True,
         )
     table = markdown(results)
