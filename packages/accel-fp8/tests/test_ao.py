@@ -165,3 +165,21 @@ def test_fsdp2_float8_all_gather_is_the_default_only_under_fsdp2(
     assert bool(optimizer._optimizer_step_post_hooks) is expected  # scales precomputed per step
     F.mse_loss(model(_data()[0]), _data()[1]).backward()
     optimizer.step()  # the hook waits for an FSDP2-sharded model; a plain one is left alone
+
+
+@pytest.mark.parametrize("distributed_type", ["FSDP", "DEEPSPEED", "MEGATRON_LM"])
+def test_msamp_refuses_every_strategy_of_the_catalog(monkeypatch, distributed_type):
+    """MS-AMP runs on one process or DDP: binding it to a strategy's context is refused."""
+    from accel.backends import BackendContext
+    from accel.kwargs import DataLoaderConfiguration
+    from accel.prepared import PreparedObjects
+    from accel.state import AcceleratorState, GradientState
+    from accel_fp8.precision import MSAMPPrecision
+
+    state = AcceleratorState(cpu=True)
+    monkeypatch.setattr(state, "distributed_type", distributed_type)
+    precision = MSAMPPrecision("fp8", torch.device("cpu"), {})
+    with pytest.raises(NotImplementedError, match=f"MS-AMP with {distributed_type} is not"):
+        BackendContext(
+            state, GradientState(), DataLoaderConfiguration(), {}, PreparedObjects(), precision
+        )

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from accel.catalog import STRATEGY_TYPES
 from accel.precision.native import BF16Precision, FP16Precision
 
 from . import config as C
@@ -123,9 +124,9 @@ class MSAMPPrecision(FP8Precision, FP16Precision):
     dtype = torch.bfloat16
 
     def bind(self, context: Any) -> None:
-        """Refuse the strategies MS-AMP does not run under (FSDP, DeepSpeed, Megatron-LM)."""
+        """Refuse the training strategies MS-AMP does not run under (FSDP, DeepSpeed, Megatron-LM)."""
         kind = _distributed_type(context)
-        if kind in ("FSDP", "DEEPSPEED", "MEGATRON_LM"):
+        if kind in STRATEGY_TYPES:
             raise NotImplementedError(
                 f"MS-AMP with {kind} is not supported by accel-fp8: use one process or DDP, "
                 "or another FP8 backend (te, ao)"
