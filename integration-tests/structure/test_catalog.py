@@ -99,3 +99,19 @@ def test_strategies_choose_the_catalog_types_with_the_catalog_flags():
     }
     assert found == catalog.STRATEGY_FLAGS
     assert set(found.values()) == set(catalog.STRATEGY_TYPES)
+
+
+@pytest.mark.parametrize("strategy", list(catalog.FSDP_SHARDING_STRATEGIES))
+def test_fsdp_sharding_strategies_are_the_catalog(strategy):
+    """accel-fsdp's choices and ``accel to-fsdp2``'s mapping read the catalog's one table."""
+    from accel_cli.to_fsdp2 import RESHARD_AFTER_FORWARD, convert_config_to_fsdp2
+    from accel_fsdp.config import FSDP_SECTION, FullyShardedDataParallelPlugin
+
+    frees = catalog.FSDP_SHARDING_STRATEGIES[strategy]
+    choices = {o.name: o.choices for o in FSDP_SECTION.options}["fsdp_sharding_strategy"]
+    assert tuple(choices) == tuple(catalog.FSDP_SHARDING_STRATEGIES)
+    assert RESHARD_AFTER_FORWARD is catalog.FSDP_SHARDING_STRATEGIES
+    plugin = FullyShardedDataParallelPlugin(sharding_strategy=strategy)
+    assert plugin.reshard_after_forward is frees
+    converted, _ = convert_config_to_fsdp2({"fsdp_config": {"fsdp_sharding_strategy": strategy}})
+    assert converted["fsdp_config"]["fsdp_reshard_after_forward"] is frees

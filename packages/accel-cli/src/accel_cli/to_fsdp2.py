@@ -12,26 +12,27 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from accel.catalog import FSDP_SHARDING_STRATEGIES
+
 from .config_paths import config_to_read, config_to_write
 from .parsing import Parser, UsageError
 
-DESCRIPTION = """\
+RESHARD_AFTER_FORWARD: dict[str, bool] = FSDP_SHARDING_STRATEGIES
+"""``fsdp_reshard_after_forward`` for each FSDP1 sharding strategy (numbered 1-5 in this order)."""
+
+
+def _strategies(reshard: bool) -> str:
+    return ", ".join(name for name, frees in RESHARD_AFTER_FORWARD.items() if frees is reshard)
+
+
+DESCRIPTION = f"""\
 Convert a config file's FSDP1 settings (fsdp_config) to FSDP2, as `accelerate to-fsdp2` does.
 
-fsdp_sharding_strategy becomes fsdp_reshard_after_forward (FULL_SHARD, HYBRID_SHARD: true;
-SHARD_GRAD_OP, HYBRID_SHARD_ZERO2, NO_SHARD: false); fsdp_backward_prefetch,
+fsdp_sharding_strategy becomes fsdp_reshard_after_forward ({_strategies(True)}: true;
+{_strategies(False)}: false); fsdp_backward_prefetch,
 fsdp_sync_module_states and fsdp_use_orig_params are removed in FSDP2 and
 fsdp_forward_prefetch is not available there, so they are dropped (each with a note).
 """
-
-RESHARD_AFTER_FORWARD: dict[str, bool] = {
-    "FULL_SHARD": True,
-    "SHARD_GRAD_OP": False,
-    "NO_SHARD": False,
-    "HYBRID_SHARD": True,
-    "HYBRID_SHARD_ZERO2": False,
-}
-"""``fsdp_reshard_after_forward`` for each FSDP1 sharding strategy (numbered 1-5 in this order)."""
 
 RENAMED: dict[str, str] = {"fsdp_sharding_strategy": "fsdp_reshard_after_forward"}
 """FSDP1 keys FSDP2 spells differently."""

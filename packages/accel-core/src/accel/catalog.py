@@ -160,6 +160,17 @@ SECTION_DISTRIBUTED_TYPE: dict[str, str] = {
 """Sections that only matter with one distributed type (they may sit empty otherwise): the
 strategies a plugin chooses with ``--use_<name>``, each owning one section."""
 
+FSDP_SHARDING_STRATEGIES: dict[str, bool] = {
+    "FULL_SHARD": True,
+    "SHARD_GRAD_OP": False,
+    "NO_SHARD": False,
+    "HYBRID_SHARD": True,
+    "HYBRID_SHARD_ZERO2": False,
+}
+"""FSDP's sharding strategies in torch's numbering (1-5), each with whether it frees the
+parameters after forward: FSDP2's ``reshard_after_forward`` (accel-fsdp's config and
+``accel to-fsdp2`` read it here)."""
+
 STRATEGY_TYPES: tuple[str, ...] = tuple(SECTION_DISTRIBUTED_TYPE.values())
 """Distributed types that are a training strategy of their own (FSDP, DeepSpeed, Megatron-LM)."""
 

@@ -13,19 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from accel.catalog import FSDP_SHARDING_STRATEGIES
 from accel.config.keys import parse_bool
 from accel.config.sections import Option, Section
 from accel.config.strategy import Strategy
 from accel.errors import ConfigError
 
-SHARDING_STRATEGIES = (
-    "FULL_SHARD",
-    "SHARD_GRAD_OP",
-    "NO_SHARD",
-    "HYBRID_SHARD",
-    "HYBRID_SHARD_ZERO2",
-)
-"""Sharding strategies; the config may also give their numbers 1-5."""
+SHARDING_STRATEGIES = tuple(FSDP_SHARDING_STRATEGIES)
+"""Sharding strategies (the catalog's); the config may also give their numbers 1-5."""
 AUTO_WRAP_POLICIES = ("TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP")
 """Auto-wrap policies (``fsdp_auto_wrap_policy``)."""
 BACKWARD_PREFETCH = ("BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH")
@@ -222,7 +217,7 @@ class FullyShardedDataParallelPlugin:
         self.sharding_strategy = _convert(
             "sharding_strategy", self.sharding_strategy or "FULL_SHARD"
         )
-        self.reshard_after_forward = self.sharding_strategy in ("FULL_SHARD", "HYBRID_SHARD")
+        self.reshard_after_forward = FSDP_SHARDING_STRATEGIES[self.sharding_strategy]
         if self.backward_prefetch is not None and not callable(self.backward_prefetch):
             self.backward_prefetch = _convert("backward_prefetch", self.backward_prefetch)
         if self.auto_wrap_policy is not None and not callable(self.auto_wrap_policy):
