@@ -143,7 +143,7 @@ def test_load_checkpoint_in_model_reads_a_flat_index(tmp_path):
 def test_check_device_map_warns_about_unknown_keys():
     from accel.utils import check_device_map
 
-    with pytest.warns(UserWarning, match="does not have"):
+    with pytest.warns(UserWarning, match="device_map keys do not match any submodules"):
         check_device_map(Net(), {"": "cpu", "decoder": "cpu"})
 
 
