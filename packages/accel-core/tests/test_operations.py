@@ -36,3 +36,14 @@ def test_pad_across_processes_returns_a_nested_tensor_with_a_warning():
         assert pad_across_processes(nested) is nested
     plain = torch.randn(4, 3)
     assert pad_across_processes(plain, dim=-1) is plain
+
+
+def test_recursively_apply_names_the_type_the_function_and_the_test():
+    from accel.utils import recursively_apply
+
+    with pytest.raises(TypeError) as info:
+        recursively_apply(torch.tensor, (torch.tensor(1), 1), error_on_other_type=True)
+    assert str(info.value) == (
+        "Unsupported types (<class 'int'>) passed to `tensor`. Only nested list/tuple/dicts "
+        "of objects that are valid for `is_torch_tensor` should be passed."
+    )

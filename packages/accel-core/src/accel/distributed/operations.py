@@ -22,9 +22,12 @@ class DistributedOperationException(Exception):
     """A collective was called with inputs that do not match across processes."""
 
 
-def is_tensor_like(obj: Any) -> bool:
-    """Whether ``obj`` is a tensor (or has ``.to``)."""
-    return isinstance(obj, torch.Tensor)
+def is_torch_tensor(tensor: Any) -> bool:
+    """Whether ``tensor`` is a ``torch.Tensor``."""
+    return isinstance(tensor, torch.Tensor)
+
+
+is_tensor_like = is_torch_tensor
 
 
 def recursively_apply(
@@ -70,8 +73,11 @@ def recursively_apply(
     if test_type(data):
         return func(data, *args, **kwargs)
     if error_on_other_type:
+        func_name = getattr(func, "__name__", repr(func))
+        test_name = getattr(test_type, "__name__", repr(test_type))
         raise TypeError(
-            f"unsupported type {type(data).__name__} in a collective: only tensors nested in lists, tuples and dicts"
+            f"Unsupported types ({type(data)}) passed to `{func_name}`. Only nested list/tuple/dicts "
+            f"of objects that are valid for `{test_name}` should be passed."
         )
     return data
 
@@ -379,11 +385,6 @@ def convert_to_fp32(data: Any) -> Any:
 
 class CannotPadNestedTensorWarning(UserWarning):
     """:func:`pad_input_tensors` met a nested tensor, which it cannot pad (it is returned unchanged)."""
-
-
-def is_torch_tensor(tensor: Any) -> bool:
-    """Whether ``tensor`` is a ``torch.Tensor``."""
-    return isinstance(tensor, torch.Tensor)
 
 
 def is_namedtuple(data: Any) -> bool:
