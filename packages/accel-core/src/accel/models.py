@@ -113,10 +113,47 @@ def has_repeated_blocks(model: torch.nn.Module) -> bool:
 
 
 def compile_regions(model: torch.nn.Module, **compile_kwargs: Any) -> torch.nn.Module:
-    """Compile each block of every ``ModuleList`` in place, and the model's leaves outside them.
+    """A twin of ``model`` whose repeated blocks are compiled one by one, as in Accelerate.
 
-    Blocks of the same shape reuse one compiled graph, so start-up is much faster than
-    compiling the whole model; parameter names are unchanged.
+    Each block of every ``ModuleList`` becomes ``torch.compile(block)``, and each submodule
+    outside the blocks that holds none is compiled whole; blocks of the same shape reuse one
+    graph, so start-up is much faster than compiling the whole model. ``model`` is left as
+    it was (the twin shares its parameters and keeps it as ``_orig_mod``); methods bound to
+    ``model`` in its ``__dict__`` are bound to the twin. Without repeated blocks this is
+    ``torch.compile(model)``.
+    """
+    if not has_repeated_blocks(model):
+        return torch.compile(model, **compile_kwargs)
+
+    def regions(module: torch.nn.Module) -> torch.nn.Module:
+        if isinstance(module, torch.nn.ModuleList):
+            return torch.nn.ModuleList(torch.compile(block, **compile_kwargs) for block in module)
+        if not has_repeated_blocks(module):
+            return torch.compile(module, **compile_kwargs)
+        twin = type(module).__new__(type(module))
+        twin.__dict__.update(module.__dict__)
+        twin.__dict__["_parameters"] = dict(module._parameters)
+        twin.__dict__["_buffers"] = dict(module._buffers)
+        twin.__dict__["_non_persistent_buffers_set"] = set(module._non_persistent_buffers_set)
+        twin.__dict__["_modules"] = {
+            name: None if child is None else regions(child)
+            for name, child in module._modules.items()
+        }
+        for name, value in list(twin.__dict__.items()):
+            if isinstance(value, types.MethodType) and value.__self__ is module:
+                twin.__dict__[name] = types.MethodType(value.__func__, twin)
+        return twin
+
+    compiled = regions(model)
+    compiled.__dict__["_orig_mod"] = model
+    return compiled
+
+
+def _compile_regions_in_place(model: torch.nn.Module, **compile_kwargs: Any) -> torch.nn.Module:
+    """Compile each block of every ``ModuleList`` of ``model`` in place (``Module.compile``) and return it.
+
+    What ``Accelerator.prepare`` does for regional compilation: the prepared model is the
+    user's own, with its parameter names unchanged.
     """
     compiled_any = False
     for module in model.modules():

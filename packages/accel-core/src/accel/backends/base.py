@@ -132,13 +132,13 @@ class Backend:
     def compile_model(self, model: torch.nn.Module) -> torch.nn.Module:
         """Compile ``model`` as the state's ``dynamo_plugin`` says (``torch.compile``, or regional
         compilation of its repeated blocks); unchanged when dynamo is off."""
-        from accel.models import compile_regions
+        from accel.models import _compile_regions_in_place
 
         plugin = self.context.state.dynamo_plugin
         if plugin is None or not plugin.enabled:
             return model
         if plugin.use_regional_compilation:
-            return compile_regions(model, **plugin.to_compile_kwargs())
+            return _compile_regions_in_place(model, **plugin.to_compile_kwargs())
         return torch.compile(model, **plugin.to_compile_kwargs())
 
     def prepare_optimizer(
