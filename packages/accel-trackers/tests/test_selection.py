@@ -83,7 +83,11 @@ def test_an_unknown_tracker_names_the_package():
 
 
 def test_a_tracker_needing_a_directory_without_one_is_a_clear_error():
-    with pytest.raises(ValueError, match="needs a logging directory: pass project_dir="):
+    # Accelerate's words, then what to do
+    with pytest.raises(
+        ValueError,
+        match="Logging with `tensorboard` requires a `logging_dir` to be passed in: pass project_dir=",
+    ):
         Accelerator(cpu=True, log_with="tensorboard").init_trackers("project")
 
 
@@ -175,7 +179,7 @@ def test_register_tracker_class_makes_it_usable_by_log_with_name(tmp_path, regis
     accelerator.end_training()
 
     # a logging directory is needed, as Accelerate checks
-    with pytest.raises(ValueError, match="logging directory"):
+    with pytest.raises(ValueError, match="`my_tracker` requires a `logging_dir`"):
         filter_trackers("my_tracker", None)
 
 

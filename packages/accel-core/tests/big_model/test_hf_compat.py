@@ -154,6 +154,17 @@ def test_non_persistent_buffers_stay_on_the_execution_device_with_offload_buffer
 # -- set_module_tensor_to_device -----------------------------------------------------------
 
 
+def test_set_module_tensor_to_device_refuses_a_wrong_shape_in_accelerates_words():
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4))
+    with pytest.raises(ValueError) as info:
+        set_module_tensor_to_device(model, "0.weight", "cpu", value=torch.zeros(2, 2))
+    assert str(info.value) == (
+        'Trying to set a tensor of shape torch.Size([2, 2]) in "weight" '
+        "(which has shape torch.Size([4, 3])), this looks incorrect."
+    )
+    assert model[0].weight.shape == (4, 3)
+
+
 def test_set_module_tensor_to_device_accepts_accelerates_keywords():
     layer = nn.Linear(2, 2)
     value = torch.ones(2, 2)

@@ -271,3 +271,16 @@ def test_a_prepared_loaders_generator_is_honoured_when_reseeded():
         DataLoader(data, batch_size=2, shuffle=True, generator=generator)
     )
     assert _reseeded(loader, generator) == expected
+
+
+def test_split_batches_with_an_indivisible_batch_size_uses_accelerates_words():
+    with pytest.raises(ValueError, match="round multiple of the number of processes"):
+        BatchSamplerShard(
+            BatchSampler(range(20), batch_size=3, drop_last=False), 2, 0, split_batches=True
+        )
+
+
+def test_prepare_data_loader_with_an_indivisible_split_batch_uses_accelerates_words():
+    loader = DataLoader(range(20), batch_size=3)
+    with pytest.raises(ValueError, match="round multiple of the number of processes"):
+        prepare_data_loader(loader, num_processes=2, process_index=0, split_batches=True)

@@ -117,8 +117,8 @@ def set_module_tensor_to_device(
         value = old
     elif old is not None and tuple(value.shape) != tuple(old.shape) and old.numel() > 0:
         raise ValueError(
-            f"{tensor_name}: the value has shape {tuple(value.shape)} but the model expects "
-            f"{tuple(old.shape)}"
+            f'Trying to set a tensor of shape {value.shape} in "{tensor_name.rsplit(".", 1)[-1]}" '
+            f"(which has shape {old.shape}), this looks incorrect."
         )
     if value.is_floating_point():
         if dtype is None and old is not None and old.is_floating_point():

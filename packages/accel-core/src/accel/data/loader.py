@@ -198,7 +198,7 @@ def prepare_data_loader(
     )
     if split_batches and batch_size is not None and batch_size % n != 0:
         raise ValueError(
-            f"split_batches=True needs a batch size ({batch_size}) that is a multiple of the number of processes ({n})"
+            f"split_batches=True needs a batch size ({batch_size}) that is a round multiple of the number of processes ({n})"
         )
 
     def place(shard: BatchSamplerShard) -> None:

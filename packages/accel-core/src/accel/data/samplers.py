@@ -217,7 +217,7 @@ class BatchSamplerShard(BatchSampler):
         batch_size = getattr(batch_sampler, "batch_size", None)
         if split_batches and (batch_size is None or batch_size % num_processes != 0):
             raise ValueError(
-                f"split_batches=True needs a batch size ({batch_size}) that is a multiple of the number of processes ({num_processes})"
+                f"split_batches=True needs a batch size ({batch_size}) that is a round multiple of the number of processes ({num_processes})"
             )
         self.batch_sampler = batch_sampler
         self.sampler = getattr(batch_sampler, "sampler", None)
@@ -461,7 +461,7 @@ class IterableDatasetShard(IterableDataset):
     ):
         if split_batches and batch_size % num_processes != 0:
             raise ValueError(
-                f"split_batches=True needs a batch size ({batch_size}) that is a multiple of the number of processes ({num_processes})"
+                f"split_batches=True needs a batch size ({batch_size}) that is a round multiple of the number of processes ({num_processes})"
             )
         self.dataset = dataset
         self.batch_size = batch_size

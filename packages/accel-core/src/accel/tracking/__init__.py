@@ -150,7 +150,7 @@ def _registered_tracker_class(name: str) -> type | None:
 
 def _needs_directory(name: str) -> ValueError:
     return ValueError(
-        f"the {name!r} tracker needs a logging directory: pass project_dir= "
+        f"Logging with `{name}` requires a `logging_dir` to be passed in: pass project_dir= "
         "(or ProjectConfiguration(logging_dir=...)) to the Accelerator"
     )
 
