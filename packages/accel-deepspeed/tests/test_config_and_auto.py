@@ -62,10 +62,6 @@ def test_launched_section_fills_unset_fields(monkeypatch):
     ("kwargs", "match"),
     [
         (dict(zero_stage=4), "zero_stage=4 is not a ZeRO stage"),
-        (
-            dict(zero_stage=2, offload_param_device="cpu"),
-            "offload_param_device=cpu needs zero_stage 3",
-        ),
         (dict(zero_stage=0, offload_optimizer_device="cpu"), "needs ZeRO"),
         (dict(offload_optimizer_device="disk"), "offload_optimizer_device='disk'"),
         (dict(offload_optimizer_device="nvme"), "offload_optimizer_nvme_path"),
@@ -78,6 +74,29 @@ def test_bad_values_name_the_key(kwargs, match):
         DeepSpeedPlugin(**kwargs)
 
 
+@pytest.mark.parametrize("stage", [1, 2])
+def test_param_offload_below_stage_3_is_accepted_with_a_warning(stage):
+    """Accelerate accepts it and writes ``offload_param``; DeepSpeed ignores it below stage 3."""
+    with pytest.warns(
+        UserWarning, match=f"offload_param_device=cpu has no effect with zero_stage {stage}"
+    ):
+        plugin = DeepSpeedPlugin(
+            zero_stage=stage,
+            offload_optimizer_device="cpu",
+            offload_param_device="cpu",
+            zero3_init_flag=False,
+        )
+    zero = plugin.deepspeed_config["zero_optimization"]
+    assert zero["stage"] == stage and plugin.zero_stage == stage
+    assert zero["offload_param"] == {"device": "cpu"}
+    assert zero["offload_optimizer"] == {"device": "cpu"}
+    assert plugin.offload_param_device == "cpu"
+    # DeepSpeed's own config model reads it without complaint at this stage
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+
+    assert DeepSpeedZeroConfig(**zero).offload_param.device == "cpu"
+
+
 def test_section_validator():
     errors = validate_section(
         {"zero_stage": 4, "offload_param_device": "gpu", "colour": "red", "zero3_init_flag": "x"}
@@ -85,10 +104,8 @@ def test_section_validator():
     assert len(errors) == 4
     assert any("deepspeed_config.zero_stage" in e for e in errors)
     assert any("deepspeed_config.colour is not a DeepSpeed setting" in e for e in errors)
-    assert validate_section({"zero_stage": 2, "offload_param_device": "cpu"}) == [
-        "deepspeed_config: offload_param_device=cpu needs zero_stage 3 (parameters are only "
-        "partitioned in stage 3), but zero_stage is 2: set zero_stage 3 or offload_param_device none"
-    ]
+    # accepted below stage 3, as Accelerate does (DeepSpeed ignores it there)
+    assert validate_section({"zero_stage": 2, "offload_param_device": "cpu"}) == []
     assert validate_section({"deepspeed_multinode_launcher": "ssh"})[0].startswith(
         "deepspeed_config.deepspeed_multinode_launcher"
     )
@@ -105,12 +122,14 @@ def test_config_file_and_plugin_fields(tmp_path):
     assert plugin.deepspeed_config["gradient_clipping"] == 0.7
     with pytest.raises(ConfigError, match="zero_optimization.stage=2 .* sets 3"):
         DeepSpeedPlugin(hf_ds_config=SEED_CONFIGS / "zero_stage2_config.json", zero_stage=3)
-    bad = tmp_path / "bad.json"
-    bad.write_text(
+    stage2 = tmp_path / "stage2_param_offload.json"
+    stage2.write_text(
         json.dumps({"zero_optimization": {"stage": 2, "offload_param": {"device": "cpu"}}})
     )
-    with pytest.raises(ConfigError, match="offload_param_device=cpu needs zero_stage 3"):
-        DeepSpeedPlugin(hf_ds_config=str(bad))
+    with pytest.warns(UserWarning, match="has no effect with zero_stage 2"):
+        plugin = DeepSpeedPlugin(hf_ds_config=str(stage2))
+    assert plugin.offload_param_device == "cpu"
+    assert plugin.deepspeed_config["zero_optimization"]["offload_param"] == {"device": "cpu"}
     with pytest.raises(ConfigError, match="does not exist"):
         DeepSpeedPlugin(hf_ds_config=str(tmp_path / "missing.json"))
     config = HfDeepSpeedConfig({"a": {"b": "auto"}})

@@ -159,7 +159,7 @@ def test_bad_flags_exit_2_with_one_line(tmp_path):
     env = {"ACCEL_CONFIG_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
     for flags, words in (
         (["--zero_stage=4"], "zero_stage"),
-        (["--zero_stage=2", "--offload_param_device=cpu"], "offload_param_device"),
+        (["--zero_stage=0", "--offload_optimizer_device=cpu"], "offload_optimizer_device"),
     ):
         done = subprocess.run(
             [str(accel), "launch", "--use_deepspeed", *flags, str(script)],

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import sys
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -26,6 +27,7 @@ from .options import (  # the declarations, in a module `accel launch` imports a
     _clip,
     _stage,
     check_combination,
+    ignored_param_offload,
 )
 
 SECTION_KEYS: dict[str, str] = {option.name: option.help for option in DEEPSPEED_SECTION}
@@ -46,6 +48,13 @@ def _device(key: str, value: Any) -> str:
     return DEEPSPEED_SECTION["offload_param_device"].convert(
         "none" if value is None else value, key
     )
+
+
+def _warn_ignored_param_offload(stage: Any, param_device: str) -> None:
+    """Warn (not refuse, as Accelerate accepts it) when DeepSpeed will ignore ``offload_param``."""
+    message = ignored_param_offload(stage, param_device)
+    if message is not None:
+        warnings.warn(message, UserWarning, stacklevel=4)
 
 
 def _steps(key: str, value: Any) -> int | str:
@@ -138,6 +147,7 @@ class DeepSpeedPlugin:
         optimizer_device = _device("offload_optimizer_device", self.offload_optimizer_device)
         param_device = _device("offload_param_device", self.offload_param_device)
         check_combination(self.zero_stage, optimizer_device, param_device)
+        _warn_ignored_param_offload(self.zero_stage, param_device)
         self.offload_optimizer_device, self.offload_param_device = optimizer_device, param_device
         zero: dict[str, Any] = {"stage": self.zero_stage}
         for kind, device, path in (
@@ -204,6 +214,7 @@ class DeepSpeedPlugin:
         )
         if stage != "auto":
             check_combination(stage, optimizer_device, param_device)
+        _warn_ignored_param_offload(stage, param_device)
         self.offload_optimizer_device, self.offload_param_device = optimizer_device, param_device
         gather = zero.get("stage3_gather_16bit_weights_on_model_save")
         if gather is not None and gather != "auto":

@@ -43,18 +43,29 @@ def _clip(value: Any, label: str = "gradient_clipping") -> float | str | None:
 
 
 def check_combination(stage: int, optimizer_device: str, param_device: str) -> None:
-    """Reject offload settings the ZeRO stage cannot run, naming the key to change."""
-    if param_device != "none" and stage != 3:
-        raise ConfigError(
-            f"offload_param_device={param_device} needs zero_stage 3 (parameters are only "
-            f"partitioned in stage 3), but zero_stage is {stage}: set zero_stage 3 or "
-            "offload_param_device none"
-        )
+    """Reject offload settings the ZeRO stage cannot run, naming the key to change.
+
+    ``offload_param_device`` below stage 3 is accepted (see :func:`ignored_param_offload`).
+    """
     if optimizer_device != "none" and stage == 0:
         raise ConfigError(
             f"offload_optimizer_device={optimizer_device} needs ZeRO (zero_stage 1, 2 or 3), "
             "but zero_stage is 0: set zero_stage 2 or offload_optimizer_device none"
         )
+
+
+def ignored_param_offload(stage: Any, param_device: str) -> str | None:
+    """Why ``offload_param_device`` has no effect at this ZeRO stage, or None when it has.
+
+    As in Accelerate, which writes the ``offload_param`` section whatever the stage: DeepSpeed
+    only reads it in stage 3 (parameters are partitioned there alone) and ignores it below.
+    """
+    if param_device == "none" or stage in (3, "auto"):
+        return None
+    return (
+        f"offload_param_device={param_device} has no effect with zero_stage {stage}: DeepSpeed "
+        "offloads parameters in ZeRO stage 3 only (set zero_stage 3 to offload them)"
+    )
 
 
 def _check_section(values: dict[str, Any]) -> None:
