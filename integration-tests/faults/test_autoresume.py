@@ -16,7 +16,7 @@ import pytest
 import torch
 
 WORKER = Path(__file__).parent / "workers" / "autoresume.py"
-TRIALS = 6
+TRIALS = 3
 PACE = "0.05"
 pytestmark = pytest.mark.timeout(1500)
 
