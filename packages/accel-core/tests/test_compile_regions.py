@@ -69,3 +69,12 @@ def test_compile_regions_without_blocks_is_torch_compile():
     model = nn.Linear(2, 2)
     compiled = compile_regions(model, backend="eager")
     assert isinstance(compiled, OptimizedModule) and compiled._orig_mod is model
+
+
+def test_a_twin_has_compiled_regions_and_the_model_has_none():
+    from accel.utils import has_compiled_regions
+
+    model = Blocks()
+    compiled = compile_regions(model, backend="eager")
+    assert has_compiled_regions(compiled)
+    assert not has_compiled_regions(model)

@@ -174,7 +174,12 @@ def is_compiled_module(module: Any) -> bool:
 
 
 def has_compiled_regions(module: Any) -> bool:
-    """Whether some submodule of ``module`` was compiled in place (``Module.compile``, regional compilation)."""
+    """Whether some submodule of ``module`` is compiled: an ``OptimizedModule`` (what
+    :func:`compile_regions` makes) or compiled in place (``Module.compile``, ``prepare``'s
+    regional compilation)."""
     if not isinstance(module, torch.nn.Module):
         return False
-    return any(getattr(m, "_compiled_call_impl", None) is not None for m in module.modules())
+    return any(
+        getattr(m, "_compiled_call_impl", None) is not None or is_compiled_module(m)
+        for m in module.modules()
+    )
