@@ -82,7 +82,9 @@ def test_register_tracker_class_needs_the_class_to_set_requires_logging_director
 def test_a_tracker_needing_a_directory_says_so_when_the_accelerator_is_created(
     registered, tmp_path
 ):
-    with pytest.raises(ValueError, match="'needs_directory_tracker' tracker needs a logging dir"):
+    with pytest.raises(
+        ValueError, match="Logging with `needs_directory_tracker` requires a `logging_dir`"
+    ):
         Accelerator(cpu=True, log_with=["no_directory_tracker", "needs_directory_tracker"])
     accelerator = Accelerator(
         cpu=True, log_with=["no_directory_tracker", "needs_directory_tracker"], project_dir=tmp_path
