@@ -9,6 +9,8 @@ definition, so its docstring and signature are written once, where the logic is.
 from __future__ import annotations
 
 import functools
+import importlib
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -52,4 +54,23 @@ def forward_method(component: str, name: str, source: type) -> Callable:
     return method
 
 
-__all__ = ["forward_method", "forward_property"]
+def module_attributes(package: str, names: dict[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for ``package``: each of ``names`` (name -> submodule) is
+    imported from ``package.<submodule>`` on first use and kept in the package's namespace.
+
+    A plugin's ``__init__`` lists its public names this way, so importing the plugin (as
+    ``accel launch --help`` does) imports none of its heavy modules.
+    """
+
+    def __getattr__(name: str) -> Any:
+        module = names.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f".{module}", package), name)
+        setattr(sys.modules[package], name, value)
+        return value
+
+    return __getattr__
+
+
+__all__ = ["forward_method", "forward_property", "module_attributes"]

@@ -5,8 +5,7 @@ Importing this package imports neither torch nor any FP8 library; names load on 
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from accel.forwarding import module_attributes
 
 _NAMES = {
     **dict.fromkeys(
@@ -29,10 +28,4 @@ module without them)."""
 __all__ = sorted(_NAMES)
 
 
-def __getattr__(name: str) -> Any:
-    module = _NAMES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = module_attributes(__name__, _NAMES)

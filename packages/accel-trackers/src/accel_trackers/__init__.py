@@ -9,8 +9,9 @@ locally (see each class and the README). Importing this package imports no track
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
+
+from accel.forwarding import module_attributes
 
 _NAMES = {
     "LibraryTracker": "_base",
@@ -39,13 +40,12 @@ _ORDER = (
 __all__ = sorted(["TRACKERS", *_NAMES])
 
 
+_public = module_attributes(__name__, _NAMES)
+
+
 def __getattr__(name: str) -> Any:
-    if name == "TRACKERS":  # every tracker this package registers, in `accel env`'s order
-        value: Any = tuple(__getattr__(tracker) for tracker in _ORDER)
-    else:
-        module = _NAMES.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f".{module}", __name__), name)
+    if name != "TRACKERS":
+        return _public(name)
+    value = tuple(_public(tracker) for tracker in _ORDER)  # in `accel env`'s order
     globals()[name] = value
     return value
