@@ -364,6 +364,11 @@ class DeepSpeedPlugin:
         the plugin needs of the run (the mixed precision for ZeRO-3 init) is read there."""
         self._run = run
 
+    def __getstate__(self) -> dict[str, Any]:
+        # A copy or a pickle (transformers saves TrainingArguments, which hold the plugin,
+        # with every checkpoint) leaves the run behind: it holds the prepared engine.
+        return {**self.__dict__, "_run": None}
+
     @property
     def selected(self) -> bool:
         """Whether this plugin is the active one (the one the Accelerator was given)."""

@@ -143,6 +143,10 @@ class MegatronLMPlugin:
         the plugin's helpers need of the run (the mixed precision) is read there."""
         self._run = run
 
+    def __getstate__(self) -> dict[str, Any]:
+        # A copy or a pickle of the plugin leaves the run (and its prepared model) behind.
+        return {**self.__dict__, "_run": None}
+
     @property
     def mixed_precision(self) -> str:
         """The mixed precision of the run the plugin is attached to (``no`` before one is)."""
