@@ -58,7 +58,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("accel.big_model", "accel.inference"),
     ("accel.tracking",),
     ("accel.connector",),
-    ("accel.accelerator",),
+    ("accel.accelerator", "accel.accelerator_checkpointing"),
     ("accel.launchers",),
     ("accel.default_plugins", "accel.testing", "accel"),
     (

@@ -117,6 +117,7 @@ def test_everything_core_calls_on_a_backend_is_declared_on_backend():
     src = Path(accel.__file__).parent
     callers = [
         src / "accelerator.py",
+        src / "accelerator_checkpointing.py",
         src / "connector.py",
         *sorted((src / "checkpoint").glob("*.py")),
     ]

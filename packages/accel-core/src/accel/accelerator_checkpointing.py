@@ -1,0 +1,169 @@
+"""Saving and resuming: the :class:`~accel.Accelerator` members over its checkpoint manager.
+
+:class:`CheckpointingMixin`, a base of ``Accelerator``, holds ``save_state`` / ``load_state`` /
+``resume`` / ``save_model`` and the checkpoint registrations. It works on the Accelerator's own
+attributes (``checkpoints``, ``backend``, ``prepared``, ``step``, ...).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from accel.checkpoint import elastic
+from accel.checkpoint.manager import CheckpointManager
+from accel.checkpoint.view import RunView
+from accel.forwarding import forward_method, forward_property
+from accel.logging import get_logger
+
+logger = get_logger("accel.accelerator")  # the Accelerator's logger: resume's line keeps its name
+
+
+class CheckpointingMixin:
+    """The saving and resuming members of :class:`~accel.Accelerator` (see its ``checkpoints``)."""
+
+    save = forward_method("checkpoints", "save", CheckpointManager)
+
+    def save_model(
+        self,
+        model: torch.nn.Module,
+        save_directory: str | os.PathLike,
+        max_shard_size: int | str = "10GB",
+        safe_serialization: bool = True,
+    ) -> None:
+        """Save the model's full weights (safetensors by default) in shards of ``max_shard_size`` with an index JSON.
+
+        A model with offloaded weights (``dispatch_model`` with ``"cpu"``/``"disk"`` entries,
+        ``cpu_offload``, ``disk_offload``) is saved with its real weights, loaded module by
+        module (:func:`accel.big_model.hooks.offloaded_state_dict`); weights left on the meta
+        device are an error. The writing is :meth:`CheckpointManager.save_model
+        <accel.checkpoint.manager.CheckpointManager.save_model>`.
+        """
+        from accel.big_model.hooks import has_offloaded_params, offloaded_state_dict
+
+        state_dict = None
+        if not os.path.isfile(save_directory) and any(map(has_offloaded_params, model.modules())):
+            state_dict = offloaded_state_dict(self.backend.unwrap_model(model))
+        self.checkpoints.save_model(
+            model, save_directory, max_shard_size, safe_serialization, state_dict=state_dict
+        )
+
+    register_for_checkpointing = forward_method(
+        "checkpoints", "register_for_checkpointing", CheckpointManager
+    )
+    register_save_state_pre_hook = forward_method(
+        "checkpoints", "register_save_state_pre_hook", CheckpointManager
+    )
+    register_load_state_pre_hook = forward_method(
+        "checkpoints", "register_load_state_pre_hook", CheckpointManager
+    )
+
+    def save_state(
+        self,
+        output_dir: str | os.PathLike | None = None,
+        safe_serialization: bool = True,
+        async_save: bool = False,
+        **save_kwargs: Any,
+    ) -> str:
+        """Save everything needed to resume: models, optimizers, schedulers, data positions, scaler, RNG, registered objects.
+
+        With ``ProjectConfiguration(automatic_checkpoint_naming=True)`` the directory is
+        ``project_dir/checkpoints/checkpoint_<iteration>`` and only the newest
+        ``total_limit`` checkpoints are kept.
+
+        ``async_save=True`` returns once the state is copied off the training tensors (to
+        CPU memory); the files are written in the background and the checkpoint appears
+        under its name only when complete. The next save, :meth:`load_state`,
+        :meth:`wait_for_everyone`, :meth:`end_training` and interpreter exit wait for it; a
+        failed write raises :class:`~accel.errors.CheckpointError` at the next of these
+        calls or of :meth:`backward`. Backends that write their own files (FSDP sharded,
+        DeepSpeed) save synchronously.
+        """
+        from accel.plugins import hook
+
+        meta = {
+            "step": self.step,
+            "gradient_step": self.gradient_state.step,
+            **elastic.step_meta(
+                self.num_processes,
+                self.gradient_accumulation_steps,
+                elastic.scheduler_steps(self.prepared.schedulers, self),
+            ),
+        }
+        path = str(
+            self.checkpoints.save_state(
+                output_dir, safe_serialization, meta=meta, async_save=async_save
+            )
+        )
+        hook().accel_checkpoint_saved(run=RunView.of(self, path), path=path)
+        return path
+
+    def load_state(
+        self,
+        input_dir: str | os.PathLike | None = None,
+        weights_only: bool = True,
+        strict: bool = True,
+        **load_kwargs: Any,
+    ) -> None:
+        """Restore a :meth:`save_state` checkpoint (the newest one when ``input_dir`` is None and naming is automatic).
+
+        Files are read with safetensors or ``torch.load(weights_only=True)``; pass
+        ``weights_only=False`` only for checkpoints you trust.
+        """
+        meta = self.checkpoints.load_state(input_dir, weights_only=weights_only, strict=strict)
+        plan = elastic.apply_resume(self, meta)
+        self.step = plan.step if "step" in meta else self.step
+        self.gradient_state.step = meta.get("gradient_step", self.gradient_state.step)
+
+    def resume(self, weights_only: bool = True, strict: bool = True) -> str | None:
+        """Load the newest complete checkpoint of ``project_dir/checkpoints``, if there is one.
+
+        The one call that makes a script resume by itself: on its first start it finds
+        nothing and returns None; after a crash, a preemption or an elastic restart
+        (``accel launch --max_restarts N``) every process loads the newest checkpoint that
+        is complete on all of them (model, optimizer, scheduler, the data loaders'
+        position mid-epoch, RNG states, step counters, registered objects), logs one line
+        and returns its path. Incomplete checkpoints are skipped with a warning. Call it
+        after ``prepare`` and ``register_for_checkpointing``; needs
+        ``ProjectConfiguration(automatic_checkpoint_naming=True)``.
+        """
+        if not self.project_configuration.automatic_checkpoint_naming:
+            raise ValueError(
+                "resume() needs ProjectConfiguration(automatic_checkpoint_naming=True, ...) "
+                "and a project_dir: it loads the newest project_dir/checkpoints/checkpoint_N"
+            )
+        from accel.plugins import hook
+
+        # a plugin may first copy in a checkpoint its scheduler kept (accel-ray: Ray Train's)
+        root = str(self.checkpoints.checkpoint_root())
+        hook().accel_before_resume(run=RunView.of(self, root), checkpoint_root=root)
+        latest = self.checkpoints.latest_checkpoint()
+        if latest is None:
+            logger.info(
+                f"resume: no checkpoint in {self.checkpoints.checkpoint_root()}, starting fresh"
+            )
+            return None
+        self.load_state(latest, weights_only=weights_only, strict=strict)
+        # a warning, so the one line shows under Python's default logging configuration
+        logger.warning(
+            f"resumed from {latest} (step {self.step}, next checkpoint "
+            f"checkpoint_{self.project_configuration.iteration})"
+        )
+        return str(latest)
+
+    def skip_first_batches(self, dataloader: Any, num_batches: int = 0) -> Any:
+        """The data loader, starting after its first ``num_batches`` batches on its next iteration."""
+        from accel.data.loader import skip_first_batches
+
+        return skip_first_batches(dataloader, num_batches)
+
+    @property
+    def save_iteration(self) -> int:
+        """Number of the next automatically named checkpoint."""
+        return self.project_configuration.iteration
+
+    # Accelerate's private names, kept for user code that reads them
+    _save_model_state_pre_hook = forward_property("checkpoints", "save_state_pre_hooks")
+    _load_model_state_pre_hook = forward_property("checkpoints", "load_state_pre_hooks")
