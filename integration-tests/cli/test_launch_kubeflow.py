@@ -331,6 +331,21 @@ def test_standalone_elastic_pod_runs_alone(run_accel, tmp_path):
 # --------------------------------------------------------------------------- plans only
 
 
+def test_a_pod_that_trains_alone_names_one_node_to_the_agent(monkeypatch, tmp_path):
+    """torchrun takes an unnamed ``--nnodes`` from ``PET_NNODES``: a standalone agent in an
+    elastic pod ("1:2") would wait 30 s per rendezvous round for a second node, in a static
+    pod ("2") until the rendezvous times out."""
+    job = manifests()["PyTorchJob/elastic"]
+    job["spec"]["elasticPolicy"]["standalone"] = True
+    pod = {**pytorchjob_env(job, "Worker", 1), "PET_STANDALONE": ""}
+    assert pod["PET_NNODES"] == "1:2"
+    argv = _plan(monkeypatch, tmp_path, pod)
+    assert "--standalone" in argv and _after(argv, "--nnodes") == "1"
+    static = pytorchjob_env(manifests()["PyTorchJob"], "Worker", 0)
+    argv = _plan(monkeypatch, tmp_path, static, "--num_machines", "1")
+    assert "--standalone" in argv and _after(argv, "--nnodes") == "1"
+
+
 def _plan(monkeypatch, tmp_path, env: dict[str, str], *argv: str) -> list[str]:
     """The torchrun argv `accel launch argv script` would run with the pod variables ``env``."""
     from accel_cli.launch import plan

@@ -110,7 +110,8 @@ class TorchrunLauncher(Launcher):
         nnodes = str(machines)
         if config.get("max_num_machines"):
             nnodes = f"{machines}:{int(config['max_num_machines'])}"
-        if machines == 1 and port is None and backend == "static":
+        standalone = machines == 1 and port is None and backend == "static"
+        if standalone:
             argv.append("--standalone")
         else:
             ip = ip or "127.0.0.1"
@@ -139,6 +140,10 @@ class TorchrunLauncher(Launcher):
         if config.get("rdzv_conf"):
             argv += ["--rdzv_conf", str(config["rdzv_conf"])]
         argv += ["--max_restarts", str(int(config.get("max_restarts") or 0))]
+        if standalone:
+            # torchrun takes an unnamed --nnodes from PET_NNODES: in a Kubeflow pod ("1:2",
+            # "2") a standalone agent would wait for nodes that never come
+            argv += ["--nnodes", "1"]
         if config.get("monitor_interval") is not None:
             argv += ["--monitor_interval", str(config["monitor_interval"])]
         if config.get("log_dir"):
