@@ -9,6 +9,7 @@ import random
 import re
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psutil
@@ -17,6 +18,7 @@ import torch
 
 WORKER = Path(__file__).parent / "workers" / "autoresume.py"
 TRIALS = 3
+LANES = 2
 PACE = "0.05"
 pytestmark = pytest.mark.timeout(1500)
 
@@ -65,13 +67,22 @@ def _run(launch, out: Path, kill_after: float | None, rng: random.Random):
 
 
 def test_sigkill_of_a_random_worker_resumes_to_identical_weights(launch, tmp_path):
-    reference, _ = _run(launch, tmp_path / "reference", None, random.Random(0))
+    rng = random.Random(1234)
+    kills = [(round(rng.uniform(0.0, 0.8), 2), random.Random(rng.random())) for _ in range(TRIALS)]
+    # two runs at a time: one's single-process phases (the agent starting, workers exiting,
+    # the pace between steps) leave a core free for the other
+    with ThreadPoolExecutor(max_workers=LANES) as pool:
+        reference_run = pool.submit(_run, launch, tmp_path / "reference", None, random.Random(0))
+        trials = [
+            pool.submit(_run, launch, tmp_path / f"trial{trial}", kill_after, victim_rng)
+            for trial, (kill_after, victim_rng) in enumerate(kills)
+        ]
+        reference, _ = reference_run.result()
+        results = [trial.result() for trial in trials]
     assert reference.returncode == 0, reference.stderr[-4000:]
     expected = torch.load(tmp_path / "reference" / "final.pt", weights_only=True)
-    rng = random.Random(1234)
-    for trial in range(TRIALS):
+    for trial, (result, killed) in enumerate(results):
         out = tmp_path / f"trial{trial}"
-        result, killed = _run(launch, out, round(rng.uniform(0.0, 0.8), 2), rng)
         context = f"trial {trial} (killed pid {killed})\n{result.stderr[-5000:]}"
         assert killed is not None, "the run ended before a worker could be killed\n" + context
         assert result.returncode == 0, context
