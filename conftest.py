@@ -16,3 +16,35 @@ def restore_environment():
     if os.environ != saved:
         os.environ.clear()
         os.environ.update(saved)
+
+
+#: Test files that share one session-wide resource: under ``pytest -n`` they run in one worker.
+SHARED_SCOPES = {
+    # one loopback Ray cluster per session (accel_ray.testing.shared_cluster)
+    "ray": ("integration-tests/ray/", "packages/accel-ray/tests/"),
+}
+
+
+def file_scope(nodeid: str) -> str:
+    """The unit that one pytest-xdist worker runs whole: the test file, or its
+    :data:`SHARED_SCOPES` entry."""
+    path = nodeid.split("::", 1)[0]
+    for name, prefixes in SHARED_SCOPES.items():
+        if path.startswith(prefixes):
+            return name
+    return path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``pytest -n N``: each test file on one worker (its module and class fixtures, such as
+    a tracker job or a tiny model, run once), Ray's files together (one cluster)."""
+    if config.getvalue("dist") != "load":  # an explicit --dist other than the default
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return file_scope(nodeid)
+
+    return FileScheduling(config, log)
