@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -16,15 +17,19 @@ RAY_TRAIN = (
     Path(__file__).parents[2] / "packages" / "accel-ray" / "tests" / "workers" / "ray_train.py"
 )
 """accel-ray's own training worker (plain script mode here)."""
+_spec = importlib.util.spec_from_file_location(
+    "quick_cluster", RAY_TRAIN.with_name("quick_cluster.py")
+)
+quick_cluster = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(quick_cluster)
 
 
 @pytest.fixture(scope="session")
 def ray_cluster():
-    """The session's :func:`accel_ray.testing.shared_cluster` (skipped without Ray)."""
+    """The session's :func:`accel_ray.testing.shared_cluster`, quick to notice lost and new
+    nodes (accel-ray's ``tests/workers/quick_cluster.py``); skipped without Ray."""
     pytest.importorskip("ray.train", reason="Ray (ray[train]) is not installed")
-    from accel_ray.testing import shared_cluster
-
-    return shared_cluster()
+    return quick_cluster.quick_shared_cluster()
 
 
 def launch_env(tmp_path: Path, cluster=None, **extra: str) -> dict[str, str]:
@@ -37,6 +42,8 @@ def launch_env(tmp_path: Path, cluster=None, **extra: str) -> dict[str, str]:
         and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
     }
     env.update(ACCEL_CONFIG_DIR=str(tmp_path / "accel-config"), PYTHONUNBUFFERED="1")
+    if cluster is not None:
+        env.update(quick_cluster.QUICK_TRAIN)
     env.update(extra)
     return env
 

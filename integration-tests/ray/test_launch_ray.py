@@ -17,6 +17,7 @@ import time
 
 import pytest
 import torch
+from accel.testing.processes import finish_processes
 
 from .conftest import RAY_TRAIN, WORKERS, finish, launch_env, start
 
@@ -52,13 +53,12 @@ def test_ray_workers_on_two_nodes_train_and_fail_like_a_local_launch(ray_cluster
     if ray_cluster.nodes < 2:
         ray_cluster.add_node(num_cpus=2, resources={NODE_RESOURCE: 1})
     script = [str(RAY_TRAIN), "script"]
+    # the local launch runs while Ray starts its workers
     local = start(
         ["launch", "--cpu", "--num_processes", "2", *script, str(tmp_path / "local"), "fail"],
         launch_env(tmp_path),
         tmp_path,
     )
-    local_code, out, local_err = finish(local, timeout=300)
-    assert local_code == 1, out + local_err[-4000:]
     flags = _ray_flags(
         ray_cluster,
         tmp_path,
@@ -77,7 +77,12 @@ def test_ray_workers_on_two_nodes_train_and_fail_like_a_local_launch(ray_cluster
         str(tmp_path / "ray"),
         "fail",
     ]
-    code, out, err = finish(start(argv, launch_env(tmp_path, ray_cluster), tmp_path), timeout=500)
+    ray_run = start(argv, launch_env(tmp_path, ray_cluster), tmp_path)
+    # the Ray run's pipes first: its logs would fill them (the local launch says little)
+    (code, out, err), (local_code, local_out, local_err) = finish_processes(
+        [ray_run, local], timeout=500
+    )
+    assert local_code == 1, local_out + local_err[-4000:]
     assert code == local_code, out[-3000:] + err[-5000:]
     assert "launcher ray" in err and "2 Ray Train workers" in err
 
@@ -129,7 +134,7 @@ def test_ctrl_c_stops_the_ray_run_and_its_workers(ray_cluster, tmp_path):
             os.killpg(process.pid, signal.SIGKILL)
             out, err = process.communicate()
             pytest.fail(f"the workers did not start:\n{out[-2000:]}\n{err[-4000:]}")
-        time.sleep(0.5)
+        time.sleep(0.2)
     pids = [int(p.read_text()) for p in pid_files]
     process.send_signal(signal.SIGINT)  # what Ctrl-C in a terminal sends accel launch
     code, out, err = finish(process, timeout=120)

@@ -26,7 +26,7 @@ WORKER = Path(__file__).parent / "workers" / "elastic_train.py"
 _spec = importlib.util.spec_from_file_location("elastic_train", WORKER)
 elastic_train = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(elastic_train)
-QUICK_GIVE_UP = {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": "10"}
+QUICK_GIVE_UP = {"RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S": "3"}
 
 
 def wait_for(path: Path, process: subprocess.Popen, timeout: float) -> None:
@@ -40,7 +40,7 @@ def wait_for(path: Path, process: subprocess.Popen, timeout: float) -> None:
 
 
 @pytest.mark.timeout(600)
-def test_group_shrinks_and_grows_back_on_node_loss(ray_cluster, tmp_path):
+def test_group_shrinks_and_grows_back_on_node_loss(ray_cluster, quick_train, tmp_path):
     from accel_ray.testing import ENVIRONMENT, NODE_RESOURCE
 
     reference = elastic_train.start_reference(tmp_path / "reference")
@@ -48,10 +48,12 @@ def test_group_shrinks_and_grows_back_on_node_loss(ray_cluster, tmp_path):
         ray_cluster.add_node(num_cpus=1, resources={NODE_RESOURCE: 1})
     out = tmp_path / "ray"
     out.mkdir()
-    # Ray's view of the cluster lags a lost node by up to 20 s: its first try for 2 workers
-    # then waits for a placement that cannot come; give up on it sooner than the 60 s default
+    # Ray's view of the cluster can lag the lost node by a second or two (the restart races
+    # the node's death): a first try for 2 workers then waits for a placement that cannot
+    # come; give up on it after 3 s instead of 60 s (placing a group that fits takes
+    # milliseconds: no worker starts before it is placed)
     env = clean_environment(
-        {**ENVIRONMENT, "RAY_ADDRESS": ray_cluster.address, **QUICK_GIVE_UP},
+        {**ENVIRONMENT, "RAY_ADDRESS": ray_cluster.address, **QUICK_GIVE_UP, **quick_train},
     )
     started = time.monotonic()
     log = tmp_path / "driver.log"

@@ -16,23 +16,34 @@ from pathlib import Path
 
 import pytest
 import torch
-from accel.testing import run_processes
+from accel.testing.processes import (
+    clean_environment,
+    finish_processes,
+    start_process,
+    torchrun_command,
+)
 
 WORKERS = Path(__file__).parent / "workers"
 
 
 @pytest.mark.timeout(600)
-def test_killed_worker_resumes_from_ray_checkpoint(ray_cluster, tmp_path):
+def test_killed_worker_resumes_from_ray_checkpoint(ray_cluster, quick_train, tmp_path):
+    # the uninterrupted torchrun run goes on while Ray starts its workers
     reference = tmp_path / "torchrun"
-    run_processes(WORKERS / "ray_train.py", ["script", str(reference)], nproc=2, timeout=300)
+    command = torchrun_command(WORKERS / "ray_train.py", ["script", str(reference)], nproc=2)
+    uninterrupted = start_process(command, clean_environment())
     out = tmp_path / "ray"
-    done = subprocess.run(
-        [sys.executable, str(WORKERS / "ray_train.py"), "ray", str(out), ray_cluster.address],
-        env=ray_cluster.environment(),
-        capture_output=True,
-        text=True,
-        timeout=540,
-    )
+    try:
+        done = subprocess.run(
+            [sys.executable, str(WORKERS / "ray_train.py"), "ray", str(out), ray_cluster.address],
+            env={**ray_cluster.environment(), **quick_train},
+            capture_output=True,
+            text=True,
+            timeout=480,
+        )
+    finally:
+        [(code, stdout, stderr)] = finish_processes([uninterrupted], timeout=120)
+    assert code == 0, stdout[-3000:] + stderr[-5000:]
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
 
     notes = {p.stem: json.loads(p.read_text()) for p in out.glob("note-*.json")}
