@@ -41,7 +41,9 @@ def _wait_for(path: Path, process: subprocess.Popen, timeout: float) -> None:
 def test_ray_num_workers_range_shrinks_on_node_loss(ray_cluster, tmp_path):
     from accel_ray.testing import NODE_RESOURCE
 
-    reference = elastic_train.start_reference(tmp_path / "reference")
+    # the uninterrupted run, once per session (accel-ray's test_elastic.py compares with it too)
+    reference_dir = Path(ray_cluster.temp_dir) / "elastic-reference"
+    reference = elastic_train.start_reference(reference_dir)
     if ray_cluster.nodes < 2:
         ray_cluster.add_node(num_cpus=1, resources={NODE_RESOURCE: 1})
     out = tmp_path / "ray"
@@ -101,7 +103,7 @@ def test_ray_num_workers_range_shrinks_on_node_loss(ray_cluster, tmp_path):
         "checkpoint written by 2 processes, resumed on 1: data position epoch 0, sample " in output
     ), output[-8000:]
     assert "gradient accumulation steps now 2" in output
-    theirs = elastic_train.reference_weights(reference, tmp_path / "reference")
+    theirs = elastic_train.reference_weights(reference, reference_dir)
     ours = torch.load(out / "final.pt")
     assert ours.keys() == theirs.keys()
     for name in ours:

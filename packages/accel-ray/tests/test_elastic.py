@@ -43,7 +43,9 @@ def wait_for(path: Path, process: subprocess.Popen, timeout: float) -> None:
 def test_group_shrinks_and_grows_back_on_node_loss(ray_cluster, quick_train, tmp_path):
     from accel_ray.testing import ENVIRONMENT, NODE_RESOURCE
 
-    reference = elastic_train.start_reference(tmp_path / "reference")
+    # the uninterrupted run, once per session (test_launch_ray_elastic.py compares with it too)
+    reference_dir = Path(ray_cluster.temp_dir) / "elastic-reference"
+    reference = elastic_train.start_reference(reference_dir)
     if ray_cluster.nodes < 2:
         ray_cluster.add_node(num_cpus=1, resources={NODE_RESOURCE: 1})
     out = tmp_path / "ray"
@@ -81,7 +83,7 @@ def test_group_shrinks_and_grows_back_on_node_loss(ray_cluster, quick_train, tmp
     output = log.read_text()
     assert driver.returncode == 0, output[-8000:]
 
-    expected = elastic_train.reference_weights(reference, tmp_path / "reference")
+    expected = elastic_train.reference_weights(reference, reference_dir)
     seen, sizes = elastic_train.contributions(out)
     assert sizes == [2, 1, 2], sizes
     assert sorted(seen) == list(range(96))  # every sample of the epoch exactly once

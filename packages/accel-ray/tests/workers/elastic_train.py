@@ -117,19 +117,23 @@ def train(out: Path, pause: bool = False, grow: bool = False, save: bool = True)
 def start_reference(out: Path):
     """Start the uninterrupted run on 2 processes (torchrun) in the background: the size the
     elastic runs start at, so the same global batches and learning-rate schedule. It runs
-    while Ray starts its workers; :func:`reference_weights` waits for it."""
+    while Ray starts its workers; :func:`reference_weights` waits for it. ``None`` when an
+    earlier test of the session already left its weights in ``out`` (the run is seeded)."""
     from accel.testing.processes import clean_environment, start_process, torchrun_command
 
+    if (out / "final.pt").exists():
+        return None
     command = torchrun_command(__file__, ["script", str(out), "reference"], nproc=2)
     return start_process(command, clean_environment())
 
 
 def reference_weights(process, out: Path, timeout: float = 300) -> dict[str, torch.Tensor]:
-    """Wait for :func:`start_reference`'s run; its final weights."""
+    """Wait for :func:`start_reference`'s run (if it started one); its final weights."""
     from accel.testing.processes import finish_processes
 
-    [(code, stdout, stderr)] = finish_processes([process], timeout)
-    assert code == 0, stdout[-3000:] + stderr[-5000:]
+    if process is not None:
+        [(code, stdout, stderr)] = finish_processes([process], timeout)
+        assert code == 0, stdout[-3000:] + stderr[-5000:]
     return torch.load(out / "final.pt")
 
 
