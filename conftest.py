@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -16,6 +17,26 @@ def restore_environment():
     if os.environ != saved:
         os.environ.clear()
         os.environ.update(saved)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fresh_accel_state_per_file():
+    """Start and end every test file with no Accelerator, process or gradient state: a file
+    must not inherit, say, another file's ``mixed_precision`` (under ``pytest -n`` the files
+    before it in its worker vary from run to run). Files reset between their own tests where
+    they need to (``accel.testing.fixtures.clean_accel_state``)."""
+    _reset_accel_state_if_loaded()
+    yield
+    _reset_accel_state_if_loaded()
+
+
+def _reset_accel_state_if_loaded() -> None:
+    # only when accel.state is loaded: there is no state otherwise, and importing it here
+    # would load torch into tests that check what a light import loads
+    if "accel.state" in sys.modules:
+        from accel.testing.fixtures import reset_accel_state
+
+        reset_accel_state()
 
 
 #: Test files that share one session-wide resource: under ``pytest -n`` they run in one worker.
