@@ -64,10 +64,6 @@ class Reference:
     """pip requirements beyond accelerate and torch (installed into the reference venv)."""
     timeout: float = 600
     """Seconds one run may take."""
-    tolerance: float = 0.0
-    """0: accel's numbers equal Accelerate's bit for bit. Else every number is within this
-    relative distance (or 1e-8 absolute): for runs whose reductions sum in another order
-    (FSDP2 shards on CPU where Accelerate keeps DDP)."""
 
     @property
     def output(self) -> Path:
@@ -101,7 +97,6 @@ REFERENCES: tuple[Reference, ...] = (
         "trainer_fsdp.py",
         num_processes=2,
         requirements=TRAINER_REQUIREMENTS,
-        tolerance=1e-5,
     ),
     Reference("cross_validation", "cross_validation.py", requirements=TRAINER_REQUIREMENTS),
     Reference(

@@ -13,7 +13,8 @@ WORKER = Path(__file__).parent / "workers" / "fsdp_utils_checks.py"
 
 
 def _torchrun(checks: str, folder: Path, timeout: float) -> str:
-    env = {**os.environ, "ACCEL_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
+    # ACCEL_FSDP_ON_CPU: transformers' Trainer (accelerate.Accelerator) shards on CPU too
+    env = {**os.environ, "ACCEL_USE_CPU": "1", "ACCEL_FSDP_ON_CPU": "1", "OMP_NUM_THREADS": "1"}
     command = [
         sys.executable,
         "-m",

@@ -3,11 +3,12 @@ trained parameters as a user reads them after ``train()``.
 
     accelerate launch --multi_gpu --num_processes 2 trainer_fsdp.py --output fsdp.json
 
-On CPU processes Accelerate keeps ``MULTI_CPU`` (DDP: full parameters) while accel shards
-(FSDP2: each parameter a ``DTensor`` holding this rank's rows). The trained values must be
-the same: they are read the two ways that work under both, ``p.full_tensor()`` where the
-parameter is a ``DTensor`` (else ``p``), and ``accelerator.get_state_dict(model)`` (the main
-process's full state dict). Case: ``full_shard``.
+On CPU processes Accelerate applies FSDP only on accelerator devices: the run is
+``MULTI_CPU`` (DDP), ``Trainer.is_fsdp_enabled`` is False, and ``named_parameters()``
+gives full tensors. The record holds what a user sees: the distributed type, whether the
+Trainer thinks FSDP is on, each parameter's type and its (sum, sum of squares) read
+straight from ``trainer.model.named_parameters()``, and the main process's
+``accelerator.get_state_dict(model)``. Case: ``full_shard``.
 """
 
 from __future__ import annotations
@@ -46,18 +47,21 @@ def _train() -> dict[str, Any]:
         )
         trainer = Trainer(model=tiny.gpt2(), args=args, train_dataset=data)
         trainer.train()
-        params = {
-            name: (p.full_tensor() if hasattr(p, "full_tensor") else p)
-            for name, p in trainer.model.named_parameters()
-        }
+        params = dict(trainer.model.named_parameters())
         state = trainer.accelerator.get_state_dict(trainer.model)
         main = trainer.accelerator.is_main_process
+        seen = {
+            "distributed_type": trainer.accelerator.distributed_type.value,
+            "is_fsdp_enabled": trainer.is_fsdp_enabled,
+            "parameter_types": sorted({type(p).__name__ for p in params.values()}),
+        }
     history = [
         [h["loss"], h["grad_norm"], h["learning_rate"]]
         for h in trainer.state.log_history
         if "grad_norm" in h
     ]
     return {
+        **seen,
         "history": history,
         "parameters": _sums(params),
         "state_dict": _sums(state) if main else None,

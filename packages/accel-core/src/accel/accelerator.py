@@ -68,6 +68,13 @@ class Accelerator(CheckpointingMixin):
     ``main_process_first``, ``print``, ...) are the process-wide :attr:`state`'s.
     """
 
+    fsdp_on_cpu: bool = True
+    """Whether FSDP shards when every process runs on CPU (accel's rule, so that FSDP runs
+    and is tested without GPUs). A subclass that sets it False gets Accelerate's rule: FSDP
+    asked for on CPU processes is dropped and the run is data-parallel; the ``accelerate``
+    distribution's ``accelerate.Accelerator`` does, so the Hugging Face stack gets
+    Accelerate's behaviour and numbers there. ``ACCEL_FSDP_ON_CPU=1`` shards anyway."""
+
     def __init__(
         self,
         device_placement: bool = True,
@@ -117,6 +124,7 @@ class Accelerator(CheckpointingMixin):
             megatron_lm_plugin=megatron_lm_plugin,
             init_process_group_kwargs=self.handlers.get("InitProcessGroupKwargs"),
             _from_accelerator=True,
+            fsdp_on_cpu=self.fsdp_on_cpu or environment.get_bool(environment.FSDP_ON_CPU),
             **plugin_objects,
         )
         if debug is not None:

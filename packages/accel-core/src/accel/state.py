@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import logging
 import math
 import os
 import sys
@@ -402,7 +403,11 @@ def split_inputs(inputs: Any, world: int, rank: int, pad: bool = False) -> Any:
 
 
 class AcceleratorState(PartialState):
-    """PartialState plus the training setup: mixed precision, distributed type, plugin configs."""
+    """PartialState plus the training setup: mixed precision, distributed type, plugin configs.
+
+    ``fsdp_on_cpu=False`` applies Accelerate's device rule: FSDP asked for (a plugin object
+    or the launcher's config) on CPU processes is dropped, and the run is data-parallel.
+    """
 
     _shared_state: dict[str, Any] = PartialState._shared_state
 
@@ -413,6 +418,7 @@ class AcceleratorState(PartialState):
         dynamo_plugin: Any = None,
         _from_accelerator: bool = False,
         parallelism_config: Any = None,
+        fsdp_on_cpu: bool = True,
         **kwargs: Any,
     ):
         if "mixed_precision" in self._shared_state and self._shared_state.get("_accelerator_ready"):
@@ -440,7 +446,7 @@ class AcceleratorState(PartialState):
         self.mixed_precision = mixed_precision
         self.dynamo_plugin = dynamo_plugin
         self.plugins = {k: v for k, v in plugins.items() if v is not None}
-        self.distributed_type = _resolve_distributed_type(self)
+        self.distributed_type = _resolve_distributed_type(self, fsdp_on_cpu)
         from accel.parallelism_config import setup_state
 
         setup_state(self, parallelism_config)  # N-D layout: checked, mesh built (or None)
@@ -500,15 +506,31 @@ _PLUGIN_TYPES = {
 }
 
 
-def _resolve_distributed_type(state: AcceleratorState) -> str:
-    """Plugin object passed in code > ``ACCEL_DISTRIBUTED_TYPE`` from the launcher > world size."""
+def _resolve_distributed_type(state: AcceleratorState, fsdp_on_cpu: bool = True) -> str:
+    """Plugin object passed in code > ``ACCEL_DISTRIBUTED_TYPE`` from the launcher > world size.
+
+    Without ``fsdp_on_cpu``, FSDP asked for on CPU processes gives the world size's
+    data-parallel type instead, and the FSDP plugin is dropped (Accelerate's rule).
+    """
+    resolved = state.distributed_type
     for key, dtype in _PLUGIN_TYPES.items():
         if key in state.plugins:
-            return dtype
-    launched = environment.get_str(environment.DISTRIBUTED_TYPE)
-    if launched and launched != "NO" and launched not in catalog.DATA_PARALLEL_TYPES:
-        return launched
-    return state.distributed_type
+            resolved = dtype
+            break
+    else:
+        launched = environment.get_str(environment.DISTRIBUTED_TYPE)
+        if launched and launched != "NO" and launched not in catalog.DATA_PARALLEL_TYPES:
+            resolved = launched
+    if resolved == DistributedType.FSDP and not fsdp_on_cpu and state.device.type == "cpu":
+        state.plugins.pop("fsdp_plugin", None)
+        if state.is_main_process:
+            logging.getLogger(__name__).warning(
+                "FSDP is not applied on CPU processes (fsdp_on_cpu=False, Accelerate's rule): "
+                "training runs data-parallel (%s)",
+                state.distributed_type,
+            )
+        return state.distributed_type
+    return resolved
 
 
 class GradientState:

@@ -4,7 +4,9 @@ transformers, PEFT, TRL and diffusers import ``accelerate``; with this distribut
 installed they run on accel. Every submodule ``accelerate.X`` *is* the module ``accel.X``
 (the same object, so a library that monkeypatches ``accelerate.big_modeling`` patches
 accel), except ``accelerate.commands``, which this package provides over accel's CLI.
-Top-level names (``accelerate.Accelerator``, ...) are accel's. ``__version__`` is the
+Top-level names (``accelerate.PartialState``, ...) are accel's, except
+``accelerate.Accelerator``: a subclass of accel's with Accelerate's rules where accel's
+differ (:mod:`accelerate.compat_accelerator`). ``__version__`` is the
 distribution's: the Accelerate API it mirrors plus accel's version as one number
 (``1.15.0.100`` for accel 0.1.0, see :func:`compat_version`).
 """
@@ -22,7 +24,7 @@ from typing import Any
 MIRRORED_API = "1.15.0"
 
 #: Submodules this package implements itself; every other ``accelerate.X`` is ``accel.X``.
-OWN_SUBPACKAGES = ("commands",)
+OWN_SUBPACKAGES = ("commands", "compat_accelerator")
 
 
 #: What ``importlib`` writes on a module it loads (``_init_module_attrs``), even one a loader's
@@ -138,6 +140,11 @@ def __getattr__(name: str) -> Any:
         return value
     if name.startswith("__"):
         raise AttributeError(name)
+    if name == "Accelerator":  # Accelerate's rules where accel's differ
+        from accelerate.compat_accelerator import Accelerator
+
+        globals()[name] = Accelerator
+        return Accelerator
     import accel
 
     try:
