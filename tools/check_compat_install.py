@@ -50,7 +50,7 @@ info = {
     "file": str(file),
     "in_venv": file.is_relative_to(Path(sys.prefix).resolve()),
     "alias": "_AliasFinder" in file.read_text(),
-    "same_accelerator": accelerate.Accelerator is accel.Accelerator,
+    "accels_accelerator": issubclass(accelerate.Accelerator, accel.Accelerator),
     "accelerate_dists": sum(1 for d in md.distributions() if d.metadata["Name"] == "accelerate"),
     "accel_dists": sorted(
         d.metadata["Name"] for d in md.distributions() if d.metadata["Name"].startswith("accel-")
@@ -66,6 +66,7 @@ with tempfile.TemporaryDirectory() as out:
                       train_dataset=tiny.lm_dataset())
     trainer.train()
 info["trainer_accelerator"] = type(trainer.accelerator).__module__
+info["trainer_on_accel"] = isinstance(trainer.accelerator, accel.Accelerator)
 info["trainer_steps"] = trainer.state.global_step
 print(json.dumps(info))
 """

@@ -42,7 +42,7 @@ def test_the_venv_has_accels_build_and_no_real_accelerate(installed):
     assert installed["version"] == installed["__version__"] == expected["accelerate"]
     assert installed["accelerate_dists"] == 1
     assert any(r.startswith("accel-core") for r in installed["requires"])
-    assert installed["in_venv"] and installed["alias"] and installed["same_accelerator"]
+    assert installed["in_venv"] and installed["alias"] and installed["accels_accelerator"]
     assert set(installed["accel_dists"]) == set(expected) - {"accelerate"}
     assert {"accel-core", "accel-cli", "accel-ddp"} <= set(installed["accel_dists"])
 
@@ -54,13 +54,15 @@ def test_transformers_peft_trl_at_the_locked_versions(installed):
 
 
 def test_trainer_runs_on_accel(installed):
-    assert installed["trainer_accelerator"] == "accel.accelerator"
+    # accelerate.Accelerator: accel's, with Accelerate's rules where they differ
+    assert installed["trainer_accelerator"] == "accelerate.compat_accelerator"
+    assert installed["trainer_on_accel"]
     assert installed["trainer_steps"] == 2
 
 
 def test_accelerate_launch_runs_trainer_on_two_processes(installed):
     assert installed["launch"] == {
-        "accelerator": "accel.accelerator.Accelerator",
+        "accelerator": "accelerate.compat_accelerator.Accelerator",
         "num_processes": 2,
         "distributed_type": "MULTI_CPU",
         "steps": 12,

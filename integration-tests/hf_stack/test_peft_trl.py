@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+import accel  # noqa: E402
 import accelerate  # noqa: E402, F401  (the workspace always has the compat distribution: never a skip)
 
 peft = pytest.importorskip("peft")
@@ -105,7 +106,8 @@ def test_trl_sft_trainer(tmp_path):
         processing_class=tokenizer,
     )
     trainer.train()
-    assert type(trainer.accelerator).__module__ == "accel.accelerator"
+    assert type(trainer.accelerator).__module__ == "accelerate.compat_accelerator"
+    assert isinstance(trainer.accelerator, accel.Accelerator)
     assert trainer.state.global_step == 16
     logged = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     assert logged[-1] < logged[0]

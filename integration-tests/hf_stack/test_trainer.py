@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+import accel  # noqa: E402
 import accelerate  # noqa: E402, F401  (the workspace always has the compat distribution: never a skip)
 
 pytest.importorskip("transformers")
@@ -58,7 +59,8 @@ def uninterrupted(tmp_path_factory):
 
 def test_trains_with_accumulation_evaluation_and_checkpoints(uninterrupted):
     trainer, _ = uninterrupted
-    assert type(trainer.accelerator).__module__ == "accel.accelerator"
+    assert type(trainer.accelerator).__module__ == "accelerate.compat_accelerator"
+    assert isinstance(trainer.accelerator, accel.Accelerator)
     assert trainer.state.global_step == 12  # 48 rows / (4 x 2) per step x 2 epochs
     logged = tiny.losses(trainer)
     assert len(logged) == 12

@@ -38,7 +38,7 @@ def launched(tmp_path_factory):
 
 
 def test_two_processes_through_accel_launch(launched):
-    assert launched["accelerator"] == "accel.accelerator.Accelerator"
+    assert launched["accelerator"] == "accelerate.compat_accelerator.Accelerator"
     assert launched["num_processes"] == 2
     assert launched["distributed_type"] == "MULTI_CPU"
     assert launched["steps"] == 12  # 48 rows / (2 per process x 2 processes x 2 accumulated) x 2
