@@ -583,7 +583,7 @@ class GradientState:
 
     @property
     def remainder(self) -> int:
-        """Samples of the last global batch that are padding duplicates (-1 when unknown)."""
+        """Real samples of the active loader's last global batch when it was padded, else -1."""
         return -1 if self.active_dataloader is None else self.active_dataloader.remainder
 
     @property

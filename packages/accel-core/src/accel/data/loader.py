@@ -26,6 +26,7 @@ from torch.utils.data import (
 )
 
 from accel.data.batches import EmptySafeCollate
+from accel.data.loader_state import BaseDataLoader, DataLoaderStateMixin
 from accel.data.samplers import (
     BatchSamplerShard,
     IterableDatasetShard,
@@ -312,13 +313,17 @@ def skip_first_batches(dataloader: DataLoader, num_batches: int = 0) -> DataLoad
     return DataLoader(dataset, batch_sampler=sampler, **kwargs)
 
 
-class SkipDataLoader(DataLoader):
+class SkipDataLoader(DataLoaderStateMixin, DataLoader):
     """A DataLoader whose every iteration skips its first ``skip_batches`` batches (by reading them).
 
     Prefer :func:`skip_first_batches` (or a prepared loader's position), which skips
     without reading when the dataset is map-style. ``use_stateful_dataloader=True``
-    builds it on torchdata's ``StatefulDataLoader``.
+    builds it on torchdata's ``StatefulDataLoader``. While it iterates it is the gradient
+    state's active loader; as Accelerate's, it does not mark its last batch
+    (``end_of_dataloader`` stays false: it reads no batch ahead).
     """
+
+    base_dataloader = BaseDataLoader()
 
     def __new__(cls, *args: Any, use_stateful_dataloader: bool = False, **kwargs: Any):
         if use_stateful_dataloader and cls is SkipDataLoader:
@@ -339,9 +344,13 @@ class SkipDataLoader(DataLoader):
         self.gradient_state = GradientState()
 
     def __iter__(self) -> Iterator[Any]:
-        for index, batch in enumerate(super().__iter__()):
-            if index >= self.skip_batches:
-                yield batch
+        self.begin()
+        try:
+            for index, batch in enumerate(super().__iter__()):
+                if index >= self.skip_batches:
+                    yield batch
+        finally:
+            self.end()
 
     def __len__(self) -> int:
         return max(super().__len__() - self.skip_batches, 0)
@@ -364,6 +373,7 @@ __all__ = [
     "BatchSamplerShard",
     "DataLoaderShard",
     "DataLoaderDispatcher",
+    "DataLoaderStateMixin",
     "IterableDatasetShard",
     "ResumableRandomSampler",
     "SeedableRandomSampler",

@@ -22,6 +22,7 @@ from torch.utils.data import (
 
 from accel.data import position as positions
 from accel.data.batches import EmptyBatch, EmptySafeCollate, empty_like, placer
+from accel.data.loader_state import BaseDataLoader, DataLoaderStateMixin
 from accel.data.resize import GlobalPosition, rebatched
 from accel.data.samplers import (
     BatchSamplerShard,
@@ -34,7 +35,7 @@ from accel.faults import preemption
 from accel.state import GradientState, PartialState
 
 
-class DataLoaderShard(GlobalPosition, DataLoader):
+class DataLoaderShard(GlobalPosition, DataLoaderStateMixin, DataLoader):
     """A DataLoader that places batches on the device, tracks the end of the epoch and can resume.
 
     ``state_dict()`` holds ``epoch`` and ``batches_yielded`` (plus ``seed``, the seed of a
@@ -52,6 +53,7 @@ class DataLoaderShard(GlobalPosition, DataLoader):
     """
 
     _stateful = False
+    base_dataloader = BaseDataLoader()
 
     @property
     def use_stateful_dataloader(self) -> bool:
@@ -108,8 +110,6 @@ class DataLoaderShard(GlobalPosition, DataLoader):
         self._origin: tuple[int, int] = (0, 0)
         self._resize: tuple[int, int] | None = None  # such an origin, for the next iteration
         self._replaying = False  # this iteration continues an epoch whose draws were made
-        self.end_of_dataloader = False
-        self.remainder = -1
         self._empty = None  # an empty batch shaped like the latest one (uneven last rounds)
         self.shards_per_process = 0
         """Processes whose datasets read their own shards (no global order), else 0."""
@@ -366,9 +366,7 @@ class DataLoaderShard(GlobalPosition, DataLoader):
         consumed = None if type(self)._consumed is DataLoaderShard._consumed else self._consumed
         handler = preemption.active()
         position = vars(self)
-        self.gradient_state._add_dataloader(self)
-        self.end_of_dataloader = False
-        self.remainder = -1
+        self.begin()
         try:
             batches = iter(source)
             current = next(batches, _END)
@@ -399,7 +397,7 @@ class DataLoaderShard(GlobalPosition, DataLoader):
             self.epoch += 1
             self.batches_yielded = 0
         finally:
-            self.gradient_state._remove_dataloader(self)
+            self.end()
 
 
 _END = object()
