@@ -79,15 +79,9 @@ INTERNAL_NAMES = {
         "BETA_SP_AVAILABLE_DEEPSPEED_VERSION",
         "BETA_TP_AVAILABLE_PYTORCH_VERSION",
         "BETA_TP_AVAILABLE_TRANSFORMERS_VERSION",
-        "SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING",
     ],
     "accelerate.tracking": ["SwanLabTracker", "TrackioTracker"],  # public, not ported yet
     "accelerate.utils.launch": ["_convert_nargs_to_dict", "prepare_simple_launcher_cmd_env"],
-    "accelerate.utils.modeling": [
-        "get_module_size_with_ties",
-        "get_state_dict_from_offload",
-        "get_state_dict_offloaded_model",
-    ],
 }
 INTERNAL_MODULES = {
     "accelerate.commands.estimate": [

@@ -37,15 +37,23 @@ class CheckpointingMixin:
 
         A model with offloaded weights (``dispatch_model`` with ``"cpu"``/``"disk"`` entries,
         ``cpu_offload``, ``disk_offload``) is saved with its real weights, loaded module by
-        module (:func:`accel.big_model.hooks.offloaded_state_dict`); weights left on the meta
-        device are an error. The writing is :meth:`CheckpointManager.save_model
+        module (:func:`accel.big_model.hooks.get_state_dict_offloaded_model`); weights left on
+        the meta device are an error (Accelerate saves without them, with a warning). The
+        writing is :meth:`CheckpointManager.save_model
         <accel.checkpoint.manager.CheckpointManager.save_model>`.
         """
-        from accel.big_model.hooks import has_offloaded_params, offloaded_state_dict
+        from accel.big_model.hooks import get_state_dict_offloaded_model, has_offloaded_params
 
         state_dict = None
         if not os.path.isfile(save_directory) and any(map(has_offloaded_params, model.modules())):
-            state_dict = offloaded_state_dict(self.backend.unwrap_model(model))
+            unwrapped = self.backend.unwrap_model(model)
+            state_dict = get_state_dict_offloaded_model(unwrapped)
+            missing = sorted(unwrapped.state_dict(keep_vars=True).keys() - state_dict.keys())
+            if missing:
+                raise RuntimeError(
+                    f"save_model: {len(missing)} weights are on the meta device and offloaded "
+                    f"nowhere (e.g. {missing[:3]}): load them first"
+                )
         self.checkpoints.save_model(
             model, save_directory, max_shard_size, safe_serialization, state_dict=state_dict
         )

@@ -361,6 +361,43 @@ def calculate_maximum_sizes(model: torch.nn.Module) -> tuple[int, tuple[int, lis
     return sizes[""], get_max_layer_size(_root_entries(model), sizes, no_split)
 
 
+def _holder(name: str, entries: Iterable[Entry]) -> Entry | None:
+    """The entry of ``entries`` whose name is a dotted prefix of ``name`` (``None`` if none)."""
+    return next((e for e in entries if name.startswith(e[0] + ".")), None)
+
+
+def get_module_size_with_ties(
+    tied_params: list[str],
+    module_size: int,
+    module_sizes: Mapping[str, int],
+    modules_to_treat: list[tuple[str, torch.nn.Module]],
+) -> tuple[int, list[str], list[torch.nn.Module]]:
+    """A module's size with the modules holding its tied weights: Accelerate's formula.
+
+    Accelerate's ``accelerate.utils.modeling.get_module_size_with_ties``. For each name of
+    ``tied_params`` (weights tied to the module, held elsewhere), its holder is the entry of
+    ``modules_to_treat`` (``(name, module)`` pairs) whose name prefixes it (``holder + "."``);
+    the size adds, per tied name, the holder's size minus that tied weight's own size (both
+    from ``module_sizes``). Returns ``(size with ties, holder names, holder modules)``, one
+    holder per tied name in order; ``(module_size, [], [])`` without tied names. A tied name
+    that no entry holds is a :class:`ValueError`. (:func:`infer_auto_device_map` counts a
+    shared weight once in its sizes, so it adds the holders' sizes without subtracting.)
+    """
+    if not tied_params:
+        return module_size, [], []
+    names: list[str] = []
+    modules: list[torch.nn.Module] = []
+    size = module_size
+    for tied in tied_params:
+        holder = _holder(tied, modules_to_treat)
+        if holder is None:
+            raise ValueError(f"no module of modules_to_treat holds the tied parameter {tied!r}")
+        names.append(holder[0])
+        modules.append(holder[1])
+        size += module_sizes[holder[0]] - module_sizes[tied]
+    return size, names, modules
+
+
 # -- the planner -----------------------------------------------------------------------------
 
 
@@ -493,7 +530,7 @@ class _Planner:
         """For each tied name, the entry of ``entries`` that contains it (skipped if none)."""
         found = []
         for partner in partners:
-            entry = next((e for e in entries if partner.startswith(e[0] + ".")), None)
+            entry = _holder(partner, entries)
             if entry is not None:
                 found.append(entry)
         return found
@@ -507,7 +544,7 @@ class _Planner:
         """
         size = self.sizes.get(name, 0)
         for partner in partners:
-            holder = next((e for e in holders if partner.startswith(e[0] + ".")), None)
+            holder = _holder(partner, holders)
             if holder is not None:
                 size += self.sizes.get(holder[0], 0)
         return size

@@ -8,6 +8,7 @@ them after it.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -35,6 +36,8 @@ from accel.big_model.module_hooks import (
 from accel.big_model.offload import PrefixedDataset
 from accel.distributed.operations import send_to_device
 from accel.memory import clear_device_cache
+
+logger = logging.getLogger(__name__)
 
 
 def find_device(data: Any) -> torch.device | None:
@@ -623,7 +626,7 @@ class LayerwiseCastingHook(ModelHook):
         return output
 
 
-CASTING_LAYERS: tuple[type[torch.nn.Module], ...] = (
+SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING: tuple[type[torch.nn.Module], ...] = (
     torch.nn.Linear,
     torch.nn.Conv1d,
     torch.nn.Conv2d,
@@ -632,7 +635,9 @@ CASTING_LAYERS: tuple[type[torch.nn.Module], ...] = (
     torch.nn.ConvTranspose2d,
     torch.nn.ConvTranspose3d,
 )
-"""Layers :func:`attach_layerwise_casting_hooks` casts (others are searched for such layers)."""
+"""Layers :func:`attach_layerwise_casting_hooks` casts (others are searched for such layers).
+
+Accelerate's ``accelerate.utils.constants.SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING``."""
 
 
 def attach_layerwise_casting_hooks(
@@ -659,7 +664,7 @@ def attach_layerwise_casting_hooks(
             return
         if patterns is not None and any(re.search(p, name) for p in patterns):
             return
-        if isinstance(current, CASTING_LAYERS):
+        if isinstance(current, SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING):
             hook = LayerwiseCastingHook(storage_dtype, compute_dtype, non_blocking)
             add_hook_to_module(current, hook, append=True)
             return
@@ -669,9 +674,10 @@ def attach_layerwise_casting_hooks(
     visit(module, "")
 
 
-def offloaded_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+def get_state_dict_offloaded_model(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The full state dict of a model whose weights are partly offloaded, on the CPU.
 
+    Accelerate's ``accelerate.utils.modeling.get_state_dict_offloaded_model``;
     ``Accelerator.save_model`` saves such a model with it (checkpoint code does not import
     big-model code: the caller reads the weights and passes them down).
 
@@ -679,7 +685,8 @@ def offloaded_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     weights in its ``weights_map``: CPU memory or disk) loads them as for a forward, on the
     CPU, its tensors are taken, and the weights are dropped again; the other tensors are
     the model's own. Tied weights stay one tensor. Needs the whole model in CPU memory.
-    A weight that is still on the meta device afterwards is a :class:`RuntimeError`.
+    As in Accelerate, a tensor still on the meta device afterwards (offloaded nowhere) is
+    left out, with a warning naming it.
     """
     own = model.state_dict(keep_vars=True)
     loaded: dict[int, torch.Tensor] = {}  # id of the meta tensor -> its loaded value
@@ -706,10 +713,36 @@ def offloaded_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
         else:
             state_dict[key] = tensor.detach().to("cpu")
     if missing:
-        raise RuntimeError(
-            f"save_model: {len(missing)} weights are on the meta device and offloaded nowhere "
-            f"(e.g. {missing[:3]}): load them first"
+        logger.warning(
+            "These tensors are on the meta device and offloaded nowhere, so they are not in "
+            "the state dict: %s",
+            missing,
         )
+    return state_dict
+
+
+def get_state_dict_from_offload(
+    module: torch.nn.Module,
+    module_name: str,
+    state_dict: dict[str, Any],
+    device_to_put_offload: int | str | torch.device = "cpu",
+) -> dict[str, Any]:
+    """Fill ``state_dict`` with the tensors of ``module``, loaded if it is offloaded.
+
+    Accelerate's ``accelerate.utils.modeling.get_state_dict_from_offload``. ``module_name``
+    is the key of one of ``module``'s tensors (``"linear1.weight"``): each tensor of
+    ``module`` whose key under the same prefix (``"linear1."``) is already in ``state_dict``
+    gets its value there. An offloaded module (:func:`has_offloaded_params`) loads its
+    weights onto ``device_to_put_offload`` for this; any other module's tensors are taken
+    where they are. Returns ``state_dict``, changed in place.
+    """
+    prefix = module_name.rpartition(".")[0]
+    device = device_to_put_offload if has_offloaded_params(module) else None
+    with align_module_device(module, device):
+        for key, tensor in module.state_dict().items():
+            full_key = f"{prefix}.{key}" if prefix else key
+            if full_key in state_dict:
+                state_dict[full_key] = tensor.detach()
     return state_dict
 
 
@@ -733,4 +766,7 @@ __all__ = [
     "attach_layerwise_casting_hooks",
     "align_module_device",
     "has_offloaded_params",
+    "SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING",
+    "get_state_dict_offloaded_model",
+    "get_state_dict_from_offload",
 ]

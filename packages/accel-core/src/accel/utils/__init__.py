@@ -179,6 +179,7 @@ _add(
     "align_module_device",
     "find_device",
     "has_offloaded_params",
+    "SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING",  # Accelerate's utils.constants name
 )
 _add("accel.parallelism_config", "ParallelismConfig")
 _add("accel.progress", "tqdm")

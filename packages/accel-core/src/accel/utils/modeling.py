@@ -1,5 +1,10 @@
 """Accelerate's ``accelerate.utils.modeling`` path: re-exports from the modules of each concept."""
 
+from accel.big_model.device_map import get_module_size_with_ties  # noqa: F401
+from accel.big_model.hooks import (  # noqa: F401
+    get_state_dict_from_offload,
+    get_state_dict_offloaded_model,
+)
 from accel.big_model.modeling import (  # noqa: F401
     _index_device,
     find_tied_parameters,
