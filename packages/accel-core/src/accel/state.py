@@ -123,7 +123,7 @@ class PartialState:
         self.device = _default_device(self._cpu, local_rank)
         self.timeout = requested_timeout or (pg_kwargs or InitProcessGroupKwargs()).timeout
         if world > 1:
-            self.distributed_type = _multi_type(self.device)
+            self._set_process_type(_multi_type(self.device))
             self.backend = _process_group_backend(self.device)
             # InitProcessGroupKwargs defaults to "nccl", which cannot serve a CPU run.
             if (
@@ -157,9 +157,16 @@ class PartialState:
                 # Tear the group down before interpreter exit: gloo's threads abort the process otherwise.
                 atexit.register(_destroy_process_group)
         else:
-            self.distributed_type = DistributedType.NO
+            self._set_process_type(DistributedType.NO)
             self.backend = None
+        if _launched_for_deepspeed(self._cpu):
+            self._set_process_type(DistributedType.DEEPSPEED)
         self.fork_launched = False
+
+    def _set_process_type(self, distributed_type: str) -> None:
+        # PartialState's own type: written to the shared dict directly, past the
+        # training type that AcceleratorState's ``distributed_type`` reads and writes
+        self.__dict__["distributed_type"] = distributed_type
 
     # -- identity ---------------------------------------------------------
     @property
@@ -337,7 +344,8 @@ class PartialState:
         self.num_processes = num_processes
         self.process_index = process_index
         self.local_process_index = local_process_index
-        self.distributed_type = distributed_type
+        self._set_process_type(distributed_type)
+        self.distributed_type = distributed_type  # an AcceleratorState's training type too
         self.backend = backend
 
     def destroy_process_group(self) -> None:
@@ -453,6 +461,24 @@ class AcceleratorState(PartialState):
         self._accelerator_ready = _from_accelerator
 
     @property
+    def distributed_type(self) -> str:
+        """The training strategy: PartialState's type, or FSDP, DEEPSPEED or MEGATRON_LM.
+
+        As in Accelerate, ``PartialState().distributed_type`` keeps the process's own type
+        (``MULTI_GPU``, ...) when an Accelerator trains with FSDP or Megatron-LM.
+        """
+        shared = self.__dict__
+        if _TRAINING_TYPE in shared:
+            return shared[_TRAINING_TYPE]
+        if "distributed_type" in shared:
+            return shared["distributed_type"]
+        return self.__getattr__("distributed_type")  # says why it is missing
+
+    @distributed_type.setter
+    def distributed_type(self, distributed_type: str) -> None:
+        self.__dict__[_TRAINING_TYPE] = distributed_type
+
+    @property
     def fsdp_plugin(self) -> Any:
         """The FSDP plugin object, if FSDP is used."""
         return self.plugins.get("fsdp_plugin")
@@ -490,6 +516,7 @@ class AcceleratorState(PartialState):
             return
         for key in (
             "mixed_precision",
+            _TRAINING_TYPE,
             "dynamo_plugin",
             "plugins",
             "_accelerator_ready",
@@ -497,6 +524,18 @@ class AcceleratorState(PartialState):
             "device_mesh",
         ):
             cls._shared_state.pop(key, None)
+
+
+_TRAINING_TYPE = "_training_distributed_type"
+"""Where AcceleratorState keeps its ``distributed_type`` in the shared dict, beside PartialState's."""
+
+
+def _launched_for_deepspeed(cpu: bool) -> bool:
+    """Whether a launcher started this process for DeepSpeed (Accelerate's PartialState rule:
+    a launched process, ``ACCELERATE_USE_DEEPSPEED`` or accel's distributed type, not ``cpu``)."""
+    if cpu or "LOCAL_RANK" not in os.environ:
+        return False
+    return str(environment.get_str(environment.DISTRIBUTED_TYPE) or "").upper() == "DEEPSPEED"
 
 
 _PLUGIN_TYPES = {
