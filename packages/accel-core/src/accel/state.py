@@ -410,6 +410,28 @@ def split_inputs(inputs: Any, world: int, rank: int, pad: bool = False) -> Any:
     return part
 
 
+_RESET = "_accelerator_state_reset"
+"""Set in the shared dict by ``AcceleratorState._reset_state()``, until the next AcceleratorState."""
+
+
+class _ProcessField:
+    """A PartialState field read through an AcceleratorState: missing after its reset."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, state: Any, owner: type) -> Any:
+        if state is None:
+            return self
+        shared = state.__dict__
+        if _RESET in shared or self.name not in shared:
+            return state.__getattr__(self.name)  # raises, saying why
+        return shared[self.name]
+
+    def __set__(self, state: Any, value: Any) -> None:
+        state.__dict__[self.name] = value
+
+
 class AcceleratorState(PartialState):
     """PartialState plus the training setup: mixed precision, distributed type, plugin configs.
 
@@ -438,6 +460,7 @@ class AcceleratorState(PartialState):
                 )
             return
         plugins = {k: kwargs.pop(k) for k in list(kwargs) if k.endswith("_plugin")}
+        self._shared_state.pop(_RESET, None)
         super().__init__(cpu=cpu, **kwargs)
         if mixed_precision is None:
             mixed_precision = environment.get_str(environment.MIXED_PRECISION, "no")
@@ -460,6 +483,15 @@ class AcceleratorState(PartialState):
         setup_state(self, parallelism_config)  # N-D layout: checked, mesh built (or None)
         self._accelerator_ready = _from_accelerator
 
+    # the process's fields, missing here (not in PartialState) once the training setup is reset
+    _cpu = _ProcessField()
+    debug = _ProcessField()
+    process_index = _ProcessField()
+    local_process_index = _ProcessField()
+    num_processes = _ProcessField()
+    device = _ProcessField()
+    backend = _ProcessField()
+
     @property
     def distributed_type(self) -> str:
         """The training strategy: PartialState's type, or FSDP, DEEPSPEED or MEGATRON_LM.
@@ -470,7 +502,7 @@ class AcceleratorState(PartialState):
         shared = self.__dict__
         if _TRAINING_TYPE in shared:
             return shared[_TRAINING_TYPE]
-        if "distributed_type" in shared:
+        if "distributed_type" in shared and _RESET not in shared:
             return shared["distributed_type"]
         return self.__getattr__("distributed_type")  # says why it is missing
 
@@ -510,10 +542,17 @@ class AcceleratorState(PartialState):
 
     @classmethod
     def _reset_state(cls, reset_partial_state: bool = False) -> None:
-        """Forget the training setup (and the process with ``reset_partial_state``)."""
+        """Forget the training setup (and the process with ``reset_partial_state``).
+
+        Without ``reset_partial_state`` the process stays set up for ``PartialState``, while
+        an ``AcceleratorState`` has none of its fields until the next one is created (as in
+        Accelerate, whose two states hold separate copies).
+        """
         if reset_partial_state:
             cls._shared_state.clear()
             return
+        if cls._shared_state:
+            cls._shared_state[_RESET] = True
         for key in (
             "mixed_precision",
             _TRAINING_TYPE,
