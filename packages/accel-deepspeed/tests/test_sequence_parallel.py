@@ -156,3 +156,35 @@ def test_two_rank_ulysses_training_matches_one_process(tmp_path):
     for name, want in want_state.items():
         got = torch.tensor(got_state[name])
         torch.testing.assert_close(got, torch.tensor(want), rtol=1e-4, atol=1e-5, msg=name)
+
+
+def _tiny_model(name: str) -> torch.nn.Module:
+    """A real transformers causal LM of two layers, built locally (no Hub)."""
+    transformers = pytest.importorskip("transformers", reason="needs transformers")
+    sizes = dict(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=2)
+    sizes.update(num_attention_heads=2, num_key_value_heads=2)
+    config = getattr(transformers, f"{name}Config")(**sizes)
+    torch.manual_seed(0)
+    return getattr(transformers, f"{name}ForCausalLM")(config)
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"), [("Qwen3Next", "linear_attention"), ("FalconH1", "hybrid")]
+)
+def test_models_with_recurrent_layers_are_refused_before_ulysses_is_set_up(name, kind):
+    from types import SimpleNamespace
+
+    from accel_deepspeed import sequence_parallel
+
+    model = _tiny_model(name)
+    handler = SimpleNamespace(sp_attn_implementation=None)
+    with pytest.raises(ConfigError, match=f"cannot train {name}ForCausalLM.*'{kind}'.*sp_size=1"):
+        sequence_parallel.register_attention(model, handler, sp_size=2, micro_batch_size=1)
+    assert not sequence_parallel._registered  # refused before transformers' registry changed
+
+
+def test_attention_only_models_pass_the_recurrence_check():
+    from accel_deepspeed.sequence_parallel import refuse_recurrent_layers
+
+    refuse_recurrent_layers(_tiny_model("Llama"))
+    refuse_recurrent_layers(torch.nn.Linear(2, 2))  # no config: nothing to refuse

@@ -129,6 +129,39 @@ def is_transformers_model(model: torch.nn.Module) -> bool:
     return config is not None and hasattr(config, "_attn_implementation")
 
 
+RECURRENT_LAYER_TYPES = ("linear_attention", "mamba", "hybrid")
+"""Kinds of layers (in a transformers config's ``layer_types`` or ``layers_block_type``) that
+carry a state along the sequence: linear attention and Mamba blocks, alone or beside attention."""
+
+
+def refuse_recurrent_layers(model: torch.nn.Module) -> None:
+    """Refuse a model whose layers carry a recurrent state along the sequence.
+
+    Ulysses gives each rank the whole sequence only inside the attention interface it
+    wraps; a linear-attention or Mamba layer runs its own recurrence over the rank's slice,
+    restarted from zero on every rank and never exchanged, so the gradients would be wrong
+    without any error (the first slice's output is even right). Accelerate refuses
+    ``linear_attention`` layers; accel also refuses ``mamba`` and ``hybrid`` ones
+    (FalconH1, Zamba2), which hold the same kind of state.
+    """
+    config = getattr(model, "config", None)
+    if config is not None and hasattr(config, "get_text_config"):
+        config = config.get_text_config()
+    kinds = {
+        str(kind)
+        for field in ("layer_types", "layers_block_type")
+        for kind in getattr(config, field, None) or ()
+    }
+    recurrent = sorted(k for k in kinds if any(r in k for r in RECURRENT_LAYER_TYPES))
+    if recurrent:
+        raise ConfigError(
+            f"DeepSpeed sequence parallelism cannot train {type(model).__name__}: its layers of "
+            f"type {recurrent} carry a state along the sequence that Ulysses does not exchange, "
+            "so every rank would restart it and the gradients would be wrong without an error; "
+            "use a model with attention layers only, or sp_size=1"
+        )
+
+
 _registered: dict[str, Any] = {}
 """The attention implementation swapped for Ulysses in this process -> the mpu (at most one)."""
 
@@ -142,9 +175,11 @@ def register_attention(
     ``eager``) is replaced in transformers' attention registry by Ulysses around it,
     as ``UlyssesSPAttentionHF.register_with_transformers`` does; this happens once per
     process (the registry is global), later models must use the same implementation.
+    A model with recurrent layers is refused first (:func:`refuse_recurrent_layers`).
     """
     import inspect
 
+    refuse_recurrent_layers(model)
     from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
 
     own = model.config._attn_implementation
