@@ -145,6 +145,33 @@ def test_between_epochs_the_saved_generator_carries_over():
     assert _flat(one) == _flat(second_epoch)
 
 
+@pytest.mark.parametrize("resumed_on", [1, 2])
+def test_another_dataset_length_mid_epoch_is_refused_naming_both(resumed_on):
+    """Saved at sample 24 of a shuffled 96; resumed over 112 samples the permutation is another one."""
+    _, states = _run(_prepare(2, LAYOUTS["shuffled"]["make"]), steps=3)
+    assert states[0]["length"] == 96 and states[0]["samples_seen"] == 24
+    (loader, *_) = _prepare(
+        resumed_on, lambda: DataLoader(list(range(112)), batch_size=4, shuffle=True)
+    )
+    with pytest.raises(ResumeError) as info:
+        loader.load_state_dict(states[0])
+    message = str(info.value)
+    assert "over 96 samples" in message and "this loader has 112" in message
+    assert "\n" not in message
+
+
+def test_another_dataset_length_at_an_epoch_boundary_is_fine():
+    two = _prepare(2, LAYOUTS["shuffled"]["make"])
+    _run(two)
+    state = two[0].state_dict()
+    assert state["epoch"] == 1 and state["samples_seen"] == 0
+    longer, _ = _run(
+        _prepare(1, lambda: DataLoader(list(range(112)), batch_size=4, shuffle=True)),
+        states=[state],
+    )
+    assert sorted(_flat(longer)) == list(range(112))
+
+
 def test_version_one_positions_are_read_with_the_saved_world_size():
     make = LAYOUTS["sequential"]["make"]
     before, states = _run(_prepare(2, make), steps=3)

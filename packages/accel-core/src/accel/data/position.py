@@ -17,6 +17,9 @@ Version 2 (``"version": 2``):
 ``batch_size``            samples per batch of that batch sampler (per process without
                           ``split_batches``; the global batch with it or when dispatching)
 ``num_processes``         how many processes shared the batches when the position was saved
+``length``                how many samples the epoch's order was drawn over (the sampler's
+                          length; absent for streams, and in positions written before it was recorded):
+                          a mid-epoch position is refused by a loader of another length
 ``global_order``          False when each process read its own shards of the dataset (a
                           Hugging Face iterable dataset with a shard per process): the
                           position then holds only for the same number of processes

@@ -28,7 +28,9 @@ class GlobalPosition:
         ``num_processes`` sharing it; ``batch_size`` of the global batch sampler (or of the
         stream's per-process batches); ``samples_per_step`` / ``batches_per_step``: how many
         samples / batch-sampler batches one batch of this process stands for globally (None
-        where not countable); ``epoch_samples`` / ``epoch_batches``: their totals, if known.
+        where not countable); ``epoch_samples`` / ``epoch_batches``: their totals, if known;
+        ``length``: how many samples the epoch's order is drawn over (the sampler's length;
+        None for a stream).
         """
         shard = self._shard()
         if shard is not None:
@@ -45,6 +47,7 @@ class GlobalPosition:
                 "batches_per_step": n,
                 "epoch_samples": shard.epoch_samples,
                 "epoch_batches": total_batches,
+                "length": _length(shard.sampler),
             }
         if isinstance(self.dataset, IterableDatasetShard):
             ds = self.dataset
@@ -55,6 +58,7 @@ class GlobalPosition:
                 "batches_per_step": None,
                 "epoch_samples": None,
                 "epoch_batches": None,
+                "length": None,
             }
         counted = (
             isinstance(self.dataset, IterableDataset)
@@ -68,7 +72,30 @@ class GlobalPosition:
             "batches_per_step": None,
             "epoch_samples": None,
             "epoch_batches": None,
+            "length": None if isinstance(self.dataset, IterableDataset) else _length(self.sampler),
         }
+
+    def _check_length(self, state: dict[str, Any]) -> None:
+        """Refuse a mid-epoch position counted over another number of samples than this loader's.
+
+        The epoch's order (a permutation of the sampler's length) and the samples already
+        consumed of it only hold for the length they were counted with; at an epoch boundary
+        nothing of the old order is used, so another length is fine there.
+        """
+        from accel.errors import ResumeError
+
+        saved, now = state.get("length"), self._layout()["length"]
+        inside = (
+            state.get("batches_yielded") or state.get("samples_seen") or state.get("batches_seen")
+        )
+        if saved is None or now is None or saved == now or not inside:
+            return
+        raise ResumeError(
+            f"this data loader's position was counted over {saved} samples (epoch "
+            f"{state.get('epoch', 0)}, mid-epoch) and this loader has {now}: the samples left "
+            f"of that epoch cannot be found in another length; resume with the {saved}-sample "
+            "dataset, or from a checkpoint saved at the end of an epoch"
+        )
 
     def _global_position(self, layout: dict[str, Any]) -> tuple[int | None, int | None]:
         """(samples, batch-sampler batches) of the epoch's global order consumed so far."""
@@ -154,6 +181,14 @@ class GlobalPosition:
                 f"batch size {layout['batch_size']} ({where}): resume with a batch size that divides it"
             )
         return int(samples), 0
+
+
+def _length(sampler: Any) -> int | None:
+    """``len(sampler)``, or None when it has none."""
+    try:
+        return len(sampler)
+    except TypeError:
+        return None
 
 
 def rebatched(batches: Iterator[Any], drop: int, size: int) -> Iterator[Any]:

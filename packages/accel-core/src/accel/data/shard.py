@@ -156,6 +156,8 @@ class DataLoaderShard(GlobalPosition, DataLoaderStateMixin, DataLoader):
             "batch_size": layout["batch_size"],
             "global_order": not self.shards_per_process,
         }
+        if layout["length"] is not None:
+            state["length"] = layout["length"]
         if finished:  # saved right after the last batch: the next epoch starts at 0
             state.update(epoch=self.epoch + 1, batches_yielded=0, samples_seen=0, batches_seen=0)
             if layout["samples_per_step"] is None:
@@ -192,6 +194,7 @@ class DataLoaderShard(GlobalPosition, DataLoaderStateMixin, DataLoader):
         why when this loader cannot.
         """
         state = positions.upgrade(state, self._layout()["num_processes"])
+        self._check_length(state)
         if state.get("seed") is not None:
             self.seed = int(state["seed"])
         self.epoch = int(state["epoch"])
