@@ -98,6 +98,7 @@ class CheckpointingMixin:
                 self.num_processes,
                 self.gradient_accumulation_steps,
                 elastic.scheduler_steps(self.prepared.schedulers, self),
+                elastic.samples_per_step(self),
             ),
         }
         path = str(

@@ -134,8 +134,8 @@ class GradientAccumulationPlugin(KwargsHandler):
     """How gradients are accumulated: ``num_steps``, scheduler adjustment, data-loader sync.
 
     ``keep_global_batch_size`` (accel only): a checkpoint resumed on another number of
-    processes re-derives ``num_steps`` so that per-process batch x processes x steps stays
-    the same, and the schedule advances as before (docs/elastic.md); a size that cannot
+    processes or per-process batch size re-derives ``num_steps`` so that per-process batch x
+    processes x steps stays the same, and the schedule advances as before (docs/elastic.md); a size that cannot
     keep it is refused with the sizes that can.
     """
 

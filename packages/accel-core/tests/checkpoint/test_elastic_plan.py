@@ -45,6 +45,49 @@ def test_an_indivisible_global_batch_names_the_sizes_that_work():
     assert str(info.value).endswith("resume on 1, 2, 3, 6 processes")
 
 
+def _sized(n, batch, steps, step=12):
+    return {"step": step, **step_meta(n, steps, n, n * batch)}
+
+
+@pytest.mark.parametrize(
+    "saved, now, expected",
+    [
+        ((2, 4, 2), (1, 8), 2),  # 2 x 4 x 2 = 16 samples: 1 x 8 x 2, not 4 steps (global 32)
+        ((1, 8, 2), (2, 4), 2),  # the other direction
+        ((2, 4, 2), (2, 8), 1),  # same processes, a larger batch
+        ((2, 4, 1), (4, 1), 2),
+    ],
+)
+def test_the_accumulation_is_derived_from_samples(saved, now, expected):
+    (n, batch, steps), (m, batch_now) = saved, now
+    plan = plan_resume(_sized(n, batch, steps), n, m, 1, False, True, m * batch_now)
+    assert plan.resized and plan.accumulation_steps == expected
+    assert m * batch_now * plan.accumulation_steps == n * batch * steps  # the global batch
+    assert plan.step == 12 // steps * expected
+    line = resume_line(plan, [])
+    assert f"with per-process batch {batch_now} instead of {batch}" in line
+
+
+def test_a_batch_that_cannot_make_up_the_global_batch_names_the_sizes_that_work():
+    with pytest.raises(ResumeError) as info:  # 16 samples; 1 process of batch 6
+        plan_resume(_sized(2, 4, 2), 2, 1, 1, False, True, 6)
+    assert str(info.value) == (
+        "keep_global_batch_size: the checkpoint's global batch is 2 processes x batch 4 x 2 "
+        "accumulation steps = 16 samples, which 1 processes x batch 6 cannot make up in whole "
+        "accumulation steps; resume on 1 processes of batch 1, 2, 4, 8, 16"
+    )
+    with pytest.raises(ResumeError) as info:  # 8 samples; 2 processes of batch 2 would do
+        plan_resume(_sized(2, 4, 1), 2, 2, 1, False, True, 2 * 8)
+    assert str(info.value).endswith(
+        "resume on 1 processes of batch 8 or on 2 processes of batch 1, 2, 4"
+    )
+
+
+def test_an_older_checkpoint_without_batch_sizes_counts_per_process_batches():
+    plan = plan_resume(_meta(2, 2), 2, 1, 1, False, True, 8)
+    assert plan.accumulation_steps == 4 and plan.saved_batch_size is None
+
+
 def test_the_resume_line():
     plan = plan_resume(_meta(2, 1), 2, 1, 1, False, True)
     line = resume_line(plan, [{"epoch": 0, "samples_seen": 24}])
