@@ -52,7 +52,7 @@ from typing import Any
 import torch
 
 from accel import environment
-from accel.checkpoint import layout, manifest
+from accel.checkpoint import durable, layout, manifest
 from accel.errors import CheckpointError
 from accel.logging import get_logger
 
@@ -281,6 +281,7 @@ class AsyncCheckpointWriter:
                 staging.write()
                 self.pool.give(staging.buffers)  # written: the next save copies into them
                 staging.buffers = []
+                durable.sync_tree(tmp)  # this process's files on disk before the manifest
                 (tmp / DONE_MARKER.format(rank=rank)).touch()
                 if finish is not None:
                     finish()

@@ -19,6 +19,10 @@ A checkpoint is a directory (Accelerate's layout)::
 
 Every write goes through a temporary name and ``os.replace``; every read uses
 safetensors or ``torch.load(weights_only=True)`` unless the caller trusts the file.
+Durability: before the manifest is written, every process fsyncs the files and folders of
+the checkpoint (:mod:`accel.checkpoint.durable`); the manifest is fsynced with its folder,
+and the parent folder after the rename (:func:`replace_dir`), so a checkpoint that has its
+manifest after a power loss or a kernel crash has its data on disk too.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from typing import Any
 
 import torch
 
+from accel.checkpoint.durable import sync_dir
 from accel.checkpoint.torch_files import save_without_crc
 from accel.checkpoint.weights import (
     SAFE_WEIGHTS_INDEX_NAME,
@@ -240,7 +245,8 @@ def replace_dir(tmp: Path, final: Path) -> None:
     """Move the complete directory ``tmp`` to ``final``, replacing any previous ``final``.
 
     The old directory is renamed aside before the new one takes its name, so at any
-    moment ``final`` is either the old or the new checkpoint, never a mix.
+    moment ``final`` is either the old or the new checkpoint, never a mix. The parent folder
+    is fsynced after the rename, so the new name survives a crash.
     """
     tmp, final = Path(tmp), Path(final)
     if final.exists():
@@ -249,9 +255,11 @@ def replace_dir(tmp: Path, final: Path) -> None:
             shutil.rmtree(old)
         os.replace(final, old)
         os.replace(tmp, final)
+        sync_dir(final.parent)
         shutil.rmtree(old)
     else:
         os.replace(tmp, final)
+        sync_dir(final.parent)
 
 
 DELETING_SUFFIX = ".accel-deleting"

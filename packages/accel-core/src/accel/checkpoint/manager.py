@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from accel.checkpoint import async_writer, layout, manifest
+from accel.checkpoint import async_writer, durable, layout, manifest
 from accel.checkpoint.weights import clean_state_dict_for_safetensors, save_weights
 from accel.data import position as positions
 from accel.errors import CheckpointError
@@ -390,6 +390,7 @@ class CheckpointManager:
         self.backend.wait_for_everyone()
         try:
             self._write(tmp, safe_serialization, meta)
+            durable.sync_tree(tmp)  # on every process, before the manifest
         except BaseException:
             # a failed save leaves the previous checkpoint as it was, and no half-written copy
             if main:

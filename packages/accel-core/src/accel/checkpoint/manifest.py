@@ -16,6 +16,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from accel.checkpoint.durable import sync_dir
+
 MANIFEST_NAME = "accel_manifest.json"
 """File name of the manifest inside a checkpoint folder."""
 
@@ -58,6 +60,7 @@ def write_manifest(folder: str | os.PathLike, world_size: int, **extra: Any) -> 
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    sync_dir(folder)  # the manifest's name, with the data files' already synced
     return path
 
 
