@@ -6,11 +6,15 @@ of OUT/project and runs to the end. Every rank's sample ids (seen before the sav
 all), and on rank 0 the final weights and learning rate, go to OUT/<MODE>-rank<R>.json.
 Options: --shuffle, --seedable, --accumulation G, --keep (keep_global_batch_size),
 --fsdp (FSDP2 through FullyShardedDataParallelPlugin), --deepspeed STAGE (ZeRO),
---universal (DeepSpeed loads universal checkpoints), --epochs E.
+--universal (DeepSpeed loads universal checkpoints), --epochs E, --batch B (per process),
+--samples S (the dataset's length), --record-fsync (every os.fsync call, wrapped: the real one
+runs, with its time and path, goes to the record).
 """
 
 import argparse
 import json
+import os
+import time
 from pathlib import Path
 
 import torch
@@ -29,7 +33,21 @@ parser.add_argument("--fsdp", action="store_true")
 parser.add_argument("--deepspeed", type=int, default=None)
 parser.add_argument("--universal", action="store_true")
 parser.add_argument("--epochs", type=int, default=1)
+parser.add_argument("--batch", type=int, default=4)
+parser.add_argument("--samples", type=int, default=96)
+parser.add_argument("--record-fsync", action="store_true")
 args = parser.parse_args()
+
+fsyncs: list[tuple[int, str]] = []
+if args.record_fsync:
+    real_fsync = os.fsync
+
+    def recording_fsync(fd):
+        number = fd if isinstance(fd, int) else fd.fileno()
+        fsyncs.append((time.monotonic_ns(), os.readlink(f"/proc/self/fd/{number}")))
+        return real_fsync(fd)
+
+    os.fsync = recording_fsync
 
 kwargs = {}
 if args.fsdp:
@@ -42,7 +60,7 @@ if args.deepspeed is not None:
     from accel_deepspeed import DeepSpeedPlugin
 
     config = {
-        "train_micro_batch_size_per_gpu": 4,
+        "train_micro_batch_size_per_gpu": args.batch,
         "gradient_accumulation_steps": args.accumulation,
         "zero_optimization": {"stage": args.deepspeed},
         "checkpoint": {"load_universal": args.universal},
@@ -59,10 +77,11 @@ accelerator = Accelerator(
 )
 set_seed(0)
 generator = torch.Generator().manual_seed(1)
-x = torch.randn(96, 4, generator=generator)
-y = x @ torch.tensor([[1.0], [-2.0], [0.5], [3.0]]) + 0.1 * torch.randn(96, 1, generator=generator)
-data = torch.utils.data.TensorDataset(x, y, torch.arange(96))
-loader = torch.utils.data.DataLoader(data, batch_size=4, shuffle=args.shuffle)
+x = torch.randn(args.samples, 4, generator=generator)
+noise = 0.1 * torch.randn(args.samples, 1, generator=generator)
+y = x @ torch.tensor([[1.0], [-2.0], [0.5], [3.0]]) + noise
+data = torch.utils.data.TensorDataset(x, y, torch.arange(args.samples))
+loader = torch.utils.data.DataLoader(data, batch_size=args.batch, shuffle=args.shuffle)
 model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
 if args.deepspeed is None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
@@ -98,6 +117,8 @@ record = {
     "accumulation": accelerator.gradient_accumulation_steps,
     "seen": seen,
     "seen_at_save": seen_at_save,
+    "updates": updates,
+    "fsyncs": fsyncs,
 }
 if accelerator.is_main_process:
     record["weights"] = {k: v.float().flatten().tolist() for k, v in weights.items()}
