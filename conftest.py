@@ -30,6 +30,15 @@ def fresh_accel_state_per_file():
     _reset_accel_state_if_loaded()
 
 
+@pytest.fixture(autouse=True)
+def accel_logger_names():
+    """Every test starts with accel's own logger names: importing ``accelerate`` (the compat
+    package, also at collection under ``pytest -n``) routes them to Accelerate's; the compat
+    package's tests ask for that themselves."""
+    if "accel.logging" in sys.modules:
+        sys.modules["accel.logging"].route_logger_names(None)
+
+
 def _reset_accel_state_if_loaded() -> None:
     # only when accel.state is loaded: there is no state otherwise, and importing it here
     # would load torch into tests that check what a light import loads

@@ -13,7 +13,6 @@ stages (GPipe schedule), so all processes work at once.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -21,9 +20,10 @@ import torch
 
 from accel.big_model.device_map import get_balanced_memory, infer_auto_device_map
 from accel.distributed.operations import send_to_device
+from accel.logging import get_plain_logger
 from accel.state import PartialState
 
-logger = logging.getLogger(__name__)
+logger = get_plain_logger(__name__)
 
 
 def generate_device_map(

@@ -1,15 +1,66 @@
-"""``get_logger``: a logger that, in multi-process runs, logs on the main process only by default."""
+"""``get_logger``: a logger that, in multi-process runs, logs on the main process only by default.
+
+accel's loggers are named after accel's modules (``accel.process_env``, ...).
+:func:`route_logger_names` sends their records to other names instead: the ``accelerate``
+compatibility distribution routes them to Accelerate's (``accelerate.utils.environment``), so
+``logging.getLogger("accelerate").setLevel(...)`` governs them as it governs Accelerate's.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 from accel import environment
 
+_route: Callable[[str], str] | None = None
+_routed: dict[str, logging.Logger] = {}
 
-class MultiProcessAdapter(logging.LoggerAdapter):
+
+def route_logger_names(names: Callable[[str], str] | None) -> None:
+    """Log the records of the loggers of :func:`get_logger` and :func:`get_plain_logger` under ``names(name)``.
+
+    ``names`` maps a logger's name to the name its records go to (it returns the name itself
+    for the loggers it leaves alone); it applies at once, also to loggers made before the
+    call. ``None`` restores accel's own names.
+    """
+    global _route
+    _route = names
+    _routed.clear()
+
+
+class RoutedLogger(logging.LoggerAdapter):
+    """A logger adapter whose records go to the name :func:`route_logger_names` gives its logger.
+
+    Logs on every process, as a plain ``logging.Logger`` does.
+    """
+
+    def __init__(self, logger: logging.Logger, extra: Any = None) -> None:
+        super().__init__(logger, extra or {})
+
+    @property
+    def logger(self) -> logging.Logger:
+        """The logger records go to: the routed name's, or the adapter's own."""
+        if _route is None:
+            return self._own
+        target = _routed.get(self._own.name)
+        if target is None:
+            target = _routed[self._own.name] = logging.getLogger(_route(self._own.name))
+        return target
+
+    @logger.setter
+    def logger(self, value: logging.Logger) -> None:
+        self._own = value
+
+
+def get_plain_logger(name: str) -> RoutedLogger:
+    """``logging.getLogger(name)`` for accel's modules, through :func:`route_logger_names`."""
+    return RoutedLogger(logging.getLogger(name))
+
+
+class MultiProcessAdapter(RoutedLogger):
     """Logger adapter taking ``main_process_only`` (default True) and ``in_order`` (rank by rank)."""
 
     @staticmethod

@@ -110,6 +110,45 @@ def _install_finder() -> None:
 
 _install_finder()
 
+#: Where accel's log records go under this distribution: Accelerate's logger of the module
+#: that does the same thing (longest prefix first); any other ``accel.X`` goes to
+#: ``accelerate.X``, so ``logging.getLogger("accelerate")`` governs every one of them.
+LOGGER_NAMES = {
+    "accel.process_env": "accelerate.utils.environment",
+    "accel.accelerator_checkpointing": "accelerate.checkpointing",
+    "accel.checkpoint": "accelerate.checkpointing",
+    "accel.data": "accelerate.data_loader",
+    "accel.memory": "accelerate.utils.memory",
+    "accel.big_model.device_map": "accelerate.utils.modeling",
+    "accel.big_model.dispatch": "accelerate.big_modeling",
+    "accel.big_model.hooks": "accelerate.hooks",
+    "accel_cli": "accelerate.commands",
+    "accel_deepspeed": "accelerate.utils.deepspeed",
+    "accel_fsdp": "accelerate.utils.fsdp_utils",
+    "accel_megatron": "accelerate.utils.megatron_lm",
+    "accel_trackers": "accelerate.tracking",
+    "accel.trackers": "accelerate.tracking",
+}
+
+
+def accelerate_logger_name(name: str) -> str:
+    """The Accelerate logger name the records of accel's logger ``name`` go to (other names kept)."""
+    for prefix in sorted(LOGGER_NAMES, key=len, reverse=True):
+        if name == prefix or name.startswith(f"{prefix}."):
+            return LOGGER_NAMES[prefix]
+    if name == "accel" or name.startswith("accel."):
+        return "accelerate" + name[len("accel") :]
+    return name
+
+
+def _route_loggers() -> None:
+    from accel.logging import route_logger_names
+
+    route_logger_names(accelerate_logger_name)
+
+
+_route_loggers()
+
 
 def compat_version(accel_version: str) -> str:
     """This distribution's version for accel ``accel_version``: ``0.1.0`` -> ``1.15.0.100``.

@@ -10,7 +10,6 @@ indices can be computed (and tested) on a machine without GPUs by passing ``max_
 
 from __future__ import annotations
 
-import logging
 import warnings
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -20,10 +19,11 @@ import torch
 
 from accel import catalog
 from accel.big_model.modeling import find_tied_parameters
+from accel.logging import get_plain_logger
 from accel.sizes import parse_size
 from accel.types import CustomDtype
 
-logger = logging.getLogger(__name__)
+logger = get_plain_logger(__name__)
 
 Device = int | str
 _ACCELERATOR_KINDS = tuple(catalog.DEVICE_KINDS)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-import logging
 import os
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
@@ -55,9 +54,10 @@ from accel.big_model.offload import (
 )
 from accel.checkpoint.files import FileReader, checkpoint_files
 from accel.errors import CheckpointError
+from accel.logging import get_plain_logger
 from accel.progress import progress_bar
 
-logger = logging.getLogger(__name__)
+logger = get_plain_logger(__name__)
 
 DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 """The device-map names :func:`load_checkpoint_and_dispatch` accepts instead of a dict."""

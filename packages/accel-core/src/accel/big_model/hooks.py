@@ -8,7 +8,6 @@ them after it.
 from __future__ import annotations
 
 import contextlib
-import logging
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -35,9 +34,10 @@ from accel.big_model.module_hooks import (
 )
 from accel.big_model.offload import PrefixedDataset
 from accel.distributed.operations import send_to_device
+from accel.logging import get_plain_logger
 from accel.memory import clear_device_cache
 
-logger = logging.getLogger(__name__)
+logger = get_plain_logger(__name__)
 
 
 def find_device(data: Any) -> torch.device | None:

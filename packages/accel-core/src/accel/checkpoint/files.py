@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import pickle
 from collections.abc import Mapping
@@ -19,8 +18,9 @@ from accel.checkpoint.weights import (
     WEIGHTS_NAME,
 )
 from accel.errors import CheckpointError
+from accel.logging import get_plain_logger
 
-logger = logging.getLogger(__name__)
+logger = get_plain_logger(__name__)
 
 DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 """The device-map names :func:`load_checkpoint_and_dispatch` accepts instead of a dict."""

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 from typing import Any
 
 import torch
 
+from accel.logging import get_plain_logger
 from accel.sizes import parse_size
 
-logger = logging.getLogger(__name__)
+logger = get_plain_logger(__name__)
 
 WEIGHTS_NAME = "pytorch_model.bin"
 
