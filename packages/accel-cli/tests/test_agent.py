@@ -71,3 +71,37 @@ def test_a_launcher_without_worker_records_is_named_and_its_own_refusal_left_alo
     usage = [sys.executable, "-c", "import sys; sys.stderr.write('bad address\\n'); sys.exit(2)"]
     assert supervise.supervise(usage, env) == 2
     assert capfd.readouterr().err == "bad address\n"  # its reason, nothing added
+
+
+def test_a_lost_rendezvous_endpoint_ends_the_agent_quietly_with_its_own_status(monkeypatch, capsys):
+    from torch.distributed import run
+    from torch.distributed.elastic.rendezvous.api import RendezvousConnectionError
+
+    def lost(args):
+        raise RendezvousConnectionError("The connection to the C10d store has failed.")
+
+    monkeypatch.setattr(run, "main", lost)
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    with pytest.raises(SystemExit) as exc:
+        agent.main(["-m", "torch.distributed.run", "--nnodes", "1:2", "train.py"])
+    assert exc.value.code == agent.RENDEZVOUS_LOST and exc.value.__cause__ is None
+    assert capsys.readouterr().err == ""
+
+
+def test_the_launcher_says_in_one_line_that_the_endpoint_was_lost(monkeypatch, capfd):
+    """The agent's status (a real child process exiting with it) becomes one line and status 1."""
+    torchrun = [*TORCHRUN[:-1], "1", "--nnodes", "1:2", "--rdzv_backend", "c10d"]
+    command = [*torchrun, "--rdzv_endpoint", "10.0.0.7:29400", "train.py"]
+    exits = [sys.executable, "-c", f"import sys; sys.exit({agent.RENDEZVOUS_LOST})"]
+    monkeypatch.setattr(supervise, "quiet_agent", lambda command: exits)
+    assert supervise.supervise(command, dict(os.environ)) == 1
+    assert capfd.readouterr().err.splitlines() == [
+        "accel launch: error: the rendezvous endpoint 10.0.0.7:29400 was lost: the agent that "
+        "hosted the c10d rendezvous store (on that node) ended, and this node cannot rejoin "
+        "without it; restart the job with an endpoint on a node that stays up "
+        "(docs/fault-tolerance.md): it resumes from the newest checkpoint"
+    ]
+    # another program's own status 3 (not the wrapped agent's) is left alone
+    monkeypatch.setattr(supervise, "quiet_agent", lambda command: command)
+    assert supervise.supervise(exits, dict(os.environ)) == 3
+    assert "rendezvous" not in capfd.readouterr().err

@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from .agent import RENDEZVOUS_LOST
+
 GRACE_SECONDS = 30.0
 """How long the agent may take to stop its workers after a forwarded signal."""
 
@@ -48,7 +50,7 @@ def supervise(
     """
     from accel import environment
 
-    program = program_name(command)
+    program, original = program_name(command), command
     if not debug:
         command = quiet_agent(command)
 
@@ -91,6 +93,10 @@ def supervise(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     try:
+        if code == RENDEZVOUS_LOST and command != original and not received:
+            # the wrapped torchrun agent (accel_cli.agent) could not reach the rendezvous store
+            sys.stderr.write(endpoint_lost_line(original, prog) + "\n")
+            return 1
         if code != 0:
             records = _records(Path(error_dir))
             if _preempted(records):
@@ -111,6 +117,29 @@ def supervise(
     if received and code != 0:
         return 128 + received[0] if received[0] in (signal.SIGINT, signal.SIGTERM) else code
     return code
+
+
+def endpoint_lost_line(command: list[str], prog: str = "accel launch") -> str:
+    """The one line of an agent of ``command`` that lost its rendezvous endpoint (:mod:`accel_cli.agent`)."""
+    endpoint = _flag(command, "--rdzv_endpoint") or (
+        f"{_flag(command, '--master_addr')}:{_flag(command, '--master_port')}"
+    )
+    return (
+        f"{prog}: error: the rendezvous endpoint {endpoint} was lost: the agent that hosted "
+        "the c10d rendezvous store (on that node) ended, and this node cannot rejoin without "
+        "it; restart the job with an endpoint on a node that stays up "
+        "(docs/fault-tolerance.md): it resumes from the newest checkpoint"
+    )
+
+
+def _flag(command: list[str], name: str) -> str | None:
+    """The value of the option ``name`` in ``command`` (``--name value`` or ``--name=value``)."""
+    for index, item in enumerate(command):
+        if item == name and index + 1 < len(command):
+            return command[index + 1]
+        if item.startswith(f"{name}="):
+            return item.split("=", 1)[1]
+    return None
 
 
 def quiet_agent(command: list[str]) -> list[str]:
