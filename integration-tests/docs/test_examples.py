@@ -34,7 +34,10 @@ EXAMPLES: dict[str, tuple[list[str], str]] = {
     ),
 }
 # Scripts run by another test (with more processes than the docs tests use).
-TESTED_ELSEWHERE = {"nd_parallel.py": "integration-tests/nd/test_nd_parallel.py"}
+TESTED_ELSEWHERE = {
+    "nd_parallel.py": "integration-tests/nd/test_nd_parallel.py",
+    "elastic_resize.py": "integration-tests/docs/test_elastic_page.py",  # on 2, then on 1
+}
 ARGS = {"train_demo.py": ["--epochs", "3", "--threshold", "0.8", "--output_dir", "{tmp}/demo"]}
 NO_COMPILER = (
     "DeepSpeed JIT-builds its CPU ops (shm_comm, cpu_adam) with a C++ compiler: "
