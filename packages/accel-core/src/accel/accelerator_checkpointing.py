@@ -134,7 +134,7 @@ class CheckpointingMixin:
         (``accel launch --max_restarts N``) every process loads the newest checkpoint that
         is complete on all of them (model, optimizer, scheduler, the data loaders'
         position mid-epoch, RNG states, step counters, registered objects), logs one line
-        and returns its path. Incomplete checkpoints are skipped with a warning. Call it
+        (after a resize, the resize's line first) and returns its path. Incomplete checkpoints are skipped with a warning. Call it
         after ``prepare`` and ``register_for_checkpointing``; needs
         ``ProjectConfiguration(automatic_checkpoint_naming=True)``.
         """
