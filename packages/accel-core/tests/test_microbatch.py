@@ -138,6 +138,7 @@ def test_micro_batch_of_one_that_does_not_fit_ends_the_run():
 
 def test_other_errors_are_not_retried():
     acc = Accelerator(cpu=True)
+    acc.prepare(torch.nn.Linear(2, 1))
     calls = []
 
     def step(micro):
@@ -189,6 +190,9 @@ def test_split_is_saved_and_resumed(tmp_path):
 
 def test_bad_input_says_what_to_do():
     acc = Accelerator(cpu=True)
+    with pytest.raises(UsageError, match="needs the models the step trains"):
+        acc.train_step(lambda b: None, torch.zeros(2, 1))
+    acc.prepare(torch.nn.Linear(1, 1))
     with pytest.raises(UsageError, match="reduction='max'"):
         acc.train_step(lambda b: None, torch.zeros(2, 1), reduction="max")
     with pytest.raises(UsageError, match="batch holding tensors"):

@@ -28,7 +28,7 @@ from accel.distributed.operations import (
     pad_across_processes,
     recursively_apply,
 )
-from accel.errors import MissingPluginError, report_refusals_in_one_line
+from accel.errors import MissingPluginError, UsageError, report_refusals_in_one_line
 from accel.forwarding import forward_method, forward_property
 from accel.kwargs import (
     DataLoaderConfiguration,
@@ -414,8 +414,14 @@ class Accelerator(CheckpointingMixin):
         the models the step trains (default: every prepared model). Returns the weighted sum of
         the step's returned losses (the whole batch's), detached. The optimizer steps outside.
         """
+        models = models or tuple(self.prepared.models)
+        if not models:
+            raise UsageError(
+                "train_step needs the models the step trains: prepare them first or pass them "
+                "(accelerator.train_step(step, batch, model))"
+            )
         return self.micro_batching.run(
-            step, batch, models or self.prepared.models, count_items, reduction, num_items_in_batch
+            step, batch, models, count_items, reduction, num_items_in_batch
         )
 
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
@@ -430,8 +436,9 @@ class Accelerator(CheckpointingMixin):
         steps = self.gradient_state.plugin_kwargs.get("num_steps", 1)
         if steps > 1 and self._divide_loss:
             loss = loss / steps
-        if self.micro_batching.running:  # inside train_step: agree across processes, weight
-            loss = self.micro_batching.before_backward(loss)
+        batching = self.micro_batching
+        if batching is not None and batching.running:  # in train_step: agree, then weight
+            loss = batching.before_backward(loss)
         if kwargs and "learning_rate" in kwargs:
             if fused_backward(self._optimizers, loss, kwargs.pop("learning_rate")):
                 return
@@ -485,6 +492,7 @@ class Accelerator(CheckpointingMixin):
     )
     _backward_impl: Callable | None = None
     _backward_precision: Precision | None = None
+    micro_batching: MicroBatching | None = None
     _base_no_sync = False
     _divide_loss = True
 

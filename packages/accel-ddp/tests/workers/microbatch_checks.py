@@ -6,7 +6,8 @@ Scenarios, in one launch (results written by rank 0 as JSON to ``argv[1]``):
   micro-batches per process (4x2, 2x2, 1x2) against plain PyTorch on the whole global batch;
 - ``oom``: only rank 1's address space is capped so that its whole batch fails in the CPU
   allocator and half of it fits; both ranks must split in the same step, keep the split, and
-  end with the parameters of plain PyTorch on the whole batch. Then ``save_state`` to ``argv[2]``.
+  end with the parameters of plain PyTorch on the whole batch. Then ``save_state`` to ``argv[2]``
+  (``--tokens-only`` instead runs ``tokens`` alone, on any number of processes dividing 8).
 """
 
 from __future__ import annotations
@@ -180,7 +181,8 @@ def oom(results: dict, checkpoint: str) -> None:
 if __name__ == "__main__":
     found: dict = {}
     tokens(found)
-    oom(found, sys.argv[2])
+    if sys.argv[2] != "--tokens-only":  # (4 or 8 processes: 2x4, 1x8 by hand)
+        oom(found, sys.argv[2])
     if torch.distributed.get_rank() == 0:
         with open(sys.argv[1], "w") as out:
             json.dump(found, out)
