@@ -197,6 +197,14 @@ def test_bad_input_says_what_to_do():
         acc.train_step(lambda b: None, torch.zeros(2, 1), reduction="max")
     with pytest.raises(UsageError, match="batch holding tensors"):
         acc.train_step(lambda b: None, ["not", "tensors"])
+
+    def plain_backward(batch):
+        loss = acc.prepared.models[0](batch).sum()
+        loss.backward()  # not accelerator.backward: the weight would be missing
+        return loss
+
+    with pytest.raises(UsageError, match=r"must call accelerator.backward\(loss\)"):
+        acc.train_step(plain_backward, torch.zeros(2, 1))
     with pytest.raises(UsageError, match="needs count_items"):
         acc.train_step(lambda b: None, torch.zeros(2, 1), num_items_in_batch=4)
 

@@ -180,9 +180,9 @@ class MicroBatching:
         """Successful steps since the split last changed."""
         self._agreement: _Agreement | None = None
         self._weight = 1.0
-        self._sync_on_last = False
         self._merge_before_last: Callable[[], bool] | None = None
         self._merged = False
+        self._backwards = 0
 
     # -- state ---------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -318,8 +318,14 @@ class MicroBatching:
                 context = (
                     contextlib.nullcontext() if in_backward_sync else _no_sync(backend, models)
                 )
+                backwards = self._backwards
                 with context:
                     value = step(piece)
+                if self._backwards == backwards:
+                    raise UsageError(
+                        "the step given to train_step must call accelerator.backward(loss) "
+                        "(not loss.backward()): its loss is weighted there"
+                    )
                 merged = merged or self._merged
                 self._merged = False
                 result = _accumulate(result, value, shares[index])
@@ -360,6 +366,7 @@ class MicroBatching:
 
     def before_backward(self, loss: torch.Tensor) -> torch.Tensor:
         """Called by ``Accelerator.backward`` inside :meth:`run`: agree, then weight ``loss``."""
+        self._backwards += 1
         if self._agreement is not None:
             self._agreement.point()
         if self._merge_before_last is not None:
