@@ -28,7 +28,7 @@ from accel.distributed.operations import (
     pad_across_processes,
     recursively_apply,
 )
-from accel.errors import MissingPluginError, report_refusals_in_one_line
+from accel.errors import MissingPluginError, UsageError, report_refusals_in_one_line
 from accel.forwarding import forward_method, forward_property
 from accel.kwargs import (
     DataLoaderConfiguration,
@@ -38,6 +38,7 @@ from accel.kwargs import (
     TorchDynamoPlugin,
 )
 from accel.logging import get_logger
+from accel.microbatch import MicroBatching
 from accel.optimizer import fused_backward
 from accel.precision.base import Precision
 from accel.prepared import PreparedObjects
@@ -155,6 +156,8 @@ class Accelerator(CheckpointingMixin):
             raise
         self.step = 0
         self.flag_tensor: torch.Tensor | None = None
+        self.micro_batching = MicroBatching(self.backend_context, lambda: self.backend)
+        """The split of :meth:`train_step` (saved by ``save_state``; docs/fitting-the-machine.md)."""
         # reads the prepared objects, the state and the current precision from the context
         self.checkpoints = CheckpointManager(
             self.backend_context, self.backend, self.project_configuration
@@ -386,6 +389,41 @@ class Accelerator(CheckpointingMixin):
         return self.prepare(scheduler)
 
     # -- training step ------------------------------------------------------
+    def train_step(
+        self,
+        step: Callable[[Any], Any],
+        batch: Any,
+        *models: torch.nn.Module,
+        count_items: Callable[[Any], Any] | None = None,
+        reduction: str = "mean",
+        num_items_in_batch: Any = None,
+    ) -> Any:
+        """Run ``step(batch)`` (forward, loss, ``accelerator.backward``), splitting the batch on out-of-memory.
+
+        On an out-of-memory error on any process, every process drops the attempt's gradients
+        and runs the same batch again in twice as many micro-batches; the split is kept for the
+        next steps (:attr:`micro_batching`). Gradients are reduced once per synchronising step,
+        after every process agreed that all micro-batches fitted. Each micro-batch's loss is
+        weighted so that the gradient is the whole batch's: ``reduction="mean"`` (the step
+        returns the mean over its samples) by its share of samples; with ``count_items`` (a
+        function counting the items, e.g. tokens, a micro-batch's mean loss averages over) by
+        its items over the items of the whole batch on every process (or over
+        ``num_items_in_batch``, the items of the whole optimizer step on every process, to be exact
+        across accumulation steps as well); ``reduction="sum"`` (losses
+        that add up, e.g. divided by transformers' ``num_items_in_batch``) not at all. ``models``:
+        the models the step trains (default: every prepared model). Returns the weighted sum of
+        the step's returned losses (the whole batch's), detached. The optimizer steps outside.
+        """
+        models = models or tuple(self.prepared.models)
+        if not models:
+            raise UsageError(
+                "train_step needs the models the step trains: prepare them first or pass them "
+                "(accelerator.train_step(step, batch, model))"
+            )
+        return self.micro_batching.run(
+            step, batch, models, count_items, reduction, num_items_in_batch
+        )
+
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
         """``loss.backward()`` with loss scaling and division by the accumulation steps.
 
@@ -398,6 +436,9 @@ class Accelerator(CheckpointingMixin):
         steps = self.gradient_state.plugin_kwargs.get("num_steps", 1)
         if steps > 1 and self._divide_loss:
             loss = loss / steps
+        batching = self.micro_batching
+        if batching is not None and batching.running:  # in train_step: agree, then weight
+            loss = batching.before_backward(loss)
         if kwargs and "learning_rate" in kwargs:
             if fused_backward(self._optimizers, loss, kwargs.pop("learning_rate")):
                 return
@@ -451,6 +492,7 @@ class Accelerator(CheckpointingMixin):
     )
     _backward_impl: Callable | None = None
     _backward_precision: Precision | None = None
+    micro_batching: MicroBatching | None = None
     _base_no_sync = False
     _divide_loss = True
 

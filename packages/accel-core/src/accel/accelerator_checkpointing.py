@@ -100,6 +100,7 @@ class CheckpointingMixin:
                 elastic.scheduler_steps(self.prepared.schedulers, self),
                 elastic.samples_per_step(self),
             ),
+            "micro_batching": self.micro_batching.state_dict(),
         }
         path = str(
             self.checkpoints.save_state(
@@ -125,6 +126,8 @@ class CheckpointingMixin:
         plan = elastic.apply_resume(self, meta)
         self.step = plan.step if "step" in meta else self.step
         self.gradient_state.step = meta.get("gradient_step", self.gradient_state.step)
+        if "micro_batching" in meta:  # train_step's split, in samples per micro-batch
+            self.micro_batching.load_state_dict(meta["micro_batching"])
 
     def resume(self, weights_only: bool = True, strict: bool = True) -> str | None:
         """Load the newest complete checkpoint of ``project_dir/checkpoints``, if there is one.

@@ -53,6 +53,18 @@ class DDPBackend(Backend):
         super().__init__(context)
         self._armed_by_next_loss: list[DistributedDataParallel] = []
 
+    def synchronize_gradients(self, models: list[torch.nn.Module]) -> None:
+        """Average the gradients each DDP model accumulated under ``no_sync`` over its process group.
+
+        ``train_step`` (automatic micro-batching) runs every micro-batch under ``no_sync`` and
+        calls this once every process has agreed the step fitted, so that no process is left
+        in a gradient all-reduce when another ran out of memory. A plain all-reduce of the
+        gradients in buckets of up to 2**24 elements: a registered comm hook is not applied.
+        """
+        for model in models:
+            if isinstance(model, DistributedDataParallel):
+                average_gradients(list(model.parameters()), model.process_group)
+
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
         """Back-propagate ``loss``; first arm models waiting in :meth:`trigger_sync_in_backward` for it."""
         while self._armed_by_next_loss:
@@ -107,3 +119,34 @@ class DDPBackend(Backend):
         with self.context.override_even_batches(even_batches):
             with Join([j for j in joinables if isinstance(j, DistributedDataParallel)]):
                 yield
+
+
+def average_gradients(
+    parameters: list[torch.nn.Parameter], group: Any = None, bucket_elements: int = 2**24
+) -> None:
+    """All-reduce the mean of ``parameters``' gradients over ``group`` (a missing one counts as zeros).
+
+    Gradients of one dtype and device are flattened into buckets of up to ``bucket_elements``
+    elements, one all-reduce each.
+    """
+    world = torch.distributed.get_world_size(group)
+    trainable = [p for p in parameters if p.requires_grad]
+    for param in trainable:
+        if param.grad is None:
+            param.grad = torch.zeros_like(param)
+    buckets: dict[tuple, list[list[torch.Tensor]]] = {}
+    for param in trainable:
+        grad = param.grad
+        rows = buckets.setdefault((grad.dtype, grad.device), [[]])
+        if rows[-1] and sum(g.numel() for g in rows[-1]) + grad.numel() > bucket_elements:
+            rows.append([])
+        rows[-1].append(grad)
+    for rows in buckets.values():
+        for grads in rows:
+            flat = torch.cat([g.reshape(-1) for g in grads])
+            torch.distributed.all_reduce(flat, group=group)
+            flat.div_(world)
+            offset = 0
+            for grad in grads:
+                grad.copy_(flat[offset : offset + grad.numel()].view_as(grad))
+                offset += grad.numel()

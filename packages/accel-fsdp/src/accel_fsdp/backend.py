@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from accel.backends import Backend
+from accel.backends import Backend, SetAsideGradients, SetAsideGroup
 from accel.distributed.process import ensure_process_group, plugin_object
 
 from .config import FullyShardedDataParallelPlugin
@@ -219,6 +219,33 @@ class FSDPBackend(NDParallelMixin, Backend):
         return super().prepare_optimizer(optimizer, device_placement)
 
     # -- training step ----------------------------------------------------------
+    reduces_gradients_after_no_sync = False
+    """FSDP reduces in backward: ``train_step`` runs a synchronising step's last micro-batch
+    outside ``no_sync``."""
+
+    @property
+    def micro_batching_refusal(self) -> str | None:  # type: ignore[override]
+        """FSDP1 keeps gradients accumulated under ``no_sync`` in its flat parameters: refused."""
+        if self.version == 1:
+            return "train_step (automatic micro-batching) needs FSDP2: set fsdp_version=2"
+        return None
+
+    def set_aside_gradients(self, model: torch.nn.Module) -> SetAsideGroup:
+        """The sharded ``.grad`` and FSDP2's unsharded gradients accumulated under ``no_sync``.
+
+        Under ``no_sync`` FSDP2 keeps each parameter's gradient on its unsharded parameter until
+        the next reducing backward, so those are set aside too.
+        """
+        unsharded = []
+        for module in model.modules():
+            get_state = getattr(module, "_get_fsdp_state", None)
+            group = getattr(get_state(), "_fsdp_param_group", None) if get_state else None
+            for fsdp_param in getattr(group, "fsdp_params", ()):
+                param = getattr(fsdp_param, "_unsharded_param", None)
+                if param is not None:
+                    unsharded.append(param)
+        return SetAsideGroup([SetAsideGradients(model.parameters()), SetAsideGradients(unsharded)])
+
     @contextlib.contextmanager
     def no_sync(self, model: torch.nn.Module) -> Iterator[None]:
         """Skip gradient reduction (FSDP2: ``set_requires_gradient_sync``; FSDP1: ``no_sync``)."""

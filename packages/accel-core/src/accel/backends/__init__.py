@@ -3,5 +3,6 @@
 
 from accel.backends.base import Backend
 from accel.backends.context import BackendContext
+from accel.backends.gradients import SetAsideGradients, SetAsideGroup
 
-__all__ = ["Backend", "BackendContext"]
+__all__ = ["Backend", "BackendContext", "SetAsideGradients", "SetAsideGroup"]

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from accel.backends.gradients import SetAsideGradients
+
 if TYPE_CHECKING:
     from accel.backends.context import BackendContext
     from accel.precision.base import Precision
@@ -207,6 +209,30 @@ class Backend:
         )
 
     # -- training step ----------------------------------------------------
+    micro_batching_refusal: str | None = None
+    """Why ``Accelerator.train_step`` (automatic micro-batching) cannot run on this backend, in
+    one line; None when it can."""
+    reduces_gradients_after_no_sync: bool = True
+    """Whether :meth:`synchronize_gradients` reduces the gradients that backward passes under
+    :meth:`no_sync` accumulated. When False, ``train_step`` runs the last micro-batch of a
+    synchronising step outside ``no_sync``, so that its backward reduces them (FSDP)."""
+
+    def synchronize_gradients(self, models: list[torch.nn.Module]) -> None:
+        """Average across processes the gradients accumulated under :meth:`no_sync`.
+
+        ``train_step`` calls it once per synchronising step, after every process agreed that
+        the step's micro-batches all fitted. Default: nothing (one process).
+        """
+
+    def set_aside_gradients(self, model: torch.nn.Module) -> SetAsideGradients:
+        """Take the gradients accumulated so far off ``model`` for one attempt of a step.
+
+        Returns an object whose ``merge()`` adds them back to the attempt's gradients and whose
+        ``discard()`` drops the attempt's gradients and restores them. Default: the parameters'
+        ``.grad``; a backend keeping gradients elsewhere (FSDP2's unsharded ones) extends it.
+        """
+        return SetAsideGradients(model.parameters())
+
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
         """Back-propagate ``loss`` (already divided for accumulation) through the precision."""
         self.context.precision.backward(loss, **kwargs)

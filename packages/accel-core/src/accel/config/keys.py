@@ -328,6 +328,17 @@ CORE_SECTION = Section(
         _k("command_file", str, None, "file of commands to run on TPU pod workers"),
         _k("commands", list, None, "commands to run on TPU pod workers"),
         *_SAGEMAKER,
+        _k(
+            "micro_batch_grow_after",
+            int,
+            1000,
+            "train_step's automatic micro-batching: steps without out-of-memory after which "
+            "a larger micro-batch is tried again (0: never)",
+            minimum=0,
+            env=environment.MICRO_BATCH_GROW_AFTER,
+            flag="",
+            group=TRAINING,
+        ),
         # launch-only settings: flags and environment, never in the file
         _k(
             "gradient_accumulation_steps",
