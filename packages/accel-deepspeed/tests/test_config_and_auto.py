@@ -144,7 +144,7 @@ def _context(**kwargs) -> AutoContext:
         gradient_accumulation_steps=2,
         micro_batch_size=4,
         micro_batch_source="the data loader's batch_size 4",
-        mixed_precision="no",
+        precision="no",
     )
     return AutoContext(**{**base, **kwargs})
 
@@ -218,7 +218,7 @@ def test_unresolvable_auto_is_an_error_naming_the_key():
     ):
         assert key in message, message
     with pytest.raises(ConfigError, match="enables fp16 but mixed_precision is 'bf16'"):
-        fill_auto({"fp16": {"enabled": True}}, _context(mixed_precision="bf16"))
+        fill_auto({"fp16": {"enabled": True}}, _context(precision="bf16"))
 
 
 def test_zero3_init_config_has_no_auto_and_a_dtype():
