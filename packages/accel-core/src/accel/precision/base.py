@@ -103,17 +103,17 @@ class Precision:
         """Restore what :meth:`state_dict` returned."""
 
 
-def dtype_of(value: Precision | str | torch.dtype) -> torch.dtype:
+def dtype_of(value: Precision | type[Precision] | str | torch.dtype) -> torch.dtype:
     """The torch dtype a precision, a precision name or a dtype name computes in.
 
-    A :class:`Precision` gives its :attr:`~Precision.dtype`; a ``mixed_precision`` name
+    A :class:`Precision` (instance or class) gives its :attr:`~Precision.dtype`; a ``mixed_precision`` name
     (``"bf16"``, ``"fp8"``, ...) its registered class's; both ``float32`` for full precision
     (also ``"fp32"``). A torch name (``"float16"``, ``"torch.bfloat16"``, ``"half"``) gives that
     dtype; a dtype is returned as is. Anything else raises ``ValueError``.
     """
     if isinstance(value, torch.dtype):
         return value
-    if isinstance(value, Precision):
+    if isinstance(value, Precision) or (isinstance(value, type) and issubclass(value, Precision)):
         return value.dtype or torch.float32
     name = str(value).strip().lower().removeprefix("torch.")
     found = getattr(torch, name, None)
