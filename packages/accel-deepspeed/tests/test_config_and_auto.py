@@ -144,7 +144,7 @@ def _context(**kwargs) -> AutoContext:
         gradient_accumulation_steps=2,
         micro_batch_size=4,
         micro_batch_source="the data loader's batch_size 4",
-        mixed_precision="no",
+        precision="no",
     )
     return AutoContext(**{**base, **kwargs})
 
@@ -218,7 +218,7 @@ def test_unresolvable_auto_is_an_error_naming_the_key():
     ):
         assert key in message, message
     with pytest.raises(ConfigError, match="enables fp16 but mixed_precision is 'bf16'"):
-        fill_auto({"fp16": {"enabled": True}}, _context(mixed_precision="bf16"))
+        fill_auto({"fp16": {"enabled": True}}, _context(precision="bf16"))
 
 
 def test_zero3_init_config_has_no_auto_and_a_dtype():
@@ -235,3 +235,36 @@ def test_editing_deepspeed_config_is_seen_by_get_value():
     assert plugin.get_value("train_micro_batch_size_per_gpu") == 4 and not plugin.is_auto(
         "train_micro_batch_size_per_gpu"
     )
+
+
+def test_one_fp16_bf16_rule_everywhere_and_fp8_computes_in_bf16():
+    """The ``fp16`` / ``bf16`` sections follow the precision's ``dtype`` in the plugin's
+    ``set_mixed_precision``, in the ``auto`` filling and in ZeRO-3 init alike; fp8 enables bf16
+    (its non-FP8 layers compute in bf16, as Accelerate does with TransformerEngine)."""
+    from accel.plugins import registry
+    from accel_deepspeed.config import half_precision_sections
+
+    expected = {
+        "no": {"fp16": False, "bf16": False},
+        "fp16": {"fp16": True, "bf16": False},
+        "bf16": {"fp16": False, "bf16": True},
+        "fp8": {"fp16": False, "bf16": True},
+    }
+    for name, wanted in expected.items():
+        assert half_precision_sections(name) == wanted, name
+        plugin = DeepSpeedPlugin(zero_stage=3, zero3_init_flag=True)
+        plugin.set_mixed_precision(name)
+        assert {s: plugin.deepspeed_config[s]["enabled"] for s in wanted} == wanted, name
+        config, _ = fill_auto(
+            {"fp16": {"enabled": "auto"}, "bf16": {"enabled": "auto"}}, _context(precision=name)
+        )
+        assert {s: config[s]["enabled"] for s in wanted} == wanted, name
+
+        class Run:  # what the plugin reads of the run it is attached to: the precision
+            precision = registry.precisions()[name]  # the class: its fields, no FP8 library
+
+        plugin.attach(Run())
+        assert {s: plugin._zero_init_config()[s]["enabled"] for s in wanted} == wanted, name
+    with pytest.raises(ConfigError, match="enables fp16 but mixed_precision is 'fp8'"):
+        fill_auto({"fp16": {"enabled": True}}, _context(precision="fp8"))
+    fill_auto({"bf16": {"enabled": True}}, _context(precision="fp8"))  # agrees: accepted

@@ -7,31 +7,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from accel.precision import dtype_of
 
 QUANT_TYPES = ("fp4", "nf4")
 """Values of ``bnb_4bit_quant_type``."""
 
-_DTYPE_NAMES: dict[str, torch.dtype] = {
-    "fp32": torch.float32,
-    "float32": torch.float32,
-    "float": torch.float32,
-    "fp16": torch.float16,
-    "float16": torch.float16,
-    "half": torch.float16,
-    "bf16": torch.bfloat16,
-    "bfloat16": torch.bfloat16,
-}
 _DEFAULT_THRESHOLD = 6.0
 
 
 def _dtype(key: str, value: Any) -> torch.dtype:
-    """``value`` (a floating torch dtype or one of its names) as a torch dtype, or a ValueError naming ``key``."""
-    if isinstance(value, torch.dtype) and value in _DTYPE_NAMES.values():
-        return value
-    if isinstance(value, str):
-        found = _DTYPE_NAMES.get(value.lower().replace("torch.", ""))
-        if found is not None:
-            return found
+    """``value`` (a floating torch dtype, its name, or a precision name: see
+    :func:`accel.precision.dtype_of`) as a torch dtype, or a ValueError naming ``key``."""
+    try:
+        dtype = dtype_of(value) if isinstance(value, (str, torch.dtype)) else None
+    except ValueError:
+        dtype = None
+    if dtype in (torch.float32, torch.float16, torch.bfloat16):
+        return dtype
     raise ValueError(
         f"BnbQuantizationConfig: {key}={value!r} is not supported; use torch.float32, "
         "torch.float16 or torch.bfloat16 (or 'fp32', 'fp16', 'bf16')"

@@ -20,6 +20,7 @@ from accel.accelerator_checkpointing import CheckpointingMixin
 from accel.backends.base import Backend
 from accel.backends.context import BackendContext
 from accel.checkpoint.manager import CheckpointManager
+from accel.checkpoint.view import RunView
 from accel.connector import Connector
 from accel.contexts import NO_CONTEXT as _NO_CONTEXT
 from accel.contexts import no_sync_all as _no_sync_all
@@ -687,7 +688,7 @@ class Accelerator(CheckpointingMixin):
         from accel.plugins import hook
 
         handler = profile_handler or self.handlers.get("ProfileKwargs")
-        context = hook().accel_profile(accelerator=self, profile_kwargs=handler)
+        context = hook().accel_profile(run=RunView.of(self), profile_kwargs=handler)
         if context is None:
             raise MissingPluginError("accelerator.profile()", "accel-profiler")
         return context

@@ -108,10 +108,11 @@ def accel_quantizers() -> list[type]:
 
 
 @hookspec(firstresult=True)
-def accel_profile(accelerator: Any, profile_kwargs: Any) -> Any:
+def accel_profile(run: Any, profile_kwargs: Any) -> Any:
     """Return a context manager that profiles the code it wraps.
 
-    Arguments: ``accelerator``, the calling :class:`accel.Accelerator`; ``profile_kwargs``,
+    Arguments: ``run``, a :class:`accel.checkpoint.view.RunView` of the calling Accelerator
+    (``process_index``, ``wait_for_everyone()``, ...; never the Accelerator); ``profile_kwargs``,
     the ``ProfileKwargs`` passed to ``accelerator.profile()`` or in ``kwargs_handlers``, or
     None. Return: a context manager (yielding the profiler object), or None to decline.
     Combined: ``firstresult``: implementations are called last-registered first and the

@@ -7,6 +7,8 @@ from typing import Any
 
 import torch
 
+from accel.precision import dtype_of
+
 
 def get_grad_scaler(distributed_type: Any = None, **kwargs: Any) -> torch.amp.GradScaler:
     """A ``torch.amp.GradScaler`` for the device this process uses (``kwargs`` go to it)."""
@@ -20,7 +22,11 @@ def get_grad_scaler(distributed_type: Any = None, **kwargs: Any) -> torch.amp.Gr
 def get_mixed_precision_context_manager(
     native_amp: bool = False, autocast_kwargs: Any = None
 ) -> contextlib.AbstractContextManager:
-    """``torch.autocast`` for this process's device and ``mixed_precision`` when ``native_amp``, else a no-op."""
+    """``torch.autocast`` for this process's device and ``mixed_precision`` when ``native_amp``, else a no-op.
+
+    The autocast dtype is the ``dtype`` of the precision class serving ``mixed_precision``
+    (:func:`accel.precision.dtype_of`: fp8 autocasts to bf16, as Accelerate does).
+    """
     if not native_amp:
         return contextlib.nullcontext()
     from accel.state import AcceleratorState, PartialState
@@ -36,7 +42,8 @@ def get_mixed_precision_context_manager(
         if hasattr(autocast_kwargs, "to_kwargs")
         else dict(autocast_kwargs or {})
     )
-    if precision in ("fp16", "bf16"):
-        kwargs.setdefault("dtype", torch.float16 if precision == "fp16" else torch.bfloat16)
-        return torch.autocast(device_type=state.device.type, **kwargs)
-    return contextlib.nullcontext()
+    dtype = dtype_of(precision)
+    if dtype == torch.float32:
+        return contextlib.nullcontext()
+    kwargs.setdefault("dtype", dtype)
+    return torch.autocast(device_type=state.device.type, **kwargs)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import shutil
+import weakref
 from pathlib import Path
 
 import pluggy
@@ -100,3 +103,35 @@ def test_an_implementation_asking_for_the_old_accelerator_argument_is_refused(re
 
     with pytest.raises(pluggy.PluginValidationError, match="accelerator"):
         register(Old())
+
+
+class ProfilePlugin:
+    """Keeps the view ``accel_profile`` receives, as a plugin might."""
+
+    def __init__(self):
+        self.runs: list = []
+
+    @hookimpl(tryfirst=True)
+    def accel_profile(self, run, profile_kwargs):
+        self.runs.append(run)
+        return contextlib.nullcontext()
+
+
+def test_kept_views_do_not_keep_the_accelerator_alive(tmp_path, register):
+    """A plugin keeping the view of a checkpoint hook or of ``accel_profile`` keeps neither
+    the Accelerator nor anything that holds it; the view's barrier still works."""
+    recorder = register(CheckpointPlugin())
+    profiler = register(ProfilePlugin())
+    accelerator, model = _accelerator(tmp_path)
+    accelerator.save_state()
+    with accelerator.profile():
+        pass
+    kept = [recorder.runs[0], profiler.runs[0], RunView.of(accelerator, str(tmp_path))]
+    assert all(type(run) is RunView for run in kept)
+    assert profiler.runs[0].checkpoint_path == ""
+    gone = weakref.ref(accelerator)
+    del accelerator, model
+    gc.collect()
+    assert gone() is None, gc.get_referrers(gone())
+    for run in kept:
+        run.wait_for_everyone()

@@ -15,6 +15,8 @@ from typing import Any
 
 from accel.errors import ConfigError
 
+from .config import half_precision_sections
+
 logger = logging.getLogger("accel_deepspeed.auto")
 
 HIDDEN_SIZE_KEYS = (
@@ -55,7 +57,8 @@ class AutoContext:
     gradient_accumulation_source: str = "Accelerator(gradient_accumulation_steps=...)"
     micro_batch_size: int | None = None
     micro_batch_source: str = ""
-    mixed_precision: str = "no"
+    precision: Any = "no"
+    """The run's :class:`~accel.precision.Precision` (or a ``mixed_precision`` name)."""
     gradient_clipping: float | None = None
     zero3_save_16bit_model: bool = False
     optimizer_values: dict[str, Any] = field(default_factory=dict)
@@ -98,20 +101,22 @@ def _set(config: dict[str, Any], dotted: str, value: Any) -> None:
 
 
 def _precision(config: dict[str, Any], ctx: AutoContext, filled: list[Filled]) -> None:
-    """fp16 / bf16 sections: ``auto`` or absent follow the Accelerator; explicit ones must agree with it."""
-    wanted = {"fp16": ctx.mixed_precision == "fp16", "bf16": ctx.mixed_precision == "bf16"}
-    for name in ("fp16", "bf16"):
-        section = config.get(name)
-        enabled = section.get("enabled") if isinstance(section, dict) else None
-        if enabled == "auto" or (enabled is None and wanted[name]):
-            _set(config, f"{name}.enabled", wanted[name])
+    """fp16 / bf16 sections: ``auto`` or absent follow the run's precision
+    (:func:`~accel_deepspeed.config.half_precision_sections`); explicit ones must agree with it."""
+    wanted = half_precision_sections(ctx.precision)
+    name = str(getattr(ctx.precision, "name", ctx.precision))
+    for section in ("fp16", "bf16"):
+        value = config.get(section)
+        enabled = value.get("enabled") if isinstance(value, dict) else None
+        if enabled == "auto" or (enabled is None and wanted[section]):
+            _set(config, f"{section}.enabled", wanted[section])
             filled.append(
-                Filled(f"{name}.enabled", wanted[name], f"mixed_precision={ctx.mixed_precision!r}")
+                Filled(f"{section}.enabled", wanted[section], f"mixed_precision={name!r}")
             )
-        elif enabled is True and ctx.mixed_precision not in ("no", name):
+        elif enabled is True and any(wanted.values()) and not wanted[section]:
             raise ConfigError(
-                f"the DeepSpeed config enables {name} but mixed_precision is {ctx.mixed_precision!r}: "
-                f"set mixed_precision {name} (or no), or {name}.enabled to false or auto in the DeepSpeed config"
+                f"the DeepSpeed config enables {section} but mixed_precision is {name!r}: "
+                f"set mixed_precision {section} (or no), or {section}.enabled to false or auto in the DeepSpeed config"
             )
     if _get(config, "fp16.enabled") is True and _get(config, "bf16.enabled") is True:
         raise ConfigError(

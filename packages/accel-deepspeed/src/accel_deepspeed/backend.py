@@ -95,6 +95,17 @@ def core_leaves_loss_scaling_to_backends() -> bool:
     return hasattr(Backend, "scales_loss_for_accumulation")
 
 
+class EnginePrecision(Precision):
+    """The run's precision as DeepSpeed runs it: the engine casts the model and scales the loss
+    itself, so no autocast and no GradScaler here; the name and the fields (``dtype``, ``fp8``)
+    stay the chosen precision's, for the config's ``fp16`` / ``bf16`` sections."""
+
+    def __init__(self, chosen: Precision):
+        super().__init__(chosen.name, chosen.device, chosen.handlers)
+        self.dtype = chosen.dtype
+        self.fp8 = chosen.fp8
+
+
 class DeepSpeedBackend(Backend):
     """DeepSpeed ZeRO 0-3 with CPU/NVMe offload; one engine per prepared model."""
 
@@ -135,8 +146,7 @@ class DeepSpeedBackend(Backend):
         """Where this process sits in DeepSpeed's sequence-parallel groups (``sp_size > 1``), else None."""
         self.mpu: Any = None
         """DeepSpeed's sequence-parallel groups given to ``deepspeed.initialize`` (None without SP)."""
-        # DeepSpeed casts the model and scales the loss itself: no autocast, no GradScaler
-        return Precision(run.mixed_precision, run.device, run.handlers)
+        return EnginePrecision(run.precision)
 
     def gradient_accumulation_steps(self, requested: int) -> int:
         """The DeepSpeed config's steps when the Accelerator asks for 1; otherwise both must agree."""
@@ -156,7 +166,7 @@ class DeepSpeedBackend(Backend):
 
     def _sequence_parallel_layout(self) -> SequenceParallelLayout | None:
         run = self.context
-        config = getattr(run.state, "parallelism_config", None)
+        config = run.parallelism_config
         if config is None:
             return None
         if config.sp_size == 1:
@@ -187,7 +197,7 @@ class DeepSpeedBackend(Backend):
         loader = super().prepare_data_loader(dataloader, device_placement)
         layout = self.sequence_parallel
         if layout is not None:
-            handler = self.context.state.parallelism_config.sp_handler
+            handler = self.context.parallelism_config.sp_handler
             fixed = None if handler.sp_seq_length_is_variable else handler.sp_seq_length
             loader.collate_fn = SequenceSlicingCollate(
                 loader.collate_fn, layout.sp_rank, layout.sp_size, fixed
@@ -197,7 +207,7 @@ class DeepSpeedBackend(Backend):
     def deepspeed_ulysses_dl_adapter(self, dataloader: Any, model: Any = None) -> Any:
         """The loader cutting each batch to this rank's sequence slice (see
         :func:`accel_deepspeed.sequence_parallel.ulysses_dl_adapter`); unchanged without SP."""
-        return slice_loader(self.sequence_parallel, self.context.state, dataloader)
+        return slice_loader(self.sequence_parallel, self.context, dataloader)
 
     # -- prepare ----------------------------------------------------------------
     def prepare(self, objects: list[Any], device_placement: list[bool]) -> list[Any]:
@@ -257,7 +267,7 @@ class DeepSpeedBackend(Backend):
             num_processes=self.data_parallel_shard()[0],
             gradient_accumulation_steps=run.gradient_accumulation_steps,
             gradient_accumulation_source=f"the Accelerator's gradient_accumulation_steps ({self._steps_source})",
-            mixed_precision=run.mixed_precision,
+            precision=run.precision,
             gradient_clipping=plugin.gradient_clipping
             if isinstance(plugin.gradient_clipping, float)
             else None,
@@ -434,7 +444,7 @@ class DeepSpeedBackend(Backend):
                 "pass the training data loader to the same accelerator.prepare() call as the "
                 "model, or set train_micro_batch_size_per_gpu in the DeepSpeed config"
             )
-        handler = self.context.state.parallelism_config.sp_handler
+        handler = self.context.parallelism_config.sp_handler
         self.mpu = register_attention(model, handler, layout.sp_size, micro)
         return self.mpu
 

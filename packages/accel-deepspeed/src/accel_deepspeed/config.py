@@ -292,28 +292,30 @@ class DeepSpeedPlugin:
                 + "\nset them to auto in the DeepSpeed config to take the given ones"
             )
 
-    def set_mixed_precision(self, mixed_precision: str) -> None:
-        """Make the config's ``fp16`` / ``bf16`` sections say ``mixed_precision`` (Accelerate's rules).
+    def set_mixed_precision(self, mixed_precision: Any) -> None:
+        """Make the config's ``fp16`` / ``bf16`` sections say ``mixed_precision`` (a name or a
+        :class:`~accel.precision.Precision`), by :func:`half_precision_sections`.
 
         An absent section is added (enabled for the chosen precision, else disabled); an
         ``"auto"`` is filled; a section enabled for the other 16-bit type is an error.
         """
-        precision = str(mixed_precision or "no").lower()
+        name = _precision_name(mixed_precision)
         config = self.deepspeed_config
-        wanted = {"fp16": precision == "fp16", "bf16": precision in ("bf16", "fp8")}
-        if precision != "no":
-            other = "bf16" if precision == "fp16" else "fp16"
+        wanted = half_precision_sections(mixed_precision)
+        mine = next((section for section, on in wanted.items() if on), None)
+        if mine is not None:
+            other = "bf16" if mine == "fp16" else "fp16"
             if str((config.get(other) or {}).get("enabled", False)).lower() == "true":
                 raise ConfigError(
-                    f"mixed_precision={precision} but the DeepSpeed config enables {other}: set "
+                    f"mixed_precision={name} but the DeepSpeed config enables {other}: set "
                     f"{other}.enabled to false or auto, or use mixed_precision {other}"
                 )
-        if precision == "fp16" and "fp16" not in config:
+        if mine == "fp16" and "fp16" not in config:
             config["fp16"] = {"enabled": True, "auto_cast": True}
-        elif wanted["bf16"] and "bf16" not in config:
+        elif mine == "bf16" and "bf16" not in config:
             config["bf16"] = {"enabled": True}
-        for name in ("fp16", "bf16"):
-            config.setdefault(name, {"enabled": False})
+        for section in ("fp16", "bf16"):
+            config.setdefault(section, {"enabled": False})
         self.fill_match("fp16.enabled", must_match=False, **{"fp16.enabled": wanted["fp16"]})
         self.fill_match("bf16.enabled", must_match=False, **{"bf16.enabled": wanted["bf16"]})
 
@@ -421,7 +423,7 @@ class DeepSpeedPlugin:
         """What ``zero.Init`` needs: the parameter offload and dtype (fp16/bf16 from the config or
         else the mixed precision of the run it is attached to, otherwise fp32), without ``auto``
         values."""
-        precision = self._run.mixed_precision if self._run is not None else "no"
+        wanted = half_precision_sections(self._run.precision if self._run is not None else "no")
         config: dict[str, Any] = {
             "train_micro_batch_size_per_gpu": 1,
             "gradient_accumulation_steps": 1,
@@ -429,11 +431,32 @@ class DeepSpeedPlugin:
         }
         for name in ("fp16", "bf16"):
             enabled = self.get_value(f"{name}.enabled")
-            config[name] = {"enabled": enabled if isinstance(enabled, bool) else precision == name}
+            config[name] = {"enabled": enabled if isinstance(enabled, bool) else wanted[name]}
         offload = self.get_value("zero_optimization.offload_param")
         if isinstance(offload, dict) and "auto" not in offload.values():
             config["zero_optimization"]["offload_param"] = dict(offload)
         return config
+
+
+def half_precision_sections(precision: Any) -> dict[str, bool]:
+    """Which of the DeepSpeed config's ``fp16`` / ``bf16`` sections a precision enables: the one rule.
+
+    ``precision`` is a :class:`~accel.precision.Precision` or a ``mixed_precision`` name; its
+    ``dtype`` decides (:func:`accel.precision.dtype_of` for a name). fp16 enables ``fp16``, bf16
+    enables ``bf16``, and fp8 enables ``bf16`` too: the layers that are not FP8 compute in bf16
+    (the fp8 precision's ``dtype``), as Accelerate does with TransformerEngine. Full precision
+    enables neither.
+    """
+    import torch
+    from accel.precision import dtype_of
+
+    dtype = dtype_of(precision)
+    return {"fp16": dtype == torch.float16, "bf16": dtype == torch.bfloat16}
+
+
+def _precision_name(precision: Any) -> str:
+    """The ``mixed_precision`` name of a precision or a name, for messages."""
+    return str(getattr(precision, "name", precision))
 
 
 def _merge(config: dict[str, Any], dotted: str, value: Any, cast: Any) -> None:

@@ -26,6 +26,7 @@ class FP8Precision(BF16Precision):
     or what is installed (MS-AMP, then TransformerEngine, then torchao)."""
 
     names = ("fp8",)
+    fp8 = True
     fp8_backend: str = ""
     """``AO``, ``TE`` or ``MSAMP``."""
 
@@ -166,7 +167,7 @@ def _fsdp_version(context: Any) -> int | None:
     """FSDP's version when training with FSDP (the plugin's, else the launched config's), else None."""
     if _distributed_type(context) != "FSDP":
         return None
-    plugin = context.state.fsdp_plugin
+    plugin = context.plugins.get("fsdp_plugin")
     if plugin is not None:
         return int(plugin.fsdp_version)
     from accel.config.launched import launched_config

@@ -13,13 +13,13 @@ import torch
 import torch.distributed as dist
 from accel.backends import Backend, SetAsideGradients, SetAsideGroup
 from accel.distributed.process import ensure_process_group, plugin_object
+from accel.precision import dtype_of
 
 from .config import FullyShardedDataParallelPlugin
 from .nd import NDLayout, NDParallelMixin
 from .wrap import fsdp1_policy, ignored_modules, units_to_shard
 
 _WRAPPER_PREFIXES = re.compile(r"(_fsdp_wrapped_module\.|_checkpoint_wrapped_module\.|_orig_mod\.)")
-_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def _clean(name: str) -> str:
@@ -34,9 +34,8 @@ class FSDPBackend(NDParallelMixin, Backend):
 
     def setup(self) -> None:
         """Read the plugin, make sure a process group exists, use a sharded grad scaler for fp16."""
-        state = self.context.state
         self.plugin: FullyShardedDataParallelPlugin = plugin_object(
-            state, "fsdp_plugin", FullyShardedDataParallelPlugin
+            self.context, "fsdp_plugin", FullyShardedDataParallelPlugin
         )
         ensure_process_group()  # one process: FSDP still needs a (trivial) group
         self.nd = NDLayout.of(self.context)  # N-D parallelism (accel_fsdp.nd), or None
@@ -69,7 +68,8 @@ class FSDPBackend(NDParallelMixin, Backend):
         return wrapped
 
     def _mixed_precision_dtype(self) -> torch.dtype | None:
-        return _DTYPES.get(self.context.mixed_precision)
+        """The run's precision's dtype (fp8: bf16 outside the FP8 layers), read at wrapping time."""
+        return self.context.precision.dtype
 
     def _mesh(self) -> Any:
         from torch.distributed.device_mesh import init_device_mesh
@@ -117,7 +117,7 @@ class FSDPBackend(NDParallelMixin, Backend):
             )
         elif isinstance(mp, dict):
             mp = MixedPrecisionPolicy(
-                **{k: _DTYPES.get(v, v) if isinstance(v, str) else v for k, v in mp.items()}
+                **{k: dtype_of(v) if isinstance(v, str) else v for k, v in mp.items()}
             )
         kwargs = {
             "mesh": self._mesh(),
@@ -163,7 +163,7 @@ class FSDPBackend(NDParallelMixin, Backend):
             )
         elif isinstance(mp, dict):
             mp = MixedPrecision(
-                **{k: _DTYPES.get(v, v) if isinstance(v, str) else v for k, v in mp.items()}
+                **{k: dtype_of(v) if isinstance(v, str) else v for k, v in mp.items()}
             )
         prefetch = plugin.backward_prefetch
         device = self.context.device

@@ -27,16 +27,6 @@ BACKWARD_PREFETCH = ("BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH")
 """Backward prefetch settings (FSDP1)."""
 STATE_DICT_TYPES = ("FULL_STATE_DICT", "LOCAL_STATE_DICT", "SHARDED_STATE_DICT")
 """Checkpoint state dict types, in the order of torch's ``StateDictType`` (1-3)."""
-MIXED_PRECISION_DTYPES = {
-    "fp8": "bfloat16",
-    "fp16": "float16",
-    "bf16": "bfloat16",
-    "fp32": "float32",
-}
-"""What :meth:`FullyShardedDataParallelPlugin.set_mixed_precision` makes of a precision name
-(fp8 computes in bf16 outside the FP8 layers, as in Accelerate)."""
-
-
 RAM_EFFICIENT_LOADING_ENV = "FSDP_CPU_RAM_EFFICIENT_LOADING"
 """Read by transformers' ``from_pretrained`` (with ``ACCELERATE_USE_FSDP``): only the main
 process loads the weights, the others get empty ones that FSDP fills from it."""
@@ -60,20 +50,22 @@ def disable_fsdp_ram_efficient_loading() -> None:
     os.environ[RAM_EFFICIENT_LOADING_ENV] = "False"
 
 
-def _dtype_of(value: Any, names: dict[str, Any]) -> Any:
-    """A torch dtype from a precision name (``"bf16"``) or a dtype; ValueError otherwise."""
-    if isinstance(value, str):
-        if value.strip().lower() not in names:
-            raise ValueError(
-                f"Invalid mixed precision: {value!r}. Must be one of {', '.join(names)}"
-            )
-        return names[value.strip().lower()]
-    if value not in set(names.values()):
+def _dtype_of(value: Any) -> Any:
+    """The torch dtype of a precision name (``"bf16"``, ``"fp8"``: its precision's ``dtype``, see
+    :func:`accel.precision.dtype_of`) or of a dtype; ValueError unless float16, bfloat16 or float32."""
+    import torch
+    from accel.precision import dtype_of
+
+    try:
+        dtype = dtype_of(value)
+    except ValueError:
+        dtype = None
+    if dtype not in (torch.float16, torch.bfloat16, torch.float32):
         raise ValueError(
-            f"Invalid mixed precision: {value!r}. Must be one of {', '.join(names)} "
+            f"Invalid mixed precision: {value!r}. Must be one of fp16, bf16, fp8, fp32 "
             "or torch.float16, torch.bfloat16, torch.float32"
         )
-    return value
+    return dtype
 
 
 def _reshard(value: Any, label: str) -> Any:
@@ -291,8 +283,7 @@ class FullyShardedDataParallelPlugin:
         """
         import torch
 
-        names = {name: getattr(torch, dtype) for name, dtype in MIXED_PRECISION_DTYPES.items()}
-        dtype = _dtype_of(mixed_precision, names)
+        dtype = _dtype_of(mixed_precision)
         if self.fsdp_version == 2:
             from torch.distributed.fsdp import MixedPrecisionPolicy as policy_type
         else:
@@ -317,10 +308,7 @@ class FullyShardedDataParallelPlugin:
                     f"takes {sorted(allowed)}"
                 )
             self.mixed_precision_policy = policy_type(
-                **{
-                    key: _dtype_of(value, names)
-                    for key, value in self.mixed_precision_policy.items()
-                }
+                **{key: _dtype_of(value) for key, value in self.mixed_precision_policy.items()}
             )
 
     def set_auto_wrap_policy(self, model: Any) -> None:

@@ -111,11 +111,10 @@ class NDLayout:
 
     @classmethod
     def of(cls, owner: Any) -> NDLayout | None:
-        """The layout of ``owner``'s state (an Accelerator or a backend context), or None without
-        a parallelism config or mesh."""
-        state = owner.state
-        config = getattr(state, "parallelism_config", None)
-        mesh = getattr(state, "device_mesh", None)
+        """The layout of ``owner`` (an Accelerator or a backend context: their
+        ``parallelism_config`` and ``torch_device_mesh``), or None without a config or mesh."""
+        config = owner.parallelism_config
+        mesh = owner.torch_device_mesh
         if config is None or mesh is None:
             return None
         return cls(config, mesh)

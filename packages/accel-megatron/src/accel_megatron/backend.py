@@ -43,8 +43,7 @@ class MegatronLMBackend(Backend):
     def setup(self) -> None:
         """Read the plugin, check it against the world size, and initialise megatron-core's groups."""
         run = self.context
-        state = run.state
-        self.plugin: MegatronLMPlugin = plugin_object(state, "megatron_lm_plugin", MegatronLMPlugin)
+        self.plugin: MegatronLMPlugin = plugin_object(run, "megatron_lm_plugin", MegatronLMPlugin)
         self.plugin.attach(run)  # its helpers (build_gpt_model) read the run's precision there
         if run.gradient_accumulation_steps > 1:
             raise ConfigError(
@@ -231,7 +230,7 @@ class MegatronLMBackend(Backend):
             raise ValueError(
                 "MEGATRON_LM: prepare the model together with (or before) its optimizer"
             )
-        config = optimizer_config(optimizer, self.plugin, self.context.mixed_precision, self.on_cpu)
+        config = optimizer_config(optimizer, self.plugin, self.context.precision, self.on_cpu)
         with cpu_execution(self.on_cpu):
             self.megatron_optimizer = get_megatron_optimizer(config, [self.model.module])
         install_init_state_fn(self.megatron_optimizer, config)

@@ -149,8 +149,13 @@ class MegatronLMPlugin:
 
     @property
     def mixed_precision(self) -> str:
-        """The mixed precision of the run the plugin is attached to (``no`` before one is)."""
+        """The name of the run's precision (``no`` before the plugin is attached to a run)."""
         return self._run.mixed_precision if self._run is not None else "no"
+
+    @property
+    def precision(self) -> Any:
+        """The :class:`~accel.precision.Precision` of the run the plugin is attached to (None before)."""
+        return self._run.precision if self._run is not None else None
 
     def __post_init__(self):
         section = MEGATRON_SECTION.read(defaults=False)  # the keys the launched config sets
@@ -205,17 +210,19 @@ class MegatronLMPlugin:
         )
         return self.global_batch_size
 
-    def transformer_config(self, mixed_precision: str = "no", **kwargs: Any) -> Any:
+    def transformer_config(self, mixed_precision: Any = "no", **kwargs: Any) -> Any:
         """A megatron-core ``TransformerConfig`` carrying this plugin's parallel settings.
 
-        ``kwargs`` give the model's shape (``num_layers``, ``hidden_size``,
+        ``mixed_precision`` (a :class:`~accel.precision.Precision` or its name) gives the
+        ``params_dtype`` and the ``bf16`` / ``fp16`` flags through its ``dtype``. ``kwargs`` give the model's shape (``num_layers``, ``hidden_size``,
         ``num_attention_heads``, ...) and override anything else; :attr:`extra` applies
         first. Imports megatron-core.
         """
         import torch
+        from accel.precision import dtype_of
         from megatron.core.transformer import TransformerConfig
 
-        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(mixed_precision, torch.float32)
+        dtype = dtype_of(mixed_precision)
         values: dict[str, Any] = {
             "tensor_model_parallel_size": self.tp_degree,
             "pipeline_model_parallel_size": self.pp_degree,
@@ -223,8 +230,8 @@ class MegatronLMPlugin:
             "sequence_parallel": self.sequence_parallelism,
             "params_dtype": dtype,
             "pipeline_dtype": dtype,
-            "bf16": mixed_precision == "bf16",
-            "fp16": mixed_precision == "fp16",
+            "bf16": dtype == torch.bfloat16,
+            "fp16": dtype == torch.float16,
             "use_cpu_initialization": not torch.cuda.is_available(),
             "gradient_accumulation_fusion": False,
             "bias_activation_fusion": False,

@@ -9,8 +9,9 @@ from accel.errors import ConfigError
 from .config import MegatronLMPlugin
 
 
-def _plugin_and_precision(plugin: MegatronLMPlugin | None) -> tuple[MegatronLMPlugin, str]:
-    """The plugin (``plugin=``, else the active Accelerator's) and the mixed precision of its run."""
+def _plugin_and_precision(plugin: MegatronLMPlugin | None) -> tuple[MegatronLMPlugin, Any]:
+    """The plugin (``plugin=``, else the active Accelerator's) and the precision of its run
+    (``"no"`` before it is attached to one)."""
     if plugin is None:
         # build_gpt_model is a public helper that user code calls without a context: with no
         # plugin= it finds the one the Accelerator was given in the process-wide state, the
@@ -22,7 +23,8 @@ def _plugin_and_precision(plugin: MegatronLMPlugin | None) -> tuple[MegatronLMPl
         raise ValueError(
             "build_gpt_model needs the MegatronLMPlugin: create the Accelerator first or pass plugin="
         )
-    return plugin, plugin.mixed_precision  # the run's, read from the context it is attached to
+    precision = plugin.precision  # the run's, read from the context it is attached to
+    return plugin, precision if precision is not None else "no"
 
 
 def build_gpt_model(

@@ -9,6 +9,7 @@ import torch
 from accel.errors import ConfigError
 from accel.faults import preemption
 from accel.optimizer import AcceleratedOptimizer
+from accel.precision import dtype_of
 
 from .config import MegatronLMPlugin
 
@@ -16,9 +17,12 @@ _KINDS = {"Adam": "adam", "AdamW": "adam", "SGD": "sgd"}
 
 
 def optimizer_config(
-    optimizer: torch.optim.Optimizer, plugin: MegatronLMPlugin, mixed_precision: str, on_cpu: bool
+    optimizer: torch.optim.Optimizer, plugin: MegatronLMPlugin, precision: Any, on_cpu: bool
 ) -> Any:
     """megatron-core's ``OptimizerConfig`` equivalent to ``optimizer`` and the plugin's settings.
+
+    ``precision`` (the run's :class:`~accel.precision.Precision`, or a name) gives the
+    ``params_dtype`` and the ``bf16`` / ``fp16`` flags through its ``dtype``.
 
     Adam, AdamW (decoupled weight decay, megatron-core's ``adam``) and SGD are
     translated with their learning rate, weight decay, betas, eps and momentum. On CPU,
@@ -38,9 +42,11 @@ def optimizer_config(
             "megatron_lm_use_distributed_optimizer=true needs CUDA: megatron-core's DistributedOptimizer "
             "accepts only torch.cuda tensors; on CPU set it to false"
         )
-    if on_cpu and mixed_precision in ("fp16", "bf16"):
+    dtype = dtype_of(precision)
+    if on_cpu and dtype != torch.float32:
+        name = getattr(precision, "name", precision)
         raise ConfigError(
-            f"mixed_precision={mixed_precision} under MEGATRON_LM needs CUDA: megatron-core's "
+            f"mixed_precision={name} under MEGATRON_LM needs CUDA: megatron-core's "
             "Float16 optimizer accepts only torch.cuda tensors; on CPU use mixed_precision=no"
         )
     group = optimizer.param_groups[0]
@@ -50,11 +56,9 @@ def optimizer_config(
         "min_lr": plugin.min_lr,
         "weight_decay": float(group.get("weight_decay", 0.0)),
         "clip_grad": 0.0 if on_cpu else plugin.gradient_clipping,
-        "bf16": mixed_precision == "bf16",
-        "fp16": mixed_precision == "fp16",
-        "params_dtype": {"bf16": torch.bfloat16, "fp16": torch.float16}.get(
-            mixed_precision, torch.float32
-        ),
+        "bf16": dtype == torch.bfloat16,
+        "fp16": dtype == torch.float16,
+        "params_dtype": dtype,
         "use_distributed_optimizer": plugin.use_distributed_optimizer,
     }
     if kind == "adam":

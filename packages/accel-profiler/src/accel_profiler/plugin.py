@@ -8,14 +8,15 @@ from accel.hookspecs import hookimpl
 
 
 @hookimpl
-def accel_profile(accelerator: Any, profile_kwargs: Any) -> Any:
-    """A context manager running ``torch.profiler.profile`` configured by ``profile_kwargs``."""
+def accel_profile(run: Any, profile_kwargs: Any) -> Any:
+    """A context manager running ``torch.profiler.profile`` configured by ``profile_kwargs``
+    (``run``: core's :class:`~accel.checkpoint.view.RunView`)."""
     from .profiler import profile
 
     return profile(
         profile_kwargs,
-        process_index=accelerator.process_index,
-        wait_for_everyone=accelerator.wait_for_everyone,
+        process_index=run.process_index,
+        wait_for_everyone=run.wait_for_everyone,
     )
 
 

@@ -20,20 +20,17 @@ from typing import TYPE_CHECKING, Any
 import torch
 from accel.backends.base import Backend
 from accel.distributed.operations import recursively_apply
-from accel.errors import ConfigError
 from accel.optimizer import AcceleratedOptimizer
 from accel.types import DistributedType
 
 from . import runtime
 from .data import to_xla_loader
+from .settings import check_precision
 
 if TYPE_CHECKING:
     from accel.precision import Precision
 
 logger = logging.getLogger(__name__)
-
-SUPPORTED_PRECISIONS = ("no", "bf16")
-"""``mixed_precision`` values an XLA device accepts (fp16 needs a loss scaler XLA does not have)."""
 
 
 def reduce_gradients(optimizer: torch.optim.Optimizer) -> None:
@@ -87,13 +84,8 @@ class XLABackend(Backend):
         """Check the precision, take the device and the replica ordinals from PJRT; returns the
         precision remade for the XLA device."""
         run = self.context
-        if run.mixed_precision not in SUPPORTED_PRECISIONS:
-            raise ConfigError(
-                f"mixed_precision {run.mixed_precision!r} is not supported on XLA devices: "
-                "use 'bf16' (or 'no'); set downcast_bf16: yes to also run float32 as bfloat16"
-            )
-        state = run.state
-        state.set_process_layout(
+        check_precision(run.precision)
+        run.set_process_layout(
             runtime.device(),
             num_processes=runtime.world_size(),
             process_index=runtime.global_ordinal(),
@@ -103,15 +95,17 @@ class XLABackend(Backend):
         )
         self.mesh = _data_mesh() if runtime.is_spmd() else None
         # the precision was made for the device seen before this backend: autocast on "xla" now
-        return type(run.precision)(run.precision.name, state.device, run.handlers)
+        return type(run.precision)(run.precision.name, run.device, run.handlers)
 
     # -- prepare --------------------------------------------------------------
     def prepare(self, objects: list[Any], device_placement: list[bool]) -> list[Any]:
         """Prepare everything, then point the optimizers at the moved parameters.
 
         Moving a module to an XLA device makes new ``Parameter`` objects, so optimizers
-        built on the CPU model would step tensors nobody uses.
+        built on the CPU model would step tensors nobody uses. The run's precision is checked
+        again here: one set after set-up (``accelerator.precision = ...``) must run on XLA too.
         """
+        check_precision(self.context.precision)
         before = {  # the old parameters are kept alive here, so their ids stay unique
             id(param): (param, (index, name))
             for index, obj in enumerate(objects)

@@ -12,9 +12,10 @@ from typing import Any
 
 from accel import environment
 from accel.launchers.notebook import patch_environment
+from accel.plugins import registry
 
 from .replica import spawn
-from .settings import xla_environment
+from .settings import check_precision, xla_environment
 
 
 def notebook_launch(
@@ -36,10 +37,7 @@ def notebook_launch(
             "restart the notebook and call notebook_launcher before using the XLA device "
             "(or creating an Accelerator)"
         )
-    if mixed_precision not in ("no", "bf16"):
-        raise ValueError(
-            f"mixed_precision={mixed_precision!r} is not supported on XLA devices: use 'bf16' or 'no'"
-        )
+    check_precision(registry.get_precision(mixed_precision))
     env = {
         environment.MIXED_PRECISION: mixed_precision,
         environment.DISTRIBUTED_TYPE: "XLA",

@@ -1,7 +1,8 @@
 """What ``distributed_type: XLA`` launches need, shared by the launchers and ``notebook_launcher``.
 
-:func:`check_xla_config` rejects settings XLA cannot run; :func:`xla_environment` gives the
-variables the XLA runtime reads at start-up. Imports neither torch nor torch_xla.
+:func:`check_xla_config` rejects settings XLA cannot run (:func:`check_precision` the
+precisions, by their fields); :func:`xla_environment` gives the variables the XLA runtime reads
+at start-up. Imports neither torch nor torch_xla at import time.
 """
 
 from __future__ import annotations
@@ -39,16 +40,30 @@ def check_xla_config(config: dict[str, Any]) -> None:
             "num_machines > 1 with distributed_type XLA: a TPU pod is launched on all its "
             "workers at once; use --tpu_cluster (tpu_use_cluster: true) with tpu_name and tpu_zone"
         )
-    precision = str(config.get("mixed_precision") or "no")
-    if precision not in ("no", "bf16"):
-        raise ConfigError(
-            f"mixed_precision {precision} is not supported on XLA devices: use bf16 or no"
-        )
+    name = str(config.get("mixed_precision") or "no")
+    if name != "no":  # full precision always runs; another is judged by its class (imports torch)
+        from accel.plugins import registry
+
+        check_precision(registry.get_precision(name))
     function = config.get("main_training_function") or "main"
     if not str(function).isidentifier():
         raise ConfigError(f"main_training_function {function!r} is not a Python function name")
     downcast_bf16(config)
     pod.check_env_entries(config.get("tpu_env"))
+
+
+def check_precision(precision: Any) -> None:
+    """Refuse a :class:`~accel.precision.Precision` (instance or class) XLA devices cannot run,
+    judged by its fields: full precision and bf16 autocast run; fp16 (its loss scaler has no
+    XLA counterpart) and FP8 layers do not."""
+    import torch
+
+    if precision.fp8 or precision.dtype not in (None, torch.bfloat16):
+        name = precision.names[0] if isinstance(precision, type) else precision.name
+        raise ConfigError(
+            f"mixed_precision {name} is not supported on XLA devices: use bf16 (or no); "
+            "set downcast_bf16: yes to also run float32 as bfloat16"
+        )
 
 
 def xla_environment(config: dict[str, Any]) -> dict[str, str]:
@@ -67,4 +82,11 @@ def xla_environment(config: dict[str, Any]) -> dict[str, str]:
     return env
 
 
-__all__ = ["XLA_TYPES", "check_xla_config", "downcast_bf16", "is_xla", "xla_environment"]
+__all__ = [
+    "XLA_TYPES",
+    "check_precision",
+    "check_xla_config",
+    "downcast_bf16",
+    "is_xla",
+    "xla_environment",
+]

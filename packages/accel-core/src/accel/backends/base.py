@@ -29,8 +29,8 @@ class Backend:
     Megatron-LM) overrides :meth:`prepare`.
 
     A backend sees the run through :attr:`context`, a
-    :class:`~accel.backends.context.BackendContext` (never the Accelerator): ``device``,
-    ``state`` (its ``plugins``, ``dynamo_plugin``, ...), the process facts
+    :class:`~accel.backends.context.BackendContext` (never the Accelerator, nor the process-wide
+    state): ``device``, ``plugins``, ``dynamo_plugin``, ``parallelism_config``, the process facts
     (``num_processes``, ``process_index``, ``is_main_process``, ...), ``mixed_precision``,
     ``handlers``, ``dataloader_config``, ``split_batches``, ``even_batches``, ``rng_types``,
     ``step_scheduler_with_optimizer``, ``gradient_state``, ``gradient_accumulation_steps``,
@@ -136,7 +136,7 @@ class Backend:
         compilation of its repeated blocks); unchanged when dynamo is off."""
         from accel.models import _compile_regions_in_place
 
-        plugin = self.context.state.dynamo_plugin
+        plugin = self.context.dynamo_plugin
         if plugin is None or not plugin.enabled:
             return model
         if plugin.use_regional_compilation:
@@ -312,7 +312,7 @@ class Backend:
 
     def wait_for_everyone(self) -> None:
         """Barrier across processes; default: the process state's barrier."""
-        self.context.state.wait_for_everyone()
+        self.context.wait_for_everyone()
 
     # -- models and state -------------------------------------------------
     def unwrap_model(

@@ -52,8 +52,7 @@ class BackendContext:
         rng_types: list[str] | None = None,
         step_scheduler_with_optimizer: bool = True,
     ):
-        self.state = state
-        """The process-wide :class:`~accel.state.AcceleratorState` (``plugins``, ``dynamo_plugin``, ...)."""
+        self._state = state  # read through the named properties below, never handed out
         self.gradient_state = gradient_state
         """The :class:`~accel.state.GradientState` (accumulation steps, ``sync_gradients``)."""
         self.dataloader_config = dataloader_config
@@ -100,62 +99,78 @@ class BackendContext:
     @property
     def device(self) -> torch.device:
         """The device this process computes on."""
-        return self.state.device
+        return self._state.device
 
     @property
     def distributed_type(self) -> str:
         """The distributed type (``NO``, ``MULTI_GPU``, ``FSDP``, ...)."""
-        return self.state.distributed_type
+        return self._state.distributed_type
 
     @property
     def num_processes(self) -> int:
         """Total number of processes."""
-        return self.state.num_processes
+        return self._state.num_processes
 
     @property
     def process_index(self) -> int:
         """Global rank of this process."""
-        return self.state.process_index
+        return self._state.process_index
 
     @property
     def local_process_index(self) -> int:
         """Rank of this process on its machine."""
-        return self.state.local_process_index
+        return self._state.local_process_index
 
     @property
     def is_main_process(self) -> bool:
         """True on global rank 0."""
-        return self.state.is_main_process
+        return self._state.is_main_process
 
     @property
     def is_local_main_process(self) -> bool:
         """True on local rank 0."""
-        return self.state.is_local_main_process
+        return self._state.is_local_main_process
 
     @property
     def is_last_process(self) -> bool:
         """True on the last rank."""
-        return self.state.is_last_process
+        return self._state.is_last_process
 
     @property
     def use_distributed(self) -> bool:
         """True with more than one process."""
-        return self.state.use_distributed
+        return self._state.use_distributed
 
     @property
     def parallelism_config(self) -> Any:
         """The :class:`~accel.ParallelismConfig` (``parallelism_config=`` or ``accel launch``), or None."""
-        return self.state.parallelism_config
+        return self._state.parallelism_config
 
     @property
     def torch_device_mesh(self) -> Any:
         """The named ``DeviceMesh`` of :attr:`parallelism_config` (``dp_shard``, ``tp``, ``dp``, ...), or None."""
-        return self.state.device_mesh
+        return self._state.device_mesh
 
     @property
     def mixed_precision(self) -> str:
-        """The mixed-precision name (``no``, ``fp16``, ``bf16``, ``fp8``)."""
-        return self.state.mixed_precision
+        """The name of :attr:`precision` (``no``, ``fp16``, ``bf16``, ``fp8``): derived from the
+        object, so a precision set before ``prepare`` renames the run. Choose dtypes from the
+        object's fields (``precision.dtype``, ``precision.fp8``), not from this name."""
+        precision = self._precision
+        return precision.name if precision is not None else self._state.mixed_precision
+
+    # -- plugin objects (live) -----------------------------------------------------
+    @property
+    def plugins(self) -> dict[str, Any]:
+        """The plugin objects of the run by key (``fsdp_plugin``, ``deepspeed_plugin``,
+        ``megatron_lm_plugin``): passed to the Accelerator or recorded by
+        :func:`~accel.distributed.process.plugin_object`."""
+        return self._state.plugins
+
+    @property
+    def dynamo_plugin(self) -> Any:
+        """The ``TorchDynamoPlugin`` models are compiled with (None: not compiled)."""
+        return self._state.dynamo_plugin
 
     # -- configuration and training state (live) --------------------------------
     @property
@@ -181,7 +196,28 @@ class BackendContext:
     # -- actions ------------------------------------------------------------------
     def wait_for_everyone(self) -> None:
         """Barrier across processes (the state's)."""
-        self.state.wait_for_everyone()
+        self._state.wait_for_everyone()
+
+    def set_process_layout(
+        self,
+        device: torch.device,
+        num_processes: int,
+        process_index: int,
+        local_process_index: int,
+        distributed_type: str,
+        backend: str | None = None,
+    ) -> None:
+        """For a backend whose runtime assigns devices and ranks itself (XLA's PJRT): record them
+        in the process state (see :meth:`AcceleratorState.set_process_layout
+        <accel.state.PartialState.set_process_layout>`), where every reader sees them."""
+        self._state.set_process_layout(
+            device,
+            num_processes=num_processes,
+            process_index=process_index,
+            local_process_index=local_process_index,
+            distributed_type=distributed_type,
+            backend=backend,
+        )
 
     @contextlib.contextmanager
     def override_even_batches(self, even_batches: bool | None) -> Iterator[None]:

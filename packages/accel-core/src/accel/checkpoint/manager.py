@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from accel.kwargs import ProjectConfiguration
     from accel.precision.base import Precision
     from accel.prepared import PreparedObjects
-    from accel.state import PartialState
 
 logger = get_logger(__name__)
 
@@ -105,8 +104,11 @@ class RunContext(Protocol):
     """What the manager reads of the run (:class:`~accel.backends.BackendContext` has it all)."""
 
     prepared: PreparedObjects
-    state: PartialState
     precision: Precision
+    num_processes: int
+    process_index: int
+    is_main_process: bool
+    is_local_main_process: bool
 
 
 class StateIO(Protocol):
@@ -164,9 +166,9 @@ class CheckpointManager:
         return self.context.prepared
 
     @property
-    def state(self) -> PartialState:
-        """The context's process state."""
-        return self.context.state
+    def state(self) -> RunContext:
+        """The process facts (``num_processes``, ``is_main_process``, ...): the context's."""
+        return self.context
 
     @property
     def precision(self) -> Precision:

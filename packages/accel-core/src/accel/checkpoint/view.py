@@ -3,7 +3,9 @@
 The hooks ``accel_checkpoint_saved(run, path)`` and ``accel_before_resume(run,
 checkpoint_root)`` (:mod:`accel.hookspecs`) receive a :class:`RunView`: the process facts,
 the step, the checkpoint path and a barrier. A plugin reacting to checkpoints needs no
-more, and cannot reach (or keep) the Accelerator through it.
+more, and cannot reach (or keep) the Accelerator through it: the barrier is built from the
+run's checkpoint writer and backend, not a bound method of the Accelerator. ``accel_profile``
+receives one too (its ``checkpoint_path`` empty).
 """
 
 from __future__ import annotations
@@ -36,24 +38,36 @@ class RunView:
     checkpoint_path: str
     """The checkpoint directory the hook is about: the one just saved
     (``accel_checkpoint_saved``) or ``project_dir/checkpoints``, where ``resume`` looks
-    (``accel_before_resume``)."""
+    (``accel_before_resume``); empty for ``accel_profile``."""
     wait_for_everyone: Callable[[], None] = field(repr=False, compare=False)
     """Barrier across processes; also waits for this process's asynchronous checkpoint writes,
     so a checkpoint saved with ``async_save=True`` is complete after it."""
 
     @classmethod
-    def of(cls, run: Any, checkpoint_path: str) -> RunView:
-        """The view of ``run`` (anything with the Accelerator's attribute names) for ``checkpoint_path``."""
+    def of(cls, accelerator: Any, checkpoint_path: str = "") -> RunView:
+        """The view of ``accelerator`` for ``checkpoint_path``: its facts now, and a barrier that
+        keeps its checkpoint writer and backend, never the Accelerator itself."""
         return cls(
-            process_index=run.process_index,
-            num_processes=run.num_processes,
-            local_process_index=run.local_process_index,
-            is_main_process=run.is_main_process,
-            is_local_main_process=run.is_local_main_process,
-            step=run.step,
+            process_index=accelerator.process_index,
+            num_processes=accelerator.num_processes,
+            local_process_index=accelerator.local_process_index,
+            is_main_process=accelerator.is_main_process,
+            is_local_main_process=accelerator.is_local_main_process,
+            step=accelerator.step,
             checkpoint_path=str(checkpoint_path),
-            wait_for_everyone=run.wait_for_everyone,
+            wait_for_everyone=_barrier(accelerator.checkpoints.async_writer, accelerator.backend),
         )
+
+
+def _barrier(writer: Any, backend: Any) -> Callable[[], None]:
+    """What ``Accelerator.wait_for_everyone`` does: this process's pending checkpoint writes,
+    then the backend's barrier."""
+
+    def wait_for_everyone() -> None:
+        writer.wait()
+        backend.wait_for_everyone()
+
+    return wait_for_everyone
 
 
 __all__ = ["RunView"]

@@ -32,14 +32,14 @@ def ensure_process_group(backend: str = "gloo") -> bool:
 def plugin_object(owner: Any, key: str, factory: Callable[[], Any]) -> Any:
     """The plugin object ``key`` (``"fsdp_plugin"``) of the Accelerator's state, made if absent.
 
-    ``owner`` is an :class:`~accel.Accelerator` (its ``state`` is used) or an
-    :class:`~accel.state.AcceleratorState`. When no object was passed in code
+    ``owner`` is a :class:`~accel.backends.BackendContext` or an
+    :class:`~accel.state.AcceleratorState` (their ``plugins``), or an :class:`~accel.Accelerator`
+    (its ``state``'s). When no object was passed in code
     (``Accelerator(fsdp_plugin=...)``), ``factory()`` builds one (a plugin class reads the
     launched config section itself) and it is recorded in the state, so ``state.<key>``
     returns the object the backend uses from then on.
     """
-    state = getattr(owner, "state", owner)
-    plugins = state.plugins
+    plugins = owner.plugins if hasattr(owner, "plugins") else owner.state.plugins
     plugin = plugins.get(key)
     if plugin is None:
         plugin = factory()

@@ -19,6 +19,12 @@ class Precision:
 
     names: tuple[str, ...] = ()
     """The ``mixed_precision`` values this class serves."""
+    dtype: torch.dtype | None = None
+    """The floating type the forward computes in (autocast), None for the model's own (full
+    precision). The one precision fact a backend that casts itself reads: FSDP's mixed-precision
+    policy, DeepSpeed's ``fp16``/``bf16`` sections, Megatron-LM's ``params_dtype``."""
+    fp8: bool = False
+    """True when some layers compute in FP8 (the others in :attr:`dtype`)."""
     _context_ref: Any = None
 
     @property
@@ -95,3 +101,27 @@ class Precision:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
+
+
+def dtype_of(value: Precision | type[Precision] | str | torch.dtype) -> torch.dtype:
+    """The torch dtype a precision, a precision name or a dtype name computes in.
+
+    A :class:`Precision` (instance or class) gives its :attr:`~Precision.dtype`; a ``mixed_precision`` name
+    (``"bf16"``, ``"fp8"``, ...) its registered class's; both ``float32`` for full precision
+    (also ``"fp32"``). A torch name (``"float16"``, ``"torch.bfloat16"``, ``"half"``) gives that
+    dtype; a dtype is returned as is. Anything else raises ``ValueError``.
+    """
+    if isinstance(value, torch.dtype):
+        return value
+    if isinstance(value, Precision) or (isinstance(value, type) and issubclass(value, Precision)):
+        return value.dtype or torch.float32
+    name = str(value).strip().lower().removeprefix("torch.")
+    found = getattr(torch, name, None)
+    if isinstance(found, torch.dtype):
+        return found
+    from accel.plugins import registry
+
+    cls = registry.precisions().get("no" if name == "fp32" else name)
+    if cls is None:
+        raise ValueError(f"{value!r} names neither a precision nor a torch dtype")
+    return cls.dtype or torch.float32

@@ -22,6 +22,7 @@ class FullPrecision(Precision):
 
 class _AutocastPrecision(Precision):
     dtype: torch.dtype = torch.bfloat16
+    """The autocast dtype (subclasses set theirs)."""
 
     _default_autocast: Callable[[], contextlib.AbstractContextManager] | None = None
 
