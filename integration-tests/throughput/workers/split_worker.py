@@ -6,7 +6,9 @@ returns what ``accelerator.throughput`` reported at each step, what the tracker 
 and the whole-run summary. Run by ``accel launch`` on 2 processes it runs three splits of
 that work (micro-batch size x accumulation x processes: 4x1x2, 2x2x2, and 4x1x2 as two
 micro-batches of 2) and rank 0 writes them to ``<out>/variants.json``; the test runs the
-1-process splits (4x2x1, 8x1x1) in its own process with the same function and compares.
+1-process splits (4x2x1, 8x1x1) in its own process with the same function, measures the
+FLOPs there (the workers are given them, sparing each the import of the FLOP counter) and
+compares. Run as ``split_worker.py OUT FLOPS_PER_SAMPLE``.
 """
 
 from __future__ import annotations
@@ -79,13 +81,22 @@ def real_tokens_per_step(steps: range) -> list[int]:
     ]
 
 
-def run_variant(batch_size: int, accumulation: int, micro_batches: int = 1) -> dict:
-    """Train the 4 steps with this split; the per-step reports, the tracker's values, the summary."""
+def run_variant(
+    batch_size: int,
+    accumulation: int,
+    micro_batches: int = 1,
+    flops_per_sample: float | None = None,
+) -> dict:
+    """Train the 4 steps with this split; the per-step reports, the tracker's values, the summary.
+
+    FLOPs are measured (``measure_flops``) unless ``flops_per_sample`` gives them.
+    """
     tracker = ListTracker()
+    options = ThroughputKwargs(
+        log_every=1, warmup_steps=1, peak_flops=PEAK, flops_per_sample=flops_per_sample
+    )
     accelerator = Accelerator(
-        gradient_accumulation_steps=accumulation,
-        log_with=[tracker],
-        kwargs_handlers=[ThroughputKwargs(log_every=1, warmup_steps=1, peak_flops=PEAK)],
+        gradient_accumulation_steps=accumulation, log_with=[tracker], kwargs_handlers=[options]
     )
     accelerator.init_trackers("throughput")
     torch.manual_seed(0)
@@ -96,7 +107,8 @@ def run_variant(batch_size: int, accumulation: int, micro_batches: int = 1) -> d
     monitor = accelerator.throughput
     now = [0.0]
     monitor.clock = lambda: now[0]  # one second per optimizer step: rates are per-step counts
-    monitor.measure_flops(model, **next(iter(loader)))
+    if flops_per_sample is None:
+        monitor.measure_flops(model, **next(iter(loader)))
     reports = []
     for batch in loader:
         with accelerator.accumulate(model):
@@ -123,12 +135,13 @@ def run_variant(batch_size: int, accumulation: int, micro_batches: int = 1) -> d
     }
 
 
-def main(out: str) -> None:
-    results = [run_variant(2, 2), run_variant(4, 1, micro_batches=2), run_variant(4, 1)]
+def main(out: str, flops_per_sample: float) -> None:
+    splits = [(2, 2, 1), (4, 1, 2), (4, 1, 1)]
+    results = [run_variant(*split, flops_per_sample=flops_per_sample) for split in splits]
     if torch.distributed.get_rank() == 0:
         with open(f"{out}/variants.json", "w") as f:
             json.dump(results, f)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], float(sys.argv[2]))

@@ -117,12 +117,14 @@ class _Hook:
             getattr(monitor, self.method)(*args)
 
     def __reduce__(self) -> tuple:
-        return (_inert_hook, ())
+        return (_InertHook, ())
 
 
-def _inert_hook(*args: Any) -> None:
-    """What a copied monitor hook becomes: nothing."""
-    return None
+class _InertHook:
+    """What a copied or pickled monitor hook becomes: a hook that does nothing."""
+
+    def __call__(self, *args: Any) -> None:
+        return None
 
 
 @dataclass

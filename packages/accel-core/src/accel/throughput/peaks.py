@@ -185,7 +185,12 @@ def compute_dtype(mixed_precision: str | None, parameter_dtype: Any = None) -> s
         return "bf16"
     if parameter_dtype == torch.float16:
         return "fp16"
-    if torch.backends.cuda.matmul.allow_tf32 or torch.get_float32_matmul_precision() != "highest":
+    matmul = torch.backends.cuda.matmul  # older torch: allow_tf32; newer: fp32_precision
+    if (
+        torch.get_float32_matmul_precision() != "highest"
+        or getattr(matmul, "fp32_precision", None) == "tf32"
+        or getattr(matmul, "allow_tf32", False)
+    ):
         return "tf32"
     return "fp32"
 
