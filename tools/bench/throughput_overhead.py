@@ -79,7 +79,7 @@ def monitor_work(accelerator, net, data, calls: int = 2000) -> float:
     hook = (time.perf_counter() - start) / calls
     start = time.perf_counter()
     for _ in range(calls):
-        monitor._on_step()
+        monitor.optimizer_step()
     step = (time.perf_counter() - start) / calls  # includes a report every 10th call
     return hook + step
 

@@ -184,6 +184,7 @@ class ThroughputMonitor:
         self._optimizer: Any = None
         self._manual = False
         self._paused = False
+        self._recorded = False
         self._peak: tuple[float | None, str] | None = None
         self.reset()
 
@@ -198,8 +199,7 @@ class ThroughputMonitor:
             inner := getattr(obj, "optimizer", obj), torch.optim.Optimizer
         ):
             self._optimizer = inner
-            inner.register_step_post_hook(_Hook(self, "_on_step"))
-            _write_at_exit(self)
+            inner.register_step_post_hook(_Hook(self, "optimizer_step"))
 
     def _on_forward(self, module: Any, args: tuple, kwargs: dict) -> None:
         if self._paused or self._manual or not module.training or not torch.is_grad_enabled():
@@ -247,7 +247,15 @@ class ThroughputMonitor:
         self._counts = mark.copy()
 
     # -- steps and reports -----------------------------------------------------
-    def _on_step(self, *_: Any) -> None:
+    def optimizer_step(self, *_: Any) -> None:
+        """Count one optimizer step: done by a hook on the first prepared torch optimizer.
+
+        Call it yourself after each step only where accel sees no torch optimizer step
+        (DeepSpeed ZeRO's own optimizer); then the run's record is written at exit too.
+        """
+        if not self._recorded:  # the first step: this run leaves a record at exit
+            self._recorded = True
+            _write_at_exit(self)
         self.steps = steps = self.steps + 1
         warmup = self.options.warmup_steps
         if steps < warmup:
@@ -415,7 +423,7 @@ _latest: weakref.ref[ThroughputMonitor] | None = None
 
 
 def _write_at_exit(monitor: ThroughputMonitor) -> None:
-    """Have the newest training monitor write its record when the process ends (``accel launch``)."""
+    """Have the monitor that stepped last write its record when the process ends (``accel launch``)."""
     global _latest
     if _latest is None:
         atexit.register(_write_record)
