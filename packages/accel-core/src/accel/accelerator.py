@@ -169,8 +169,8 @@ class Accelerator(CheckpointingMixin):
             process_index=self.process_index,
             num_processes=self.num_processes,
             mixed_precision=self.mixed_precision,
-            reduce=self.reduce,
-            log=self.log,
+            reduce=self.backend.reduce,  # not the Accelerator's own methods: no reference cycle
+            log=self.tracking.log,
         )
         """Samples, tokens and optimizer steps per second, FLOPs and MFU (docs/throughput.md)."""
         from accel.faults import preemption
