@@ -26,6 +26,7 @@ is updated and the values go to the started trackers (``accelerator.log``).
 from __future__ import annotations
 
 import atexit
+import inspect
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -149,7 +150,9 @@ class ThroughputMonitor:
 
     The :class:`~accel.Accelerator` makes one and shows it the objects it prepares
     (:meth:`watch`). In the loop: :attr:`metrics` (the latest report), :attr:`steps`,
-    :meth:`summary` (this process, the whole run). ``clock`` is the time source (seconds).
+    :meth:`summary` (this process, the whole run). ``reduce`` sums a float64 tensor over
+    the processes (the backend's ``reduce``), ``log(values, step=)`` sends a report to the
+    trackers, ``clock`` is the time source (seconds).
     """
 
     def __init__(
@@ -169,10 +172,10 @@ class ThroughputMonitor:
         self.process_index = process_index
         self.num_processes = num_processes
         self.mixed_precision = mixed_precision
-        self.reduce = reduce
-        """Sums a float64 tensor over the processes (``accelerator.reduce``)."""
-        self.log = log
-        """Sends a report to the trackers (``accelerator.log``)."""
+        # held weakly when they are bound methods (the backend's reduce, the trackers' log): the
+        # monitor outlives its Accelerator until exit (for the record) and keeps nothing alive
+        self._reduce = _weakly(reduce)
+        self._log = _weakly(log)
         self.clock = clock
         self.flops_per_sample: float | None = self.options.flops_per_sample
         """FLOPs of one sample's forward and backward (measured or given), or None."""
@@ -180,13 +183,24 @@ class ThroughputMonitor:
         """The latest report: ``throughput/...`` names to values (empty before the first)."""
         self.steps = 0
         """Optimizer steps taken."""
-        self._model: Any = None
-        self._optimizer: Any = None
+        self._model: weakref.ref | None = None  # the trained model (weakly, as below)
+        self._optimizer: weakref.ref | None = None
         self._manual = False
         self._paused = False
         self._recorded = False
         self._peak: tuple[float | None, str] | None = None
         self.reset()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A pickled monitor (with its Accelerator) keeps its counts, not its links to the run."""
+        state = dict(self.__dict__)
+        state.update(_reduce=None, _log=None, _model=None, _optimizer=None, clock=None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._reduce = self._log = _weakly(None)
+        self.clock = time.perf_counter
 
     # -- what is watched -------------------------------------------------------
     def watch(self, obj: Any) -> None:
@@ -195,18 +209,19 @@ class ThroughputMonitor:
             return
         if isinstance(obj, torch.nn.Module):
             obj.register_forward_pre_hook(_Hook(self, "_on_forward"), with_kwargs=True)
-        elif self._optimizer is None and isinstance(
+        elif (self._optimizer is None or self._optimizer() is None) and isinstance(
             inner := getattr(obj, "optimizer", obj), torch.optim.Optimizer
         ):
-            self._optimizer = inner
+            self._optimizer = weakref.ref(inner)
             inner.register_step_post_hook(_Hook(self, "optimizer_step"))
 
     def _on_forward(self, module: Any, args: tuple, kwargs: dict) -> None:
         if self._paused or self._manual or not module.training or not torch.is_grad_enabled():
             return
-        if self._model is None:
-            self._model = module
-        elif module is not self._model:
+        model = None if self._model is None else self._model()
+        if model is None:
+            self._model = weakref.ref(module)
+        elif module is not model:
             return
         samples, tokens = batch_counts(args, kwargs)
         self._add(samples, tokens)
@@ -261,6 +276,7 @@ class ThroughputMonitor:
         if steps < warmup:
             return
         if steps == warmup:  # the rates start now: what came before was warm-up
+            self._peak_and_dtype()  # decided while the model is there to say its dtype
             self._start = self._window_start = self._now()
             self._counts = _Counts()
             self._reported = _Counts()
@@ -289,9 +305,10 @@ class ThroughputMonitor:
         local = [samples, tokens, counts.tokens_unknown, flops or 0.0, flops is None]
         local += [elapsed, peak or 0.0, peak is None, 1]
         total = [float(v) for v in local]
-        if self.num_processes > 1 and self.reduce is not None:
+        reduce = self._reduce()
+        if self.num_processes > 1 and reduce is not None:
             vector = torch.tensor(total, dtype=torch.float64, device=self.device)
-            total = self.reduce(vector).tolist()
+            total = reduce(vector).tolist()
         m: dict[str, float] = {}
         if elapsed > 0:
             mean_elapsed = total[5] / total[8]  # total[8]: the processes that reported
@@ -310,8 +327,9 @@ class ThroughputMonitor:
         self._reported = counts.copy()
         self._reported_steps = self.steps
         self._window_start = now
-        if self.metrics and self.options.log_to_trackers and self.log is not None:
-            self.log(self.metrics, step=self.steps)
+        log = self._log()
+        if self.metrics and self.options.log_to_trackers and log is not None:
+            log(self.metrics, step=self.steps)
         return self.metrics
 
     def _now(self) -> float:
@@ -372,13 +390,14 @@ class ThroughputMonitor:
 
     def _peak_and_dtype(self) -> tuple[float | None, str]:
         if self._peak is None:
-            parameter = next(iter(self._model.parameters()), None) if self._model else None
+            model = None if self._model is None else self._model()
+            parameter = None if model is None else next(iter(model.parameters()), None)
             dtype = peaks.compute_dtype(self.mixed_precision, getattr(parameter, "dtype", None))
             peak = self.options.peak_flops
             if peak is None:
                 name = peaks.device_name(self.device)
                 peak = None if name is None else peaks.peak_flops(name, dtype)
-            if self._model is None:  # the model's dtype is not known yet: decide again later
+            if model is None:  # the model's dtype is not known yet: decide again later
                 return peak, dtype
             self._peak = (peak, dtype)
         return self._peak
@@ -419,7 +438,17 @@ class ThroughputMonitor:
             self._paused = previous
 
 
-_latest: weakref.ref[ThroughputMonitor] | None = None
+def _weakly(function: Callable | None) -> Callable[[], Callable | None]:
+    """A getter of ``function``, holding it weakly when it is a bound method."""
+    if inspect.ismethod(function):
+        return weakref.WeakMethod(function)
+    return lambda: function
+
+
+_latest: ThroughputMonitor | None = None
+"""The monitor that took a first optimizer step last: it writes the record at exit. Held
+strongly (a run's Accelerator may be gone by then); it holds its model, optimizer and
+Accelerator's methods weakly, so it keeps only its counts alive."""
 
 
 def _write_at_exit(monitor: ThroughputMonitor) -> None:
@@ -427,13 +456,13 @@ def _write_at_exit(monitor: ThroughputMonitor) -> None:
     global _latest
     if _latest is None:
         atexit.register(_write_record)
-    _latest = weakref.ref(monitor)
+    _latest = monitor
 
 
 def _write_record() -> None:
     from accel.throughput import summary
 
-    monitor = _latest() if _latest is not None else None
+    monitor = _latest
     directory = summary.record_directory()
     if monitor is None or directory is None or monitor.steps == 0:
         return
