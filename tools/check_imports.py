@@ -56,7 +56,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("accel.big_model.device_map", "accel.big_model.module_hooks"),
     ("accel.precision", "accel.backends", "accel.quantization", "accel.big_model.hooks"),
     ("accel.big_model", "accel.inference"),
-    ("accel.tracking", "accel.microbatch"),
+    ("accel.tracking", "accel.microbatch", "accel.throughput"),
     ("accel.connector",),
     ("accel.accelerator", "accel.accelerator_checkpointing"),
     ("accel.launchers",),

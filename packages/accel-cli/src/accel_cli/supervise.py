@@ -5,7 +5,8 @@ when it receives SIGINT/SIGTERM. This module forwards those signals to the agent
 kills it if it does not stop in time, and afterwards prints which rank failed and
 the last lines of its traceback (written by :mod:`accel.launchers.worker`), or, when the ranks' last
 collectives do not line up, one hang report (:mod:`accel.faults.report`), or that the job
-was preempted (every worker saved a checkpoint and exited 75). torch's own report of the
+was preempted (every worker saved a checkpoint and exited 75). After a run that succeeded it
+prints the run's throughput line (:mod:`accel.throughput.summary`). torch's own report of the
 failure (its ``ChildFailedError`` traceback) is left out (:mod:`accel_cli.agent`) unless
 ``debug`` is set (``accel launch --debug``).
 """
@@ -60,6 +61,8 @@ def supervise(
     flight_dir = env.get(environment.FLIGHT_DIR) or os.path.join(error_dir, "flight")
     os.makedirs(flight_dir, exist_ok=True)
     env[environment.FLIGHT_DIR] = flight_dir  # each worker's last collectives (hang reports)
+    throughput_dir = env.get(environment.THROUGHPUT_DIR) or os.path.join(error_dir, "throughput")
+    env[environment.THROUGHPUT_DIR] = throughput_dir  # each worker's throughput record at exit
     grace = _grace_seconds(env)
     received: list[int] = []
     try:
@@ -97,6 +100,8 @@ def supervise(
             # the wrapped torchrun agent (accel_cli.agent) could not reach the rendezvous store
             sys.stderr.write(endpoint_lost_line(original, prog) + "\n")
             return 1
+        if code == 0:
+            _print_throughput(throughput_dir, prog)
         if code != 0:
             records = _records(Path(error_dir))
             if _preempted(records):
@@ -140,6 +145,13 @@ def _flag(command: list[str], name: str) -> str | None:
         if item.startswith(f"{name}="):
             return item.split("=", 1)[1]
     return None
+def _print_throughput(directory: str, prog: str) -> None:
+    """The run's throughput line, from the records the workers left (nothing without any)."""
+    from accel.throughput.summary import read_records, summary_line
+
+    line = summary_line(read_records(directory))
+    if line:
+        sys.stderr.write(f"{prog}: {line}\n")
 
 
 def quiet_agent(command: list[str]) -> list[str]:

@@ -100,6 +100,9 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
     from accel.state import (
         PartialState as PartialState,
     )
+    from accel.throughput.monitor import (
+        ThroughputKwargs as ThroughputKwargs,
+    )
     from accel.types import (
         DistributedType as DistributedType,
     )
@@ -116,6 +119,7 @@ _NAMES: dict[str, str] = {
     "DataLoaderConfiguration": "accel.kwargs",
     "ProjectConfiguration": "accel.kwargs",
     "PreemptionKwargs": "accel.faults.preemption",
+    "ThroughputKwargs": "accel.throughput.monitor",
     "GradientAccumulationPlugin": "accel.kwargs",
     "TorchDynamoPlugin": "accel.kwargs",
     "find_executable_batch_size": "accel.memory",

@@ -44,6 +44,7 @@ from accel.optimizer import fused_backward
 from accel.precision.base import Precision
 from accel.prepared import PreparedObjects
 from accel.state import AcceleratorState, GradientState, PartialState, split_inputs
+from accel.throughput.monitor import ThroughputMonitor
 from accel.tracking.manager import TrackerManager
 
 logger = get_logger(__name__)  # kept as a module attribute (Accelerate's module has one)
@@ -166,6 +167,16 @@ class Accelerator(CheckpointingMixin):
         """Saving and resuming: ``save_state`` / ``load_state`` / ``save_model`` and their hooks."""
         self.tracking = TrackerManager(log_with, self.state, self.project_configuration)
         """The experiment trackers of ``log_with``."""
+        self.throughput = ThroughputMonitor(
+            self.handlers.get("ThroughputKwargs"),
+            device=self.device,
+            process_index=self.process_index,
+            num_processes=self.num_processes,
+            mixed_precision=self.mixed_precision,
+            reduce=self.backend.reduce,  # not the Accelerator's own methods: no reference cycle
+            log=self.tracking.log,
+        )
+        """Samples, tokens and optimizer steps per second, FLOPs and MFU (docs/throughput.md)."""
         from accel.faults import preemption
 
         self.preemption = preemption.install(
@@ -334,6 +345,7 @@ class Accelerator(CheckpointingMixin):
             made = self.backend.prepare(objects, [device_placement[i] for i in new])
             for i, obj in zip(new, made):
                 self.prepared.track(obj, original=args[i])
+                self.throughput.watch(obj)
                 result[i] = obj
         return result[0] if len(result) == 1 else tuple(result)
 

@@ -352,6 +352,15 @@ CORE_SECTION = Section(
             group=TRAINING,
         ),
         _k(
+            "throughput_dir",
+            str,
+            None,
+            "folder where each worker writes its throughput record at exit (accel launch uses "
+            "a folder of its own and prints the run's throughput line from it)",
+            env=environment.THROUGHPUT_DIR,
+            in_file=False,
+        ),
+        _k(
             "max_num_machines",
             int,
             None,
