@@ -47,6 +47,7 @@ def supervise(
     torch's own failure report only with ``debug``.
     """
     from accel import environment
+    from accel.config.keys import PROCESS_SECTION
 
     program = program_name(command)
     if not debug:
@@ -55,7 +56,7 @@ def supervise(
     error_dir = tempfile.mkdtemp(prefix="accel-launch-")
     env = dict(env)
     env[environment.LAUNCH_ERROR_DIR] = error_dir
-    flight_dir = env.get(environment.FLIGHT_DIR) or os.path.join(error_dir, "flight")
+    flight_dir = PROCESS_SECTION["flight_dir"].from_env(env) or os.path.join(error_dir, "flight")
     os.makedirs(flight_dir, exist_ok=True)
     env[environment.FLIGHT_DIR] = flight_dir  # each worker's last collectives (hang reports)
     grace = _grace_seconds(env)
@@ -142,11 +143,11 @@ def _parent_death_signal():
 
 def _grace_seconds(env: dict[str, str]) -> float:
     """How long the agent may take to stop after a forwarded signal: longer with preemption."""
-    from accel import environment
+    from accel.config.keys import PROCESS_SECTION
 
-    if (env.get(environment.PREEMPTION) or "").strip().lower() not in ("1", "true", "yes", "on"):
+    if not PROCESS_SECTION["preemption"].from_env(env):
         return GRACE_SECONDS
-    period = float(env.get(environment.PREEMPTION_GRACE_PERIOD) or 25)
+    period = PROCESS_SECTION["preemption_grace_period"].from_env(env)
     return max(GRACE_SECONDS, period + 10)
 
 

@@ -20,6 +20,7 @@ from accel.accelerator_checkpointing import CheckpointingMixin
 from accel.backends.base import Backend
 from accel.backends.context import BackendContext
 from accel.checkpoint.manager import CheckpointManager
+from accel.config.keys import KEYS, PROCESS_SECTION
 from accel.connector import Connector
 from accel.contexts import NO_CONTEXT as _NO_CONTEXT
 from accel.contexts import no_sync_all as _no_sync_all
@@ -124,12 +125,12 @@ class Accelerator(CheckpointingMixin):
             megatron_lm_plugin=megatron_lm_plugin,
             init_process_group_kwargs=self.handlers.get("InitProcessGroupKwargs"),
             _from_accelerator=True,
-            fsdp_on_cpu=self.fsdp_on_cpu or environment.get_bool(environment.FSDP_ON_CPU),
+            fsdp_on_cpu=self.fsdp_on_cpu or PROCESS_SECTION["fsdp_on_cpu"].from_env(),
             **plugin_objects,
         )
         if debug is not None:
             self.state.debug = debug
-        if environment.get_str(environment.LAUNCH_CONFIG):  # run by `accel launch`
+        if PROCESS_SECTION["launch_config"].from_env():  # run by `accel launch`
             report_refusals_in_one_line()
         self.device_placement = device_placement
         config = dataloader_config or DataLoaderConfiguration()
@@ -184,7 +185,7 @@ class Accelerator(CheckpointingMixin):
                     "pass either gradient_accumulation_steps or gradient_accumulation_plugin, not both"
                 )
             return plugin
-        env_steps = environment.get_int(environment.GRADIENT_ACCUMULATION_STEPS)
+        env_steps = KEYS["gradient_accumulation_steps"].from_env()
         if steps == 1 and env_steps is not None:
             steps = env_steps
         return GradientAccumulationPlugin(num_steps=steps)

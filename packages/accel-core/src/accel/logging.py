@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
-from accel import environment
+from accel.config.keys import PROCESS_SECTION
 
 
 class MultiProcessAdapter(logging.LoggerAdapter):
@@ -63,7 +62,7 @@ def get_logger(name: str, log_level: str | None = None) -> MultiProcessAdapter:
     The level is ``log_level``, else ``ACCEL_LOG_LEVEL``, else left as configured.
     """
     if log_level is None:
-        log_level = os.environ.get(environment.LOG_LEVEL)
+        log_level = PROCESS_SECTION["log_level"].from_env()
     logger = logging.getLogger(name)
     if log_level is not None:
         logger.setLevel(log_level.upper())
