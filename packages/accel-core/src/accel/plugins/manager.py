@@ -18,6 +18,7 @@ import re
 import threading
 import warnings
 from dataclasses import dataclass, field
+
 import pluggy
 
 from accel import hookspecs
