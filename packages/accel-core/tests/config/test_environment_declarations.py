@@ -50,9 +50,13 @@ def test_one_wording_for_a_bad_value_in_a_worker_and_at_launch(monkeypatch):
         resolve(use_config_file=False)
     with pytest.raises(ConfigError) as in_worker:
         TorchDynamoPlugin()
-    assert str(launch.value) == str(in_worker.value) == (
-        "environment variable ACCEL_DYNAMO_USE_FULLGRAPH (dynamo_use_fullgraph)='maybe' "
-        "is not a boolean: use true or false"
+    assert (
+        str(launch.value)
+        == str(in_worker.value)
+        == (
+            "environment variable ACCEL_DYNAMO_USE_FULLGRAPH (dynamo_use_fullgraph)='maybe' "
+            "is not a boolean: use true or false"
+        )
     )
 
 
