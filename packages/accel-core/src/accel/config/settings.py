@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accel import catalog, environment
+from accel import catalog
 from accel.config.keys import (  # the declarations live in their own module
     CORE_SECTION,
     DYNAMO_KEYS,
@@ -294,12 +294,10 @@ def installed_but_disabled(package: str) -> bool:
 
 def disabled_by() -> str | None:
     """``ACCEL_PLUGINS=...`` / ``ACCEL_DISABLE_PLUGINS=...`` when either restricts loading."""
-    allowed = PROCESS_SECTION["plugins"].from_env()
-    if allowed is not None:
-        return f"{environment.PLUGINS}={','.join(allowed)}"
-    disabled = PROCESS_SECTION["disable_plugins"].from_env()
-    if disabled:
-        return f"{environment.DISABLE_PLUGINS}={','.join(disabled)}"
+    for option in (PROCESS_SECTION["plugins"], PROCESS_SECTION["disable_plugins"]):
+        names = option.from_env()
+        if names is not None and (option.name == "plugins" or names):
+            return f"{option.env}={','.join(names)}"
     return None
 
 
