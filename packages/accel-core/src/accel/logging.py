@@ -59,7 +59,8 @@ _WARNED: set[str] = set()
 def get_logger(name: str, log_level: str | None = None) -> MultiProcessAdapter:
     """A logger for ``name`` whose calls accept ``main_process_only`` and ``in_order``.
 
-    The level is ``log_level``, else ``ACCEL_LOG_LEVEL``, else left as configured.
+    The level is ``log_level``, else ``ACCEL_LOG_LEVEL`` (or Accelerate's ``ACCELERATE_LOG_LEVEL``),
+    else left as configured.
     """
     if log_level is None:
         log_level = PROCESS_SECTION["log_level"].from_env()
