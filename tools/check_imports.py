@@ -5,7 +5,7 @@ Fails (exit 1, one line per problem) when:
 1. a package's modules import each other in a circle (every import counts: inside
    functions, and under ``if TYPE_CHECKING:`` too, since a type hint is a dependency);
 2. a module of accel-core imports a module of a *higher* layer, for type hints too (the
-   order is ``LAYERS`` below: environment/types -> plugins -> state -> collectives -> data ->
+   order is ``LAYERS`` below: environment and declarations -> types -> plugins -> state -> collectives -> data ->
    models/weights/prepared -> checkpoint (layout and orchestration) -> big-model ->
    precision/backends -> tracking -> Accelerator -> launchers -> compatibility re-exports);
    imports inside functions count as well (every ``import`` node of the module is read);
@@ -33,7 +33,19 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ROOT / "packages"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("accel.catalog", "accel.errors", "accel.environment", "accel.sizes", "accel.forwarding"),
+    # the tables, the variables' names, and the declarations of settings and variables
+    # (read by every layer above, the plugin manager included)
+    (
+        "accel.catalog",
+        "accel.errors",
+        "accel.environment",
+        "accel.sizes",
+        "accel.forwarding",
+        "accel.config.sections",
+        "accel.config.keys",
+        "accel.config.launched",
+        "accel.entry_points",
+    ),
     ("accel.types", "accel.kwargs", "accel.hookspecs", "accel.devices", "accel.contexts"),
     ("accel.plugins", "accel._lazy"),
     ("accel.config", "accel.parallelism_config"),

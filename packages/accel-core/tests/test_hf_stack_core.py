@@ -7,17 +7,17 @@ import textwrap
 
 import pytest
 import torch
-from accel import environment
+from accel.config.keys import KEYS, launched_distributed_type
 from accel.testing.processes import run_processes
 
 
 def test_accelerate_spelling_is_read_when_accels_is_unset(monkeypatch):
     monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "bf16")
-    assert environment.get_str(environment.MIXED_PRECISION) == "bf16"
+    assert KEYS["mixed_precision"].from_env() == "bf16"
     monkeypatch.setenv("ACCELERATE_USE_CPU", "true")
-    assert environment.get_bool(environment.USE_CPU) is True
+    assert KEYS["use_cpu"].from_env() is True
     monkeypatch.setenv("ACCEL_MIXED_PRECISION", "fp16")  # accel's own name wins
-    assert environment.get_str(environment.MIXED_PRECISION) == "fp16"
+    assert KEYS["mixed_precision"].from_env() == "fp16"
 
 
 @pytest.mark.parametrize(
@@ -25,9 +25,9 @@ def test_accelerate_spelling_is_read_when_accels_is_unset(monkeypatch):
     [("ACCELERATE_USE_DEEPSPEED", "DEEPSPEED"), ("ACCELERATE_USE_FSDP", "FSDP")],
 )
 def test_use_flags_select_the_distributed_type(monkeypatch, flag, distributed_type):
-    assert environment.get_str(environment.DISTRIBUTED_TYPE) is None
+    assert launched_distributed_type() is None
     monkeypatch.setenv(flag, "true")
-    assert environment.get_str(environment.DISTRIBUTED_TYPE) == distributed_type
+    assert launched_distributed_type() == distributed_type
 
 
 def test_accelerator_reads_accelerate_mixed_precision(monkeypatch):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from accel import Accelerator, ProjectConfiguration
+from accel import Accelerator, ProjectConfiguration, ThroughputKwargs
 from accel.errors import ConfigError, UsageError
 from accel.microbatch import MicroBatchOutOfMemoryError, grow_after_setting, split_batch
 
@@ -72,13 +72,18 @@ def relative(a: torch.Tensor, b: torch.Tensor) -> float:
 
 @pytest.mark.parametrize("accumulation", [1, 2])
 def test_split_after_out_of_memory_is_exact(accumulation, caplog):
-    never, never_losses, _, _ = train(accumulation=accumulation)
+    count_all = {"kwargs_handlers": [ThroughputKwargs(warmup_steps=0)]}
+    never, never_losses, never_acc, _ = train(accumulation=accumulation, **count_all)
     final, _, _, _ = train(start=2, accumulation=accumulation)
     with caplog.at_level(logging.WARNING, logger="accel.microbatch"):
-        split, split_losses, acc, seen = train(limit=2, accumulation=accumulation)
+        split, split_losses, acc, seen = train(limit=2, accumulation=accumulation, **count_all)
     assert relative(split, never) <= 1e-6 and relative(final, never) <= 1e-6
     assert split_losses == pytest.approx(never_losses, rel=1e-6)
     assert acc.micro_batching.micro_batch_size == 2
+    # the throughput monitor takes back the failed attempts' forwards: each sample counts once
+    counted, reference = acc.throughput.summary(), never_acc.throughput.summary()
+    assert counted["samples"] == reference["samples"] == STEPS * BATCH
+    assert counted["steps"] == reference["steps"] == STEPS // accumulation
     # step 1: 8 (fails), 4 (fails), then 4 micro-batches of 2; later steps: 2s only
     assert seen[:6] == [8, 4, 2, 2, 2, 2] and set(seen[6:]) == {2}
     assert len(seen) == 6 + (STEPS - 1) * 4  # no sample skipped or seen twice after the split

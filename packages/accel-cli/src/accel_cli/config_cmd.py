@@ -169,7 +169,7 @@ def _update(argv: list[str], prog: str) -> int:
 
 def _current_sections(data: dict[str, Any]) -> dict[str, Any]:
     """``data`` with each declared plugin section in its current spelling (Section.current)."""
-    from accel.config.sections import registered_sections
+    from accel.config.registered import registered_sections
 
     sections = registered_sections()
     return {

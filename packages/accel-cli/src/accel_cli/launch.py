@@ -94,6 +94,9 @@ class LaunchParser:
     parser: Parser
     plugin_flags: dict[str, PluginFlag] = field(default_factory=dict)
     plugin_errors: list[str] = field(default_factory=list)
+    """Plugins whose ``accel_launch_arguments`` raised: ``name: error``."""
+    load_errors: list[str] = field(default_factory=list)
+    """Plugins that failed to load, one line each (:func:`load_error_line`)."""
     labels: dict[str, str] = field(default_factory=dict)
     """Setting name -> the flag that set it (``use_cpu`` -> ``--cpu``), filled by :func:`flags_from`."""
 
@@ -249,57 +252,34 @@ def build_parser(
 
 
 def _add_plugin_arguments(result: LaunchParser) -> None:
-    """Each selected plugin's ``accel_launch_arguments``, in a group of its own.
+    """Each selected plugin's ``accel_launch_arguments``, in a group of its own, called through
+    the plugin manager (so pluggy's hook options hold, as for every other hook).
 
-    Before the plugin manager exists (``accel launch --help``, the start of every launch) the
-    hook functions are called straight from the entry-point modules (:mod:`accel.entry_points`):
-    no pluggy manager is built and no other plugin module is imported. Once it exists (a
-    plugin registered in-process) its hook implementations are used.
+    A plugin that failed to load adds no flags: it is reported in :attr:`LaunchParser.load_errors`
+    (one line each, printed by :func:`parse`), never skipped in silence.
     """
-    manager = sys.modules.get("accel.plugins.manager")
-    if manager is not None and getattr(manager, "_manager", None) is not None:
-        pm = manager.get_plugin_manager()
-        dists = {info.name: info.distribution for info in manager.list_plugins()}
-        section_impls = {
-            i.plugin_name: i.function for i in pm.hook.accel_config_sections.get_hookimpls()
-        }
-        plugins = [
-            (
-                impl.plugin_name,
-                dists.get(impl.plugin_name),
-                impl.function,
-                section_impls.get(impl.plugin_name),
-            )
-            for impl in pm.hook.accel_launch_arguments.get_hookimpls()
-        ]
-    else:
-        plugins = _entry_point_plugins()
-    for name, dist, add_arguments, declare_sections in plugins:
-        _add_plugin(result, name, dist, add_arguments, declare_sections)
+    from accel.plugins import get_plugin_manager, list_plugins
+
+    pm = get_plugin_manager()
+    infos = list_plugins()
+    dists = {info.name: info.distribution for info in infos}
+    result.load_errors.extend(load_error_line(info) for info in infos if info.error)
+    for impl in pm.hook.accel_launch_arguments.get_hookimpls():
+        add_arguments = _one_plugin(pm, "accel_launch_arguments", impl.plugin)
+        declare = _one_plugin(pm, "accel_config_sections", impl.plugin)
+        name = impl.plugin_name
+        _add_plugin(result, name, dists.get(name), add_arguments, declare)
 
 
-def _entry_point_plugins() -> list[tuple[str, str | None, Any, Any]]:
-    """``(name, distribution, accel_launch_arguments, accel_config_sections)`` of each selected
-    entry-point plugin that adds launch flags (the plugin manager's order and choice)."""
-    from accel.entry_points import entry_points, selected
+def _one_plugin(pm: Any, hook_name: str, plugin: object) -> Any:
+    """The hook ``hook_name`` of the plugin manager restricted to ``plugin``'s implementation."""
+    others = [p for p in pm.get_plugins() if p is not plugin]
+    return pm.subset_hook_caller(hook_name, remove_plugins=others)
 
-    found = []
-    seen: set[str] = set()
-    for ep in entry_points():
-        if not selected(ep.name) or ep.name in seen:
-            continue
-        seen.add(ep.name)
-        try:
-            plugin = ep.load()
-        except (
-            Exception
-        ):  # a broken plugin must not break `accel launch` (`accel plugins` says why)
-            continue
-        add_arguments = getattr(plugin, "accel_launch_arguments", None)
-        if add_arguments is not None:
-            declare = getattr(plugin, "accel_config_sections", None)
-            found.append((ep.name, ep.distribution, add_arguments, declare))
-    return found
+
+def load_error_line(info: Any) -> str:
+    """One line for a plugin that failed to load: its name, distribution and error."""
+    return f"plugin {info.name} ({info.distribution or 'unknown distribution'}) failed to load: {info.error}"
 
 
 def _add_plugin(
@@ -314,11 +294,12 @@ def _add_plugin(
         result.plugin_errors.append(f"{name}: {type(exc).__name__}: {exc}")
         return
     sections: list[str] = []
-    if declare is not None:
-        try:
-            sections = list(declare() or {})
-        except Exception:
-            sections = []
+    try:
+        from accel.config.registered import section_table
+
+        sections = [key for found in declare() for key in section_table(found)]
+    except Exception:
+        sections = []
     for action in parser._actions:
         if id(action) in before or action.dest in (None, argparse.SUPPRESS, "help"):
             continue
@@ -351,6 +332,8 @@ def parse(
     ``configure(parser)`` may add options first (``accel config show`` adds ``--json``).
     """
     lp = build_parser(prog, script=script)
+    for line in lp.load_errors:  # before --help exits: its flags are missing from it
+        sys.stderr.write(f"{prog}: warning: {line}; its flags are missing (see `accel plugins`)\n")
     if configure is not None:
         configure(lp.parser)
     ns, extras = lp.parser.parse_known_args(argv)

@@ -147,10 +147,13 @@ class ScriptedAsk(Ask):
     def confirm(self, question, default=False, key=None):  # noqa: D102
         answer = self._lookup(question, key, default)
         if isinstance(answer, str):
-            lowered = answer.strip().lower()
-            if lowered not in ("yes", "no", "true", "false", "y", "n", "1", "0"):
-                raise AnswerError(f"{key or question}: {answer!r} is not yes or no")
-            answer = lowered in ("yes", "true", "y", "1")
+            from accel.config.sections import parse_bool
+            from accel.errors import ConfigError
+
+            try:
+                answer = parse_bool(key or question, answer)  # accel's one yes/no table
+            except ConfigError:
+                raise AnswerError(f"{key or question}: {answer!r} is not yes or no") from None
         self.asked.append((key or question, bool(answer)))
         return bool(answer)
 

@@ -50,6 +50,7 @@ def supervise(
     torch's own failure report only with ``debug``.
     """
     from accel import environment
+    from accel.config.keys import KEYS, PROCESS_SECTION
 
     program, original = program_name(command), command
     if not debug:
@@ -58,10 +59,12 @@ def supervise(
     error_dir = tempfile.mkdtemp(prefix="accel-launch-")
     env = dict(env)
     env[environment.LAUNCH_ERROR_DIR] = error_dir
-    flight_dir = env.get(environment.FLIGHT_DIR) or os.path.join(error_dir, "flight")
+    flight_dir = PROCESS_SECTION["flight_dir"].from_env(env) or os.path.join(error_dir, "flight")
     os.makedirs(flight_dir, exist_ok=True)
     env[environment.FLIGHT_DIR] = flight_dir  # each worker's last collectives (hang reports)
-    throughput_dir = env.get(environment.THROUGHPUT_DIR) or os.path.join(error_dir, "throughput")
+    throughput_dir = KEYS["throughput_dir"].from_env(env, default=None) or os.path.join(
+        error_dir, "throughput"
+    )
     env[environment.THROUGHPUT_DIR] = throughput_dir  # each worker's throughput record at exit
     grace = _grace_seconds(env)
     received: list[int] = []
@@ -145,6 +148,8 @@ def _flag(command: list[str], name: str) -> str | None:
         if item.startswith(f"{name}="):
             return item.split("=", 1)[1]
     return None
+
+
 def _print_throughput(directory: str, prog: str) -> None:
     """The run's throughput line, from the records the workers left (nothing without any)."""
     from accel.throughput.summary import read_records, summary_line
@@ -183,11 +188,11 @@ def _parent_death_signal():
 
 def _grace_seconds(env: dict[str, str]) -> float:
     """How long the agent may take to stop after a forwarded signal: longer with preemption."""
-    from accel import environment
+    from accel.config.keys import PROCESS_SECTION
 
-    if (env.get(environment.PREEMPTION) or "").strip().lower() not in ("1", "true", "yes", "on"):
+    if not PROCESS_SECTION["preemption"].from_env(env):
         return GRACE_SECONDS
-    period = float(env.get(environment.PREEMPTION_GRACE_PERIOD) or 25)
+    period = PROCESS_SECTION["preemption_grace_period"].from_env(env)
     return max(GRACE_SECONDS, period + 10)
 
 

@@ -7,12 +7,24 @@ check on the main process; exits 1 if any check failed on any process.
 
 from __future__ import annotations
 
-import os
 import sys
 import traceback
 from collections.abc import Callable
 
+from accel.config.sections import Option
+
 RESULTS: list[tuple[str, str, str]] = []
+
+VERBOSE = Option(
+    "test_verbose",
+    bool,
+    False,
+    help="print the traceback of each failed check",
+    env="ACCEL_TEST_VERBOSE",
+    flag=None,
+    in_file=False,
+)
+"""``ACCEL_TEST_VERBOSE``: a failed check prints its traceback."""
 
 
 def check(name: str) -> Callable[[Callable[[], str | None]], None]:
@@ -23,7 +35,7 @@ def check(name: str) -> Callable[[Callable[[], str | None]], None]:
             skipped = fn()
         except Exception as exc:
             detail = f"{type(exc).__name__}: {exc}"
-            if os.environ.get("ACCEL_TEST_VERBOSE"):
+            if VERBOSE.from_env():
                 detail += "\n" + traceback.format_exc()
             RESULTS.append((name, "FAIL", detail))
             return
@@ -51,8 +63,9 @@ def main() -> int:
             assert dist.is_initialized(), "process group not initialised"
             assert dist.get_world_size() == world and dist.get_rank() == rank
         from accel import catalog
+        from accel.config.keys import KEYS
 
-        launched = os.environ.get("ACCEL_MIXED_PRECISION")
+        launched = KEYS["mixed_precision"].from_env(default=None)  # converting checks the name
         assert launched is None or launched in catalog.PRECISIONS, launched
 
     @check("operations: gather, reduce, broadcast, pad, gather_object")

@@ -21,6 +21,7 @@ from accel.backends.base import Backend
 from accel.backends.context import BackendContext
 from accel.checkpoint.manager import CheckpointManager
 from accel.checkpoint.view import RunView
+from accel.config.keys import KEYS, PROCESS_SECTION
 from accel.connector import Connector
 from accel.contexts import NO_CONTEXT as _NO_CONTEXT
 from accel.contexts import no_sync_all as _no_sync_all
@@ -127,12 +128,12 @@ class Accelerator(CheckpointingMixin):
             megatron_lm_plugin=megatron_lm_plugin,
             init_process_group_kwargs=self.handlers.get("InitProcessGroupKwargs"),
             _from_accelerator=True,
-            fsdp_on_cpu=self.fsdp_on_cpu or environment.get_bool(environment.FSDP_ON_CPU),
+            fsdp_on_cpu=self.fsdp_on_cpu or PROCESS_SECTION["fsdp_on_cpu"].from_env(),
             **plugin_objects,
         )
         if debug is not None:
             self.state.debug = debug
-        if environment.get_str(environment.LAUNCH_CONFIG):  # run by `accel launch`
+        if PROCESS_SECTION["launch_config"].from_env():  # run by `accel launch`
             report_refusals_in_one_line()
         self.device_placement = device_placement
         config = dataloader_config or DataLoaderConfiguration()
@@ -177,6 +178,7 @@ class Accelerator(CheckpointingMixin):
             log=self.tracking.log,
         )
         """Samples, tokens and optimizer steps per second, FLOPs and MFU (docs/throughput.md)."""
+        self.micro_batching.counters.append(self.throughput)  # a retried batch counts once
         from accel.faults import preemption
 
         self.preemption = preemption.install(
@@ -199,7 +201,7 @@ class Accelerator(CheckpointingMixin):
                     "pass either gradient_accumulation_steps or gradient_accumulation_plugin, not both"
                 )
             return plugin
-        env_steps = environment.get_int(environment.GRADIENT_ACCUMULATION_STEPS)
+        env_steps = KEYS["gradient_accumulation_steps"].from_env()
         if steps == 1 and env_steps is not None:
             steps = env_steps
         return GradientAccumulationPlugin(num_steps=steps)

@@ -44,8 +44,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from accel import environment
 from accel.backends.context import BackendContext
+from accel.config.keys import PROCESS_SECTION
 from accel.errors import MissingPluginError
 from accel.plugins import registry
 
@@ -111,7 +111,7 @@ class Connector:
 
     def select_backend(self, context: BackendContext) -> Backend:
         """The backend instance for ``context`` (not set up yet)."""
-        name = environment.get_str(environment.BACKEND)
+        name = PROCESS_SECTION["backend"].from_env()
         if name:
             cls = registry.backends_by_name().get(name)
             if cls is not None:

@@ -1,7 +1,10 @@
-"""The ``ACCEL_*`` environment variables: their names and parsing, in one place.
+"""The names of the ``ACCEL_*`` environment variables, in one place.
 
-Everything the launcher decides reaches the worker processes as environment
-variables. Nothing else in accel reads ``os.environ`` for an ``ACCEL_*`` name.
+Everything the launcher decides reaches the worker processes as environment variables.
+Each variable is declared as an :class:`~accel.config.sections.Option` (core's in
+:mod:`accel.config.keys`: ``env=`` of a config key, or :data:`~accel.config.keys.PROCESS_SECTION`)
+and read only through it: ``KEYS["use_cpu"].from_env()`` converts with the one
+:meth:`~accel.config.sections.Option.convert` and words an error as every setting does.
 
 Accelerate's spelling of each variable means the same: when ``ACCEL_X`` is unset,
 ``ACCELERATE_X`` is read instead (transformers' ``TrainingArguments`` and users of
@@ -97,9 +100,10 @@ USE_SAGEMAKER = "ACCEL_USE_SAGEMAKER"
 """``true`` in an Amazon SageMaker training job submitted by ``accel launch`` (accel-cluster)."""
 SAGEMAKER_DISTRIBUTED_TYPE = "ACCEL_SAGEMAKER_DISTRIBUTED_TYPE"
 """The distributed type of such a job (accel-cluster)."""
-
-_TRUE = {"1", "true", "yes", "on", "y"}
-_FALSE = {"0", "false", "no", "off", "n", ""}
+ASYNC_COPY_THREADS = "ACCEL_ASYNC_COPY_THREADS"
+"""Threads copying the tensors of an asynchronous save (default: up to 4)."""
+ASYNC_SAVE_TIMEOUT = "ACCEL_ASYNC_SAVE_TIMEOUT"
+"""Seconds the process finishing an asynchronous save waits for the others (default 3600)."""
 
 
 ACCEL_PREFIX = "ACCEL_"
@@ -118,22 +122,6 @@ def accelerate_name(name: str) -> str | None:
     if name.startswith(ACCEL_PREFIX):
         return ACCELERATE_PREFIX + name[len(ACCEL_PREFIX) :]
     return None
-
-
-def _raw(name: str) -> str | None:
-    """``name``'s value; for an ``ACCEL_*`` name that is unset, its Accelerate spelling's."""
-    value = os.environ.get(name)
-    if value is not None:
-        return value
-    alias = accelerate_name(name)
-    if alias is None:
-        return None
-    value = os.environ.get(alias)
-    if value is None and name == DISTRIBUTED_TYPE:
-        for flag, distributed_type in USE_FLAGS.items():
-            if os.environ.get(flag, "").strip().lower() in _TRUE:
-                return distributed_type
-    return value
 
 
 EXPORTED_TO_ACCELERATE = frozenset(
@@ -159,8 +147,9 @@ EXPORTED_TO_ACCELERATE = frozenset(
 """The launcher's variables that Accelerate's launcher also sets (as ``ACCELERATE_*``)."""
 
 
-def accelerate_names(env: dict[str, str]) -> dict[str, str]:
-    """``env`` with Accelerate's spelling of each ``ACCEL_*`` variable added (for the workers).
+def accelerate_names(env: dict[str, str], distributed_type: str | None) -> dict[str, str]:
+    """``env`` with Accelerate's spelling of each ``ACCEL_*`` variable added (for the workers),
+    and the ``ACCELERATE_USE_*`` switch of ``distributed_type`` (the workers' distributed type).
 
     transformers and other code written for Accelerate read ``ACCELERATE_MIXED_PRECISION``,
     ``ACCELERATE_USE_FSDP``, ... from the environment of a launched process.
@@ -169,58 +158,11 @@ def accelerate_names(env: dict[str, str]) -> dict[str, str]:
     for name, value in env.items():
         if name in EXPORTED_TO_ACCELERATE:
             out.setdefault(accelerate_name(name) or name, value)
-    distributed_type = str(env.get(DISTRIBUTED_TYPE, "")).upper()
+    distributed_type = str(distributed_type or "").upper()
     for flag, value in USE_FLAGS.items():
         if distributed_type == value:
             out.setdefault(flag, "true")
     return out
-
-
-def get_str(name: str, default: str | None = None) -> str | None:
-    """The value of ``name`` (or of its Accelerate spelling), or ``default`` when unset."""
-    value = _raw(name)
-    return default if value is None else value
-
-
-def get_bool(name: str, default: bool = False) -> bool:
-    """Parse ``name`` as a boolean (1/true/yes/on or 0/false/no/off)."""
-    value = _raw(name)
-    if value is None:
-        return default
-    lowered = value.strip().lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
-    raise ValueError(f"environment variable {name}={value!r} is not a boolean: use 1 or 0")
-
-
-def get_int(name: str, default: int | None = None) -> int | None:
-    """Parse ``name`` as an integer."""
-    value = _raw(name)
-    if value is None or value == "":
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise ValueError(f"environment variable {name}={value!r} is not an integer") from None
-
-
-def get_list(name: str) -> list[str] | None:
-    """Parse ``name`` as a comma-separated list; None when unset."""
-    value = _raw(name)
-    if value is None:
-        return None
-    return [item.strip() for item in value.split(",") if item.strip()]
-
-
-def plugin_selected(name: str) -> bool:
-    """Whether the entry-point plugin ``name`` loads: listed in ``ACCEL_PLUGINS`` (when set)
-    and not in ``ACCEL_DISABLE_PLUGINS``."""
-    allowed = get_list(PLUGINS)
-    if allowed is not None and name not in allowed:
-        return False
-    return name not in (get_list(DISABLE_PLUGINS) or [])
 
 
 def world_info() -> tuple[int, int, int]:

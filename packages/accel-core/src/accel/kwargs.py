@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from accel import environment
+from accel.config.keys import DYNAMO_KEYS, PROCESS_SECTION
 from accel.types import DynamoBackend
 
 
@@ -75,7 +76,7 @@ class InitProcessGroupKwargs(KwargsHandler):
 
     def __post_init__(self):
         if self.timeout is None:
-            seconds = environment.get_int(environment.TIMEOUT, 1800)
+            seconds = PROCESS_SECTION["timeout"].from_env()
             self.timeout = timedelta(seconds=seconds)
 
 
@@ -166,18 +167,18 @@ class TorchDynamoPlugin(KwargsHandler):
 
     def __post_init__(self):
         if self.backend is None:
-            self.backend = environment.get_str(environment.DYNAMO_BACKEND, "no")
+            self.backend = DYNAMO_KEYS["dynamo_backend"].from_env()
         self.backend = DynamoBackend(str(self.backend).upper())
         if self.mode is None:
-            self.mode = environment.get_str(environment.DYNAMO_MODE, "default")
+            self.mode = DYNAMO_KEYS["dynamo_mode"].from_env()
         if self.fullgraph is None:
-            self.fullgraph = environment.get_bool(environment.DYNAMO_USE_FULLGRAPH, False)
-        if self.dynamic is None and os.environ.get(environment.DYNAMO_USE_DYNAMIC) is not None:
-            self.dynamic = environment.get_bool(environment.DYNAMO_USE_DYNAMIC)
+            self.fullgraph = DYNAMO_KEYS["dynamo_use_fullgraph"].from_env()
+        if self.dynamic is None:  # unset: torch.compile's own choice
+            self.dynamic = DYNAMO_KEYS["dynamo_use_dynamic"].from_env(default=None)
         if self.use_regional_compilation is None:
-            self.use_regional_compilation = environment.get_bool(
-                environment.DYNAMO_USE_REGIONAL_COMPILATION, False
-            )
+            self.use_regional_compilation = DYNAMO_KEYS[
+                "dynamo_use_regional_compilation"
+            ].from_env()
 
     def to_dict(self) -> dict[str, Any]:
         """All fields as a dict, the backend as its lowercase name (``"inductor"``), as in Accelerate."""

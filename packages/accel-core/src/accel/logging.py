@@ -9,11 +9,10 @@ compatibility distribution routes them to Accelerate's (``accelerate.utils.envir
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from typing import Any
 
-from accel import environment
+from accel.config.keys import PROCESS_SECTION
 
 _route: Callable[[str], str] | None = None
 _routed: dict[str, logging.Logger] = {}
@@ -111,10 +110,11 @@ _WARNED: set[str] = set()
 def get_logger(name: str, log_level: str | None = None) -> MultiProcessAdapter:
     """A logger for ``name`` whose calls accept ``main_process_only`` and ``in_order``.
 
-    The level is ``log_level``, else ``ACCEL_LOG_LEVEL``, else left as configured.
+    The level is ``log_level``, else ``ACCEL_LOG_LEVEL`` (or Accelerate's ``ACCELERATE_LOG_LEVEL``),
+    else left as configured.
     """
     if log_level is None:
-        log_level = os.environ.get(environment.LOG_LEVEL)
+        log_level = PROCESS_SECTION["log_level"].from_env()
     logger = logging.getLogger(name)
     if log_level is not None:
         logger.setLevel(log_level.upper())

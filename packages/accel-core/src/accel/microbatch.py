@@ -17,13 +17,12 @@ import contextlib
 import gc
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 from accel.config.keys import CORE_SECTION
 from accel.config.launched import launched_config
-from accel.environment import MICRO_BATCH_GROW_AFTER, get_str
 from accel.errors import AccelError, UsageError
 from accel.logging import get_logger
 from accel.memory import clear_device_cache, should_reduce_batch_size
@@ -36,6 +35,16 @@ logger = get_logger(__name__)
 
 REDUCTIONS = ("mean", "sum")
 """How the step's loss is reduced over its micro-batch (``train_step(reduction=...)``)."""
+
+
+class RewindableCounter(Protocol):
+    """Something that counts a step's work and can forget a failed attempt's share."""
+
+    def mark(self) -> Any:
+        """The counts now."""
+
+    def rewind(self, mark: Any) -> None:
+        """Go back to the counts of ``mark``."""
 
 
 class MicroBatchOutOfMemoryError(AccelError, RuntimeError):
@@ -53,9 +62,9 @@ def grow_after_setting() -> int:
     config file), else the declared default; converted by the declaration.
     """
     option = CORE_SECTION["micro_batch_grow_after"]
-    raw = get_str(MICRO_BATCH_GROW_AFTER)
-    if raw not in (None, ""):
-        return option.convert(raw, f"environment variable {MICRO_BATCH_GROW_AFTER}")
+    value = option.from_env(default=None)
+    if value is not None:
+        return value
     launched = launched_config().get(option.name)
     if launched is not None:
         return option.convert(launched, f"{option.name} (accel launch)")
@@ -183,6 +192,8 @@ class MicroBatching:
         self._merge_before_last: Callable[[], bool] | None = None
         self._merged = False
         self._backwards = 0
+        self.counters: list[RewindableCounter] = []
+        """What counts the work of a step (the throughput monitor): a failed attempt is taken back."""
 
     # -- state ---------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -238,18 +249,21 @@ class MicroBatching:
             total_items = float(num_items_in_batch) / self.context.gradient_accumulation_steps
         elif count_items is not None:
             total_items = self._total_items(batch, count_items)
-        world = self.context.state.num_processes
+        world = self.context.num_processes
         self._agreement = _Agreement(self.context.device, world)
         self._maybe_grow(length)
         try:
             while True:
                 parts = self.num_micro_batches(length)
+                marks = [(counter, counter.mark()) for counter in self.counters]
                 result, failed = self._attempt(
                     step, batch, parts, models, count_items, total_items, reduction
                 )
                 if not failed:
                     self.steps_at_size += 1
                     return result
+                for counter, mark in marks:  # the retry counts the batch again
+                    counter.rewind(mark)
                 self._split_after_failure(length, parts)
         finally:
             self._agreement = None

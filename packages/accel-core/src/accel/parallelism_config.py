@@ -16,15 +16,17 @@ Unset fields come from the environment, under Accelerate's names (``PARALLELISM_
 
 from __future__ import annotations
 
-import os
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+from accel.config.sections import Option
 from accel.errors import ConfigError
 
 ENV_PREFIX = "PARALLELISM_CONFIG_"
 """Prefix of the variables that fill unset fields (Accelerate's names, e.g. ``PARALLELISM_CONFIG_TP_SIZE``)."""
+KEY_PREFIX = "parallelism_config_"
+"""Prefix of the config-file keys (Accelerate's, e.g. ``parallelism_config_tp_size``)."""
 
 MESH_ORDER = ("dp_replicate", "dp_shard", "cp", "sp", "tp")
 """The mesh dimensions, outermost first: ranks of one ``tp`` group are neighbours."""
@@ -39,21 +41,50 @@ SP_ATTN_IMPLEMENTATIONS = ("flash_attention_2", "flash_attention_3", "sdpa")
 """Built-in attention implementations accepted with DeepSpeed sequence parallelism."""
 
 
-def _env(name: str) -> str | None:
-    value = os.environ.get(ENV_PREFIX + name)
-    return None if value is None or value.strip() in ("", "None") else value.strip()
+def _key(name: str, type: Any = str, default: Any = None, **kw: Any) -> Option:
+    """The key ``parallelism_config_<name>``, read from ``PARALLELISM_CONFIG_<NAME>``."""
+    return Option(KEY_PREFIX + name, type, default, env=ENV_PREFIX + name.upper(), **kw)
 
 
-def _env_int(name: str, default: int) -> int:
-    value = _env(name)
-    if value is None:
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise ConfigError(
-            f"environment variable {ENV_PREFIX}{name}={value!r} is not an integer"
-        ) from None
+def _size(name: str, what: str) -> Option:
+    return _key(name, int, 1, minimum=1, help=what, metavar="N")
+
+
+OPTIONS: tuple[Option, ...] = (
+    _size("dp_replicate_size", "processes holding model replicas (HSDP with dp_shard_size > 1)"),
+    _size("dp_shard_size", "processes the parameters are sharded over (FSDP2)"),
+    _size("tp_size", "processes each weight is split over (tensor parallelism)"),
+    _size("cp_size", "processes each sequence is split over (context parallelism)"),
+    _key("cp_backend", default="torch", choices=CP_BACKENDS, help="torch"),
+    _key(
+        "cp_comm_strategy",
+        default="allgather",
+        choices=CP_COMM_STRATEGIES,
+        help="allgather or alltoall (context parallelism)",
+    ),
+    _size("sp_size", "processes each sequence is split over (DeepSpeed ALST/Ulysses)"),
+    _key("sp_backend", default="deepspeed", choices=SP_BACKENDS, help="deepspeed"),
+    _key("sp_seq_length", int, minimum=1, help="sequence length of every batch"),
+    _key(
+        "sp_seq_length_is_variable",
+        bool,
+        True,
+        help="sequences may change length between batches",
+    ),
+    _key(
+        "sp_attn_implementation",
+        help="flash_attention_2, flash_attention_3, sdpa or a hub flash-attn kernel",
+    ),
+)
+"""The keys of the ``parallelism_config`` section (accel-fsdp's, with its flags), each read
+from its ``PARALLELISM_CONFIG_*`` variable when a field is left unset."""
+
+_OPTION = {option.name.removeprefix(KEY_PREFIX): option for option in OPTIONS}
+
+
+def _env(name: str) -> Any:
+    """Field ``name`` from its ``PARALLELISM_CONFIG_*`` variable (its declared default when unset)."""
+    return _OPTION[name].from_env()
 
 
 @dataclass
@@ -97,7 +128,7 @@ class TorchContextParallelConfig:
 
     def __post_init__(self) -> None:
         if self.cp_comm_strategy is None:
-            self.cp_comm_strategy = _env("CP_COMM_STRATEGY") or "allgather"
+            self.cp_comm_strategy = _env("cp_comm_strategy")
         if self.cp_comm_strategy not in CP_COMM_STRATEGIES:
             raise ConfigError(
                 f"cp_comm_strategy={self.cp_comm_strategy!r} is not allowed: use one of "
@@ -123,18 +154,16 @@ class DeepSpeedSequenceParallelConfig:
 
     def __post_init__(self) -> None:
         if self.sp_seq_length_is_variable is None:
-            raw = _env("SP_SEQ_LENGTH_IS_VARIABLE") or "true"
-            self.sp_seq_length_is_variable = raw.lower() in ("1", "true", "yes", "on")
+            self.sp_seq_length_is_variable = _env("sp_seq_length_is_variable")
         if self.sp_seq_length is None:
-            raw = _env("SP_SEQ_LENGTH")
-            self.sp_seq_length = None if raw is None else _env_int("SP_SEQ_LENGTH", 0)
+            self.sp_seq_length = _env("sp_seq_length")
         if not self.sp_seq_length_is_variable and self.sp_seq_length is None:
             raise ConfigError(
                 "sp_seq_length_is_variable=False needs sp_seq_length (or the environment "
                 f"variable {ENV_PREFIX}SP_SEQ_LENGTH): the length of every batch's sequences"
             )
         if self.sp_attn_implementation is None:
-            self.sp_attn_implementation = _env("SP_ATTN_IMPLEMENTATION")
+            self.sp_attn_implementation = _env("sp_attn_implementation")
         impl = self.sp_attn_implementation
         if impl is not None:
             if impl in ("eager", "flex_attention"):
@@ -193,16 +222,16 @@ class ParallelismConfig:
             attr = f"{name}_size"
             value = getattr(self, attr)
             if value is None:
-                value = _env_int(attr.upper(), 1)
+                value = _env(attr)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(f"{attr}={value!r} must be a whole number >= 1")
             if value < 1:
                 raise ConfigError(f"{attr} must be at least 1, but got {value}")
             setattr(self, attr, value)
         if self.cp_backend is None:
-            self.cp_backend = _env("CP_BACKEND") or "torch"
+            self.cp_backend = _env("cp_backend")
         if self.sp_backend is None:
-            self.sp_backend = _env("SP_BACKEND") or "deepspeed"
+            self.sp_backend = _env("sp_backend")
         if self.cp_backend not in CP_BACKENDS:
             raise ConfigError(
                 f"cp_backend must be one of {', '.join(CP_BACKENDS)}, but got {self.cp_backend!r}"
@@ -241,9 +270,9 @@ class ParallelismConfig:
     @classmethod
     def from_environment(cls) -> ParallelismConfig | None:
         """The config ``accel launch`` asked for (``ACCEL_USE_PARALLELISM_CONFIG``), else None."""
-        from accel import environment
+        from accel.config.keys import PROCESS_SECTION
 
-        if environment.get_bool(environment.USE_PARALLELISM_CONFIG):
+        if PROCESS_SECTION["use_parallelism_config"].from_env():
             return cls()
         return None
 

@@ -14,6 +14,8 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from accel.config.keys import ENVIRONMENT
+from accel.config.sections import Option, parse_bool
 from accel.launchers.notebook import patch_environment
 from accel.logging import get_logger
 
@@ -34,19 +36,19 @@ __all__ = [
 
 
 def str_to_bool(value: str, to_bool: bool = False) -> int | bool:
-    """``"yes"/"true"/"1"/...`` -> 1, ``"no"/"false"/"0"/...`` -> 0 (bools with ``to_bool``); ValueError otherwise."""
-    value = value.lower()
-    if value in ("y", "yes", "t", "true", "on", "1"):
-        return True if to_bool else 1
-    if value in ("n", "no", "f", "false", "off", "0"):
-        return False if to_bool else 0
-    raise ValueError(f"invalid truth value {value!r}")
+    """``"yes"/"true"/"1"/...`` -> 1, ``"no"/"false"/"0"/...`` -> 0 (bools with ``to_bool``).
+
+    accel's one yes/no table (:func:`accel.config.sections.parse_bool`); anything else raises
+    :class:`~accel.errors.ConfigError`, a ``ValueError``.
+    """
+    result = parse_bool("value", value)
+    return result if to_bool else int(result)
 
 
 def get_int_from_env(env_keys: list[str], default: int) -> int:
     """The first of ``env_keys`` set to a non-negative integer, else ``default``."""
     for key in env_keys:
-        value = int(os.environ.get(key, -1))
+        value = _declared(key, int).from_env(default=-1)
         if value >= 0:
             return value
     return default
@@ -54,12 +56,24 @@ def get_int_from_env(env_keys: list[str], default: int) -> int:
 
 def parse_flag_from_env(key: str, default: bool = False) -> bool:
     """Whether the variable ``key`` is set to a true value (``default`` when unset)."""
-    return bool(str_to_bool(os.environ.get(key, str(default)), to_bool=True))
+    return bool(_declared(key, bool).from_env(default=default))
 
 
 def parse_choice_from_env(key: str, default: str = "no") -> str:
     """The value of the variable ``key``, or ``default``."""
-    return os.environ.get(key, str(default))
+    return _declared(key, str).from_env(default=str(default))
+
+
+def _declared(key: str, kind: type) -> Option:
+    """accel's declaration of the variable ``key`` when it has one of this kind, else a
+    declaration made for it: read, either way, by :meth:`Option.from_env`."""
+    option = ENVIRONMENT.get(key)
+    if option is not None and option.type == _KINDS[kind]:
+        return option
+    return Option(key, kind, None, env=key, flag=None, in_file=False)
+
+
+_KINDS = {int: "int", bool: "bool", str: "str"}
 
 
 _FORBIDDEN_ENV_CHARS = (";", "\n", "<", ">", " ")

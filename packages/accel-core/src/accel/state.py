@@ -22,18 +22,17 @@ import torch
 import torch.distributed as dist
 
 from accel import catalog, devices, environment
+from accel.config.keys import KEYS, PROCESS_SECTION, launched_distributed_type
 from accel.faults import flight
 from accel.kwargs import InitProcessGroupKwargs
 from accel.types import DistributedType, PrecisionType
 
 
 def _default_device(cpu: bool, local_rank: int) -> torch.device:
-    forced = environment.get_str(environment.TORCH_DEVICE)
+    forced = PROCESS_SECTION["torch_device"].from_env()
     if forced:
         return torch.device(forced)
-    return devices.default_device(
-        local_rank, cpu or bool(environment.get_bool(environment.USE_CPU))
-    )
+    return devices.default_device(local_rank, cpu or KEYS["use_cpu"].from_env())
 
 
 def _multi_type(device: torch.device) -> DistributedType:
@@ -114,8 +113,8 @@ class PartialState:
         requested_timeout = kwargs.pop("timeout", None)
         if isinstance(requested_timeout, (int, float)):
             requested_timeout = timedelta(seconds=requested_timeout)
-        self._cpu = cpu or environment.get_bool(environment.USE_CPU)
-        self.debug = environment.get_bool(environment.DEBUG_MODE)
+        self._cpu = cpu or KEYS["use_cpu"].from_env()
+        self.debug = KEYS["debug"].from_env()
         rank, local_rank, world = environment.world_info()
         self.process_index = rank
         self.local_process_index = local_rank
@@ -463,7 +462,7 @@ class AcceleratorState(PartialState):
         self._shared_state.pop(_RESET, None)
         super().__init__(cpu=cpu, **kwargs)
         if mixed_precision is None:
-            mixed_precision = environment.get_str(environment.MIXED_PRECISION, "no")
+            mixed_precision = KEYS["mixed_precision"].from_env()
         mixed_precision = str(mixed_precision).lower()
         from accel.plugins import registry
 
@@ -574,7 +573,7 @@ def _launched_for_deepspeed(cpu: bool) -> bool:
     a launched process, ``ACCELERATE_USE_DEEPSPEED`` or accel's distributed type, not ``cpu``)."""
     if cpu or "LOCAL_RANK" not in os.environ:
         return False
-    return str(environment.get_str(environment.DISTRIBUTED_TYPE) or "").upper() == "DEEPSPEED"
+    return launched_distributed_type() == "DEEPSPEED"
 
 
 _PLUGIN_TYPES = {
@@ -596,7 +595,7 @@ def _resolve_distributed_type(state: AcceleratorState, fsdp_on_cpu: bool = True)
             resolved = dtype
             break
     else:
-        launched = environment.get_str(environment.DISTRIBUTED_TYPE)
+        launched = launched_distributed_type()
         if launched and launched != "NO" and launched not in catalog.DATA_PARALLEL_TYPES:
             resolved = launched
     if resolved == DistributedType.FSDP and not fsdp_on_cpu and state.device.type == "cpu":

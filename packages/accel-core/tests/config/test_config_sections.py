@@ -9,7 +9,8 @@ import sys
 import textwrap
 
 import pytest
-from accel.config.sections import Option, Section, section_table
+from accel.config.registered import section_table
+from accel.config.sections import Option, Section
 from accel.config.settings import check_sections, standard_config
 from accel.errors import ConfigError
 

@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+from accel.config.sections import Option
 from accel.errors import UsageError
 
 QUIET_SECONDS = 120.0
@@ -65,17 +66,38 @@ def torch_waits_on_lock_file() -> bool:
         return False
 
 
+LOCK_CHECK = Option(
+    "deepspeed_lock_check",
+    bool,
+    "auto",
+    extra=("auto",),
+    help="check for a stale extension lock: on, off or auto",
+    env="ACCEL_DEEPSPEED_LOCK_CHECK",
+    flag=None,
+    in_file=False,
+)
+"""``ACCEL_DEEPSPEED_LOCK_CHECK``: ``on`` / ``off`` (any yes/no), or ``auto`` (default)."""
+
+LOCK_QUIET_SECONDS = Option(
+    "deepspeed_lock_quiet_seconds",
+    float,
+    None,
+    minimum=0.0,
+    help="seconds a lock's folder must stay unchanged to count as stale",
+    env="ACCEL_DEEPSPEED_LOCK_QUIET_SECONDS",
+    flag=None,
+    in_file=False,
+)
+"""``ACCEL_DEEPSPEED_LOCK_QUIET_SECONDS``: overrides :data:`QUIET_SECONDS`."""
+
+
 def lock_check_mode() -> bool:
     """Whether to check: ``$ACCEL_DEEPSPEED_LOCK_CHECK`` ``on`` / ``off``, or ``auto`` (default):
     when :func:`torch_waits_on_lock_file`."""
-    value = os.environ.get("ACCEL_DEEPSPEED_LOCK_CHECK", "auto").strip().lower() or "auto"
-    if value in ("on", "1", "true", "yes"):
-        return True
-    if value in ("off", "0", "false", "no"):
-        return False
-    if value != "auto":
-        raise UsageError(f"ACCEL_DEEPSPEED_LOCK_CHECK={value!r}: use auto, on or off")
-    return torch_waits_on_lock_file()
+    value = LOCK_CHECK.from_env()
+    if value == "auto":
+        return torch_waits_on_lock_file()
+    return value
 
 
 def extension_roots() -> list[Path]:
@@ -159,15 +181,7 @@ def _last_change(lock: Path) -> float:
 
 def quiet_seconds() -> float:
     """:data:`QUIET_SECONDS`, or ``$ACCEL_DEEPSPEED_LOCK_QUIET_SECONDS``."""
-    value = os.environ.get("ACCEL_DEEPSPEED_LOCK_QUIET_SECONDS")
-    if not value:
-        return QUIET_SECONDS
-    try:
-        return max(0.0, float(value))
-    except ValueError as exc:
-        raise UsageError(
-            f"ACCEL_DEEPSPEED_LOCK_QUIET_SECONDS={value!r} is not a number of seconds"
-        ) from exc
+    return LOCK_QUIET_SECONDS.from_env(default=QUIET_SECONDS)
 
 
 def stale_message(lock: Path) -> str:

@@ -9,27 +9,33 @@ writer thread.
 
 from __future__ import annotations
 
-import os
 from functools import partial
 from typing import Any
 
 from accel.checkpoint.dcp_files import save
 from accel.checkpoint.layout import write_or_stage
+from accel.config.sections import Option
 from torch.distributed.tensor import DTensor
 
 FORMAT_ENV = "ACCEL_FSDP_CHECKPOINT_FORMAT"
 """``dcp`` (default): standard DCP files; ``raw``: accel's raw-bytes files (faster, accel reads them)."""
 
+CHECKPOINT_FORMAT = Option(
+    "fsdp_checkpoint_format",
+    default="dcp",
+    choices=("dcp", "raw"),
+    allowed="dcp (standard torch.distributed.checkpoint files, the default) or raw "
+    "(accel's faster files, which only accel reads)",
+    env=FORMAT_ENV,
+    flag=None,
+    in_file=False,
+)
+"""The declaration :func:`raw_format` reads :data:`FORMAT_ENV` through."""
+
 
 def raw_format() -> bool:
     """Whether sharded checkpoints are written as raw-bytes files (``ACCEL_FSDP_CHECKPOINT_FORMAT=raw``)."""
-    value = os.environ.get(FORMAT_ENV, "dcp").strip().lower() or "dcp"
-    if value not in ("dcp", "raw"):
-        raise ValueError(
-            f"{FORMAT_ENV}={value!r}: use 'dcp' (standard torch.distributed.checkpoint files, "
-            "the default) or 'raw' (accel's faster files, which only accel reads)"
-        )
-    return value == "raw"
+    return CHECKPOINT_FORMAT.from_env() == "raw"
 
 
 def save_or_stage(state_dict: dict[str, Any], folder: Any, process_group: Any = None) -> None:

@@ -10,24 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from accel.config.sections import Option, Section
+from accel.config.sections import Section
 from accel.errors import ConfigError
 from accel.parallelism_config import (
-    CP_BACKENDS,
-    CP_COMM_STRATEGIES,
-    ENV_PREFIX,
-    SP_BACKENDS,
+    KEY_PREFIX,
+    OPTIONS,
     DeepSpeedSequenceParallelConfig,
     ParallelismConfig,
     TorchContextParallelConfig,
 )
 
-PREFIX = "parallelism_config_"
+PREFIX = KEY_PREFIX
 """Every key of the section starts with it (as in Accelerate's config files)."""
-
-
-def _size(name: str, what: str) -> Option:
-    return Option(PREFIX + name, int, 1, minimum=1, help=what, metavar="N")
 
 
 def _check_layout(values: dict[str, Any]) -> None:
@@ -36,38 +30,12 @@ def _check_layout(values: dict[str, Any]) -> None:
 
 PARALLELISM_SECTION = Section(
     "parallelism_config",
-    [
-        _size(
-            "dp_replicate_size", "processes holding model replicas (HSDP with dp_shard_size > 1)"
-        ),
-        _size("dp_shard_size", "processes the parameters are sharded over (FSDP2)"),
-        _size("tp_size", "processes each weight is split over (tensor parallelism)"),
-        _size("cp_size", "processes each sequence is split over (context parallelism)"),
-        Option(PREFIX + "cp_backend", default="torch", choices=CP_BACKENDS, help="torch"),
-        Option(
-            PREFIX + "cp_comm_strategy",
-            default="allgather",
-            choices=CP_COMM_STRATEGIES,
-            help="allgather or alltoall (context parallelism)",
-        ),
-        _size("sp_size", "processes each sequence is split over (DeepSpeed ALST/Ulysses)"),
-        Option(PREFIX + "sp_backend", default="deepspeed", choices=SP_BACKENDS, help="deepspeed"),
-        Option(PREFIX + "sp_seq_length", int, minimum=1, help="sequence length of every batch"),
-        Option(
-            PREFIX + "sp_seq_length_is_variable",
-            bool,
-            True,
-            help="sequences may change length between batches",
-        ),
-        Option(
-            PREFIX + "sp_attn_implementation",
-            help="flash_attention_2, flash_attention_3, sdpa or a hub flash-attn kernel",
-        ),
-    ],
+    OPTIONS,
     title="N-D parallelism",
     checks=(_check_layout,),
 )
-"""The ``parallelism_config`` section (flags ``--parallelism_config_*``)."""
+"""The ``parallelism_config`` section (flags ``--parallelism_config_*``), over core's
+declarations (:data:`accel.parallelism_config.OPTIONS`), which also read the workers' variables."""
 
 
 def config_from_section(values: dict[str, Any]) -> ParallelismConfig:
@@ -121,5 +89,5 @@ def launch_environment(config: dict[str, Any]) -> dict[str, str]:
     env = {environment.USE_PARALLELISM_CONFIG: "true"}
     for name, value in values.items():
         if value is not None:
-            env[ENV_PREFIX + name.removeprefix(PREFIX).upper()] = str(value)
+            env[PARALLELISM_SECTION[name].env] = str(value)
     return env

@@ -27,12 +27,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from accel.config.sections import Option
 from accel.logging import get_logger
 
 logger = get_logger(__name__)
 
 REPORT_ENV = "ACCEL_RAY_REPORT_CHECKPOINTS"
 """Set to ``true`` in a Ray Train worker to report every ``save_state()`` to Ray by itself."""
+REPORT = Option("ray_report_checkpoints", bool, False, env=REPORT_ENV, flag=None, in_file=False)
+"""The declaration :data:`REPORT_ENV` is read through."""
 _NAME = re.compile(r"checkpoint_\d+")
 
 
@@ -52,12 +55,7 @@ def in_ray_train_worker() -> bool:
 def auto_report() -> bool:
     """Whether every ``save_state()`` is reported: ``ACCEL_RAY_REPORT_CHECKPOINTS`` is true in this
     Ray Train worker (``accel launch --ray`` sets it from ``ray_config.ray_report_checkpoints``)."""
-    value = os.environ.get(REPORT_ENV)
-    if value is None or not in_ray_train_worker():
-        return False
-    from accel.config.sections import parse_bool
-
-    return parse_bool(REPORT_ENV, value)
+    return bool(REPORT.from_env()) and in_ray_train_worker()
 
 
 def _uploads(run: Any, path: Path) -> bool:

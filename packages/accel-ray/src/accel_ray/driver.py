@@ -28,12 +28,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from accel import environment
+from accel.config.keys import PROCESS_SECTION
 from accel.config.launched import launched_config
 
 from .checkpoints import REPORT_ENV
 from .config import RAY_SECTION
-from .launcher import WORKER_ENV, num_workers
+from .launcher import WORKER_ENVIRONMENT, num_workers
 
 PROG = "accel launch"
 INTERRUPTED = 130
@@ -58,7 +58,7 @@ def runtime_env(settings: dict[str, Any]) -> dict[str, Any]:
     user's ``env_vars`` or the launching environment set it.
     """
     env = dict(settings.get("ray_runtime_env") or {})
-    workers = json.loads(os.environ.get(WORKER_ENV) or "{}")
+    workers = json.loads(WORKER_ENVIRONMENT.from_env() or "{}")
     report = {REPORT_ENV: "true" if settings.get("ray_report_checkpoints", True) else "false"}
     env["env_vars"] = {**QUIET_PRINT, **report, **(env.get("env_vars") or {}), **workers}
     return env
@@ -139,7 +139,7 @@ def failure_records(error: BaseException) -> list[dict[str, Any]]:
 
 def _write_records(records: list[dict[str, Any]]) -> None:
     """Put the records where ``accel launch`` reads them (or print the first one)."""
-    directory = environment.get_str(environment.LAUNCH_ERROR_DIR)
+    directory = PROCESS_SECTION["launch_error_dir"].from_env()
     if not directory:
         first = min(records, key=lambda r: r["time"])
         sys.stderr.write(f"{PROG}: worker rank {first['rank']} failed first: {first['error']}\n")

@@ -15,14 +15,17 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from accel import environment as accel_environment
 from accel.catalog import DATA_PARALLEL_TYPES
+from accel.config.keys import KEYS
+from accel.config.sections import Option
 from accel.errors import UsageError
 from accel.launchers import Launcher, LaunchPlan
 
 from .config import RAY_SECTION
 
 WORKER_ENV = "ACCEL_RAY_WORKER_ENV"
+WORKER_ENVIRONMENT = Option("ray_worker_env", env=WORKER_ENV, flag=None, in_file=False)
+"""The declaration the driver reads :data:`WORKER_ENV` (JSON) through."""
 """JSON of the variables the plan gives every worker (read by :mod:`accel_ray.driver`)."""
 DRIVER_MODULE = "accel_ray.driver"
 """Module the plan runs on the launching machine."""
@@ -148,14 +151,12 @@ class RayLauncher(Launcher):
         for ``num_processes`` when the group's size is another (or changes: a range)."""
         workers = num_workers(config)
         env = dict(environment)
-        if workers != int(config.get("num_processes") or 1):
-            names = (
-                accel_environment.DISTRIBUTED_TYPE,
-                accel_environment.accelerate_name(accel_environment.DISTRIBUTED_TYPE),
-            )
-            for name in names:
-                if env.get(name) in SIZED_TYPES:
-                    del env[name]  # the state tells NO / MULTI_* from its world size and device
+        option = KEYS["distributed_type"]
+        if workers != int(config.get("num_processes") or 1) and option.from_env(env) in SIZED_TYPES:
+            for (
+                name
+            ) in option.env_names:  # the state tells NO / MULTI_* from its world size and device
+                env.pop(name, None)
         return env
 
 

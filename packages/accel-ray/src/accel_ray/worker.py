@@ -50,8 +50,9 @@ def _record(context: Any, exc: BaseException | None, code: int) -> str:
 def _use_ray_device() -> None:
     """On GPU workers, accel uses the device Ray assigned (``ACCEL_TORCH_DEVICE``)."""
     from accel import environment
+    from accel.config.keys import KEYS, PROCESS_SECTION
 
-    if environment.get_str(environment.TORCH_DEVICE) or environment.get_bool(environment.USE_CPU):
+    if PROCESS_SECTION["torch_device"].from_env() or KEYS["use_cpu"].from_env():
         return
     from ray.train.torch import get_device
 

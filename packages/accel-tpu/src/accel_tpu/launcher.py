@@ -14,7 +14,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from accel import environment
+from accel.config.keys import KEYS, launched_distributed_type
 from accel.launchers import Launcher, LaunchPlan
 
 from . import pod
@@ -73,9 +73,9 @@ class XLALauncher(Launcher):
         """In a notebook next to an XLA device (or ``ACCEL_DISTRIBUTED_TYPE=XLA``), unless CPU is forced."""
         from .runtime import xla_available
 
-        if environment.get_bool(environment.USE_CPU) or not xla_available():
+        if KEYS["use_cpu"].from_env() or not xla_available():
             return False
-        requested = str(environment.get_str(environment.DISTRIBUTED_TYPE) or "").upper()
+        requested = launched_distributed_type()
         return requested in XLA_TYPES or any(os.environ.get(name) for name in TPU_HINTS)
 
     def notebook_launch(

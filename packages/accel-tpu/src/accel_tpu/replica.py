@@ -10,7 +10,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from accel import environment
+from accel.config.keys import PROCESS_SECTION
 
 
 def report_failure(rank: int | str, exc: BaseException, with_traceback: bool = True) -> None:
@@ -24,7 +24,7 @@ def report_failure(rank: int | str, exc: BaseException, with_traceback: bool = T
         sys.stderr.flush()
     else:
         text = ""
-    directory = environment.get_str(environment.LAUNCH_ERROR_DIR)
+    directory = PROCESS_SECTION["launch_error_dir"].from_env()
     if not directory:
         return
     record = {

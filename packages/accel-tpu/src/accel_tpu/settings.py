@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from accel.config.keys import KEYS
 from accel.errors import ConfigError
 
 from . import pod
@@ -24,11 +25,8 @@ def is_xla(config: dict[str, Any]) -> bool:
 
 
 def downcast_bf16(config: dict[str, Any]) -> bool:
-    """``downcast_bf16`` as a boolean (``yes`` / ``no``), checked."""
-    value = str(config.get("downcast_bf16") or "no").strip().lower()
-    if value not in ("no", "yes", "true", "false", "1", "0"):
-        raise ConfigError(f"downcast_bf16 {value!r}: use yes or no")
-    return value in ("yes", "true", "1")
+    """``downcast_bf16`` as a boolean (``yes`` / ``no``), checked by its declaration."""
+    return KEYS["downcast_bf16"].convert(config.get("downcast_bf16") or "no") == "yes"
 
 
 def check_xla_config(config: dict[str, Any]) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from accel import environment as E
+from accel.config.sections import LAUNCH_CONFIG
 from accel.errors import ConfigError
 
 INSTANCE_TYPE = re.compile(
@@ -165,9 +166,10 @@ def job_environment(
         if name.startswith("ACCEL_") and name not in LOCAL_ONLY_VARIABLES
     }
     notes = []
-    if E.LAUNCH_CONFIG in out:
-        out[E.LAUNCH_CONFIG] = _launch_config(out[E.LAUNCH_CONFIG])
-        if len(out[E.LAUNCH_CONFIG]) > ENVIRONMENT_VALUE_LIMIT:
+    launched = LAUNCH_CONFIG.from_env(out)
+    if launched is not None:
+        compact = out[E.LAUNCH_CONFIG] = _launch_config(launched)
+        if len(compact) > ENVIRONMENT_VALUE_LIMIT:
             del out[E.LAUNCH_CONFIG]
             notes.append(
                 "the resolved settings (ACCEL_LAUNCH_CONFIG) exceed SageMaker's 512-character "

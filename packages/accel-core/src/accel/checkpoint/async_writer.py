@@ -51,8 +51,8 @@ from typing import Any
 
 import torch
 
-from accel import environment
 from accel.checkpoint import durable, layout, manifest
+from accel.config.keys import PROCESS_SECTION
 from accel.errors import CheckpointError
 from accel.logging import get_logger
 
@@ -62,7 +62,7 @@ DONE_MARKER = ".accel-async-done-{rank}"
 """A file a process leaves in the temporary folder once its files are written."""
 FAILED_MARKER = ".accel-async-failed-{rank}"
 """A file a process leaves instead when writing failed (it holds the error)."""
-FINISH_TIMEOUT = float(os.environ.get("ACCEL_ASYNC_SAVE_TIMEOUT", 3600))
+FINISH_TIMEOUT = PROCESS_SECTION["async_save_timeout"].from_env()
 """Seconds the finishing process waits for the other processes' markers."""
 
 
@@ -98,7 +98,7 @@ class BufferPool:
         self._free.clear()
 
 
-COPY_THREADS = environment.get_int("ACCEL_ASYNC_COPY_THREADS", min(4, os.cpu_count() or 1)) or 1
+COPY_THREADS = PROCESS_SECTION["async_copy_threads"].from_env(default=min(4, os.cpu_count() or 1))
 """Threads copying the deferred tensors (the copy is bound by memory bandwidth)."""
 
 

@@ -7,15 +7,20 @@ environment variable or a flag, is converted by the one :meth:`Option.convert
 <accel.config.sections.Option.convert>`, and ``accel launch``'s core flags are generated from
 these declarations (:meth:`Section.add_arguments <accel.config.sections.Section.add_arguments>`):
 adding a setting is one ``Option`` here. Lists of allowed values come from :mod:`accel.catalog`.
+The variables a process reads that are not config-file settings (``ACCEL_TORCH_DEVICE``,
+``ACCEL_PLUGINS``, ...) are Options too (:data:`PROCESS_SECTION`), and every ``ACCEL_*`` /
+``ACCELERATE_*`` variable is read through its declaration's :meth:`Option.from_env
+<accel.config.sections.Option.from_env>` (:data:`ENVIRONMENT` finds it by variable name).
 Torch-free and yaml-free, like :mod:`accel.config.settings`, which uses these declarations.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from accel import catalog, environment
-from accel.config.sections import Option, Section
+from accel.config.sections import LAUNCH_CONFIG, Option, Section
 from accel.config.sections import parse_bool as parse_bool  # re-exported: its public path
 
 # --------------------------------------------------------------------------- keys
@@ -526,3 +531,113 @@ DYNAMO_KEYS: dict[str, Option] = {option.name: option for option in DYNAMO_SECTI
 
 SAGEMAKER_KEYS = frozenset(option.name for option in _SAGEMAKER)
 """The SageMaker keys (meaningful only with ``compute_environment: AMAZON_SAGEMAKER``)."""
+
+
+def _variable(name: str, type: Any, default: Any, help: str, env: str, **kw: Any) -> Option:
+    """A variable a process reads that is no config-file key and has no flag."""
+    return Option(name, type, default, help=help, env=env, flag=None, in_file=False, **kw)
+
+
+PROCESS_SECTION = Section(
+    "process",
+    [
+        _variable("backend", str, None, "the backend plugin to use", environment.BACKEND),
+        _variable(
+            "fsdp_on_cpu",
+            bool,
+            False,
+            "shard with FSDP on CPU processes under accelerate.Accelerator too",
+            environment.FSDP_ON_CPU,
+        ),
+        _variable("torch_device", str, None, "the device (cuda:1, cpu)", environment.TORCH_DEVICE),
+        _variable("plugins", list, None, "entry-point plugins to load", environment.PLUGINS),
+        _variable(
+            "disable_plugins",
+            list,
+            [],
+            "entry-point plugins not to load",
+            environment.DISABLE_PLUGINS,
+        ),
+        _variable(
+            "config_dir", str, None, "directory of default_config.yaml", environment.CONFIG_DIR
+        ),
+        _variable("config_file", str, None, "the config file", environment.CONFIG_FILE),
+        _variable("log_level", str, None, "level of accel's loggers", environment.LOG_LEVEL),
+        _variable(
+            "timeout", int, 1800, "seconds a collective waits", environment.TIMEOUT, minimum=1
+        ),
+        _variable(
+            "use_parallelism_config",
+            bool,
+            False,
+            "build a ParallelismConfig from PARALLELISM_CONFIG_*",
+            environment.USE_PARALLELISM_CONFIG,
+        ),
+        LAUNCH_CONFIG,
+        _variable(
+            "launch_error_dir",
+            str,
+            None,
+            "where a failing worker writes its traceback",
+            environment.LAUNCH_ERROR_DIR,
+        ),
+        _variable(
+            "flight_dir", str, None, "where workers record collectives", environment.FLIGHT_DIR
+        ),
+        _variable(
+            "preemption", bool, False, "checkpoint and exit 75 on SIGTERM", environment.PREEMPTION
+        ),
+        _variable(
+            "preemption_grace_period",
+            float,
+            25.0,
+            "seconds after SIGTERM before exiting at once",
+            environment.PREEMPTION_GRACE_PERIOD,
+            minimum=0.0,
+        ),
+        _variable(
+            "async_copy_threads",
+            int,
+            None,
+            "threads copying tensors of an asynchronous save",
+            environment.ASYNC_COPY_THREADS,
+            minimum=1,
+        ),
+        _variable(
+            "async_save_timeout",
+            float,
+            3600.0,
+            "seconds to wait for the other processes' asynchronous writes",
+            environment.ASYNC_SAVE_TIMEOUT,
+            minimum=0.0,
+        ),
+        *(
+            _variable(f"use_{value.lower()}", bool, False, f"select {value}", flag)
+            for flag, value in environment.USE_FLAGS.items()
+        ),
+    ],
+    title="process environment",
+)
+"""The variables a process reads that are neither config-file keys nor flags, declared like
+settings: one :meth:`~accel.config.sections.Option.from_env` and one wording for each."""
+
+ENVIRONMENT: dict[str, Option] = {
+    option.env: option
+    for section in (CORE_SECTION, DYNAMO_SECTION, PROCESS_SECTION)
+    for option in section
+    if option.env
+}
+"""Core's declaration of each variable it reads, by variable name (``ACCEL_USE_CPU``)."""
+
+
+def launched_distributed_type(environ: Mapping[str, str] | None = None) -> str | None:
+    """The distributed type a launcher asked for: ``ACCEL_DISTRIBUTED_TYPE`` (or
+    ``ACCELERATE_DISTRIBUTED_TYPE``), else the one an ``ACCELERATE_USE_DEEPSPEED`` /
+    ``_FSDP`` / ``_MEGATRON_LM`` switch names, else None."""
+    chosen = KEYS["distributed_type"].from_env(environ)
+    if chosen is not None:
+        return chosen
+    for flag, value in environment.USE_FLAGS.items():
+        if ENVIRONMENT[flag].from_env(environ):
+            return value
+    return None

@@ -48,11 +48,14 @@ from __future__ import annotations
 
 import argparse
 import difflib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from accel import catalog
+from accel import catalog, environment
+from accel.environment import accelerate_name
 from accel.errors import ConfigError
 
 _KINDS = {str: "str", int: "int", float: "float", bool: "bool", list: "list"}
@@ -79,15 +82,17 @@ _METAVARS = {
     "host": "HOST",
 }
 _MISSING: Any = object()
-_TRUE = {"true", "yes", "1", "on", "y"}
-_FALSE = {"false", "no", "0", "off", "n"}
+_TRUE = {"true", "yes", "1", "on", "y", "t"}
+_FALSE = {"false", "no", "0", "off", "n", "f"}
 
 
 def parse_bool(key: str, value: Any) -> bool:
-    """A boolean setting from a bool or ``true``/``false``/``yes``/``no``/``on``/``off``/``1``/``0``.
+    """A boolean setting from a bool or ``true``/``false``/``yes``/``no``/``on``/``off``/``1``/``0``
+    (``y``/``n``/``t``/``f`` too, as Accelerate's ``str_to_bool`` accepts).
 
-    Anything else raises :class:`~accel.errors.ConfigError` naming ``key``; plugins use it
-    for the boolean keys of their config sections.
+    accel's one yes/no table: config files, flags and environment variables alike. Anything
+    else (the empty string included) raises :class:`~accel.errors.ConfigError` naming ``key``;
+    plugins use it for the boolean keys of their config sections.
     """
     if isinstance(value, bool):
         return value
@@ -247,6 +252,34 @@ class Option:
         if minimum is not None and float(minimum).is_integer():
             return int(minimum)
         return minimum
+
+    # -- the environment ------------------------------------------------------------
+    @property
+    def env_names(self) -> tuple[str, ...]:
+        """The variables this setting is read from, in order: :attr:`env`, then Accelerate's
+        spelling of an ``ACCEL_*`` name (``ACCEL_X`` -> ``ACCELERATE_X``); empty without ``env``."""
+        if not self.env:
+            return ()
+        alias = accelerate_name(self.env)
+        return (self.env,) if alias is None else (self.env, alias)
+
+    def from_env(self, environ: Mapping[str, str] | None = None, default: Any = _MISSING) -> Any:
+        """This setting's value from its environment variable, converted by :meth:`convert`.
+
+        The first of :attr:`env_names` that is set in ``environ`` (default ``os.environ``) is
+        read: accel's spelling wins over Accelerate's. When neither is set: ``default``, else
+        the declared :attr:`default`. A variable set to the empty string is set: its text ``""``
+        is converted like any other (a list reads as no names, a string as empty; a number, a
+        boolean or a choice is refused), the same as an empty value in a file or a flag. Errors
+        read ``environment variable ACCEL_X (name)='value' ...``. This is the only reader of
+        the variables accel declares (``integration-tests/structure/test_environment_reads.py``).
+        """
+        environ = os.environ if environ is None else environ
+        for name in self.env_names:
+            raw = environ.get(name)
+            if raw is not None:
+                return self.convert(raw, f"environment variable {name} ({self.name})")
+        return _copy(self.default) if default is _MISSING else default
 
     # -- converting ---------------------------------------------------------------
     def convert(self, value: Any, label: str | None = None) -> Any:
@@ -513,8 +546,6 @@ class Section:
         config" from "left to its own default".
         """
         if section is None:
-            from accel.config.launched import launched_config
-
             section = launched_config().get(self.key) or {}
         if not isinstance(section, Mapping):
             raise ConfigError(
@@ -701,54 +732,40 @@ def _copy(value: Any) -> Any:
     return list(value) if isinstance(value, list) else value
 
 
-def section_table(result: Any) -> dict[str, Any]:
-    """One plugin's ``accel_config_sections`` result as ``{section key: validator}``.
+LAUNCH_CONFIG = Option(
+    "launch_config",
+    str,
+    None,
+    help="JSON of the settings accel launch resolved",
+    env=environment.LAUNCH_CONFIG,
+    flag=None,
+    in_file=False,
+)
+"""``ACCEL_LAUNCH_CONFIG``, declared here because :meth:`Section.read` reads it
+(:data:`accel.config.keys.PROCESS_SECTION` lists it with the other process variables)."""
 
-    Accepts the mapping form (``{key: Section or validator}``) and an iterable of
-    :class:`Section` objects; None gives ``{}``.
+
+def launched_config() -> dict[str, Any]:
+    """In a process started by ``accel launch``: the resolved settings (``ACCEL_LAUNCH_CONFIG``).
+
+    Plugins read their section here (``launched_config().get("fsdp_config", {})``).
+    Empty outside ``accel launch``. Public as :func:`accel.config.launched.launched_config`.
     """
-    if not result:
+    raw = LAUNCH_CONFIG.from_env()
+    if not raw:
         return {}
-    if isinstance(result, Section):
-        return {result.key: result}
-    if isinstance(result, Mapping):
-        return dict(result)
-    table: dict[str, Any] = {}
-    for item in result if isinstance(result, Iterable) else ():
-        if not isinstance(item, Section):
-            raise TypeError(f"accel_config_sections returned {item!r}; expected Section objects")
-        table[item.key] = item
-    return table
-
-
-def section_validators() -> dict[str, Callable[[dict], list[str]]]:
-    """``{section_key: validator}`` from every plugin's ``accel_config_sections`` hook.
-
-    A declared :class:`~accel.config.sections.Section` is its own validator; a plugin may
-    return a mapping or a list of Sections (see the hook's documentation).
-    """
-    from accel.plugins import hook
-
-    table: dict[str, Callable[[dict], list[str]]] = {}
-    for result in reversed(hook().accel_config_sections()):
-        table.update(section_table(result))
-    return table
-
-
-def registered_sections() -> dict[str, Section]:
-    """Every declared :class:`Section` the loaded plugins register, by key.
-
-    Legacy ``{key: validator}`` entries have no declaration and are left out (see
-    :func:`accel.config.settings.section_validators` for every validator).
-    """
-    return {key: v for key, v in section_validators().items() if isinstance(v, Section)}
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError:
+        raise ConfigError(
+            f"environment variable {environment.LAUNCH_CONFIG} is not valid JSON; "
+            "it is set by accel launch, unset it"
+        ) from None
+    return data if isinstance(data, dict) else {}
 
 
 __all__ = [
     "Option",
     "Section",
     "parse_bool",
-    "registered_sections",
-    "section_table",
-    "section_validators",
 ]

@@ -27,20 +27,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accel import catalog, environment
+from accel import catalog
 from accel.config.keys import (  # the declarations live in their own module
     CORE_SECTION,
     DYNAMO_KEYS,
     DYNAMO_SECTION,
     KEYS,
     MULTI_DEVICE_TYPES,
+    PROCESS_SECTION,
     PROVIDERS,
     SAGEMAKER_KEYS,
     SECTION_PROVIDERS,
 )
 from accel.config.kubeflow import JOB_KEYS, MACHINE_KEYS, JobEnvironment, read_job
 from accel.config.launched import launched_config
-from accel.config.sections import Option, section_validators
+from accel.config.registered import section_validators
+from accel.config.sections import Option
 from accel.errors import ConfigError, MissingPluginError
 
 CONFIG_FILE_NAME = "default_config.yaml"
@@ -55,7 +57,7 @@ JSON_CONFIG_FILE_NAME = "default_config.json"
 def default_config_dir() -> Path:
     """``$ACCEL_CONFIG_DIR``, else ``$HF_HOME/accel``, else ``$XDG_CACHE_HOME/huggingface/accel``,
     else ``~/.cache/huggingface/accel``."""
-    explicit = environment.get_str(environment.CONFIG_DIR)
+    explicit = PROCESS_SECTION["config_dir"].from_env()
     if explicit:
         return Path(explicit).expanduser()
     hf_home = os.environ.get("HF_HOME")
@@ -91,13 +93,11 @@ def find_config_file(
     """
     if explicit:
         return Path(explicit).expanduser(), "flag --config_file"
+    option = PROCESS_SECTION["config_file"]
     environ = os.environ if environ is None else environ
-    name = environment.CONFIG_FILE
-    from_env = environ.get(name)
-    if from_env is None:
-        name = environment.accelerate_name(name) or name
-        from_env = environ.get(name)
+    from_env = option.from_env(environ)
     if from_env:
+        name = next(n for n in option.env_names if n in environ)
         return Path(from_env).expanduser(), f"env {name}"
     default = default_config_file()
     if default.is_file():
@@ -294,10 +294,10 @@ def installed_but_disabled(package: str) -> bool:
 
 def disabled_by() -> str | None:
     """``ACCEL_PLUGINS=...`` / ``ACCEL_DISABLE_PLUGINS=...`` when either restricts loading."""
-    for name in (environment.PLUGINS, environment.DISABLE_PLUGINS):
-        value = environment.get_str(name)
-        if value is not None and (name == environment.PLUGINS or value.strip()):
-            return f"{name}={value}"
+    for option in (PROCESS_SECTION["plugins"], PROCESS_SECTION["disable_plugins"]):
+        names = option.from_env()
+        if names is not None and (option.name == "plugins" or names):
+            return f"{option.env}={','.join(names)}"
     return None
 
 
@@ -457,13 +457,12 @@ def resolve(
     # environment
     for section in (CORE_SECTION, DYNAMO_SECTION):
         for key in section:
-            raw = environ.get(key.env) if key.env else None
-            if raw is None or raw == "":
+            if not any(n in environ for n in key.env_names):
                 continue
-            value = key.convert(raw, f"environment variable {key.env} ({key.name})")
+            value = key.from_env(environ)
             name = f"{section.key}.{key.name}" if section.key else key.name
             (values[section.key] if section.key else values)[key.name] = value
-            sources[name] = Source("env", key.env)
+            sources[name] = Source("env", next(n for n in key.env_names if n in environ))
 
     # flags
     for name, value in (flags or {}).items():

@@ -28,7 +28,7 @@ import sys
 import time
 from typing import Any
 
-from accel import environment
+from accel.config.keys import PROCESS_SECTION
 
 _fd: int | None = None
 _seq = 0
@@ -56,7 +56,7 @@ def start(rank: int, world_size: int, timeout: Any, backend: str | None) -> None
     PyTorch's flight recorder, dumping into the same folder on a timeout.
     """
     global _fd, _seq, _stack_file
-    directory = environment.get_str(environment.FLIGHT_DIR)
+    directory = PROCESS_SECTION["flight_dir"].from_env()
     if not directory or _fd is not None:
         return
     if backend == "nccl":

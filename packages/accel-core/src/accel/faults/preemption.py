@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from accel import environment
+from accel.config.keys import PROCESS_SECTION
 from accel.kwargs import KwargsHandler
 
 from . import flight
@@ -80,8 +80,9 @@ class PreemptionHandler:
         self.project_configuration = project_configuration
         grace = options.grace_period
         if grace is None:
-            value = environment.get_str(environment.PREEMPTION_GRACE_PERIOD)
-            grace = float(value) if value else DEFAULT_GRACE_PERIOD
+            grace = PROCESS_SECTION["preemption_grace_period"].from_env(
+                default=DEFAULT_GRACE_PERIOD
+            )
         self.grace_period = float(grace)
         self.requested: float | None = None
         """``time.monotonic()`` of the first SIGTERM on this rank, None before."""
@@ -199,7 +200,7 @@ def install(
     """
     global _active
     if options is None:
-        if not environment.get_bool(environment.PREEMPTION):
+        if not PROCESS_SECTION["preemption"].from_env():
             return None
         options = PreemptionKwargs()
     if not options.enabled:

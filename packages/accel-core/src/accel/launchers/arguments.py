@@ -29,7 +29,7 @@ def settings_from_arguments(args: Any) -> dict[str, Any]:
     None, and names no setting has (``training_script``, ...), are left out.
     """
     from accel.config.keys import DYNAMO_KEYS, KEYS
-    from accel.config.sections import registered_sections
+    from accel.config.registered import registered_sections
 
     given = dict(args) if isinstance(args, Mapping) else dict(vars(args))
     sections = registered_sections()

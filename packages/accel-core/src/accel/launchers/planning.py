@@ -79,10 +79,11 @@ def worker_environment(config: Mapping[str, Any]) -> dict[str, str]:
     ``ACCELERATE_USE_FSDP``, ...), which transformers' ``TrainingArguments`` reads.
     """
     from .. import environment as E
+    from ..config.keys import KEYS
 
     env = settings_environment(config)
     env.update(plugin_environment(config))
-    return E.accelerate_names(env)
+    return E.accelerate_names(env, KEYS["distributed_type"].from_env(env))
 
 
 def choose_launcher(config: Mapping[str, Any], name: str | None = None) -> Launcher:

@@ -22,7 +22,7 @@ import time
 import traceback
 from typing import Any
 
-from .. import environment
+from ..config.keys import PROCESS_SECTION
 from ..faults import flight
 
 
@@ -91,7 +91,7 @@ def failure_record(
 
 def _report(exc: BaseException | None, code: int) -> None:
     """Write this rank's failure record to ``$ACCEL_LAUNCH_ERROR_DIR`` (and torchelastic's file)."""
-    directory = environment.get_str(environment.LAUNCH_ERROR_DIR)
+    directory = PROCESS_SECTION["launch_error_dir"].from_env()
     rank = os.environ.get("RANK", "?")
     record = failure_record(
         exc,
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> None:
             # continue): one line, exit 2, nothing to restart for
             flight.finish(2, str(exc))
             _report(exc, 2)
-            if not environment.get_str(environment.LAUNCH_ERROR_DIR):  # else the launcher says it
+            if not PROCESS_SECTION["launch_error_dir"].from_env():  # else the launcher says it
                 sys.stderr.write(f"error: {exc}\n")
             raise SystemExit(2) from None
         flight.finish(1, f"{type(exc).__name__}: {exc}")

@@ -18,11 +18,13 @@ import re
 import threading
 import warnings
 from dataclasses import dataclass, field
-from importlib import metadata
 
 import pluggy
 
-from accel import environment, hookspecs
+from accel import hookspecs
+from accel.config.keys import PROCESS_SECTION
+from accel.entry_points import Distribution, EntryPoint, entry_points
+from accel.entry_points import version as installed_version
 
 DEFAULT_PLUGINS = (
     "accel.default_plugins.single_process",
@@ -73,7 +75,7 @@ _ranges: dict[str, str | None] = {}  # distribution name -> its declared accel-c
 _warned: set[str] = set()  # distributions already warned about, for the whole process
 
 
-def core_range(dist: metadata.Distribution) -> str | None:
+def core_range(dist: Distribution) -> str | None:
     """The accel-core specifier ``dist`` declares in its ``Requires-Dist`` (None when none).
 
     Requirements guarded by an extra, or by a marker that does not hold here, are ignored.
@@ -174,12 +176,17 @@ _manager: pluggy.PluginManager | None = None
 _infos: list[PluginInfo] = []
 
 
-def _entry_points() -> list[metadata.EntryPoint]:
-    return sorted(metadata.entry_points(group="accel"), key=lambda ep: ep.name)
+def _entry_points() -> list[EntryPoint]:
+    return entry_points()
 
 
-def _selected(name: str) -> bool:
-    return environment.plugin_selected(name)
+def plugin_selected(name: str) -> bool:
+    """Whether the entry-point plugin ``name`` loads: listed in ``ACCEL_PLUGINS`` (when set;
+    set and empty: none) and not in ``ACCEL_DISABLE_PLUGINS``."""
+    allowed = PROCESS_SECTION["plugins"].from_env()
+    if allowed is not None and name not in allowed:
+        return False
+    return name not in PROCESS_SECTION["disable_plugins"].from_env()
 
 
 def _build() -> pluggy.PluginManager:
@@ -200,18 +207,18 @@ def _build() -> pluggy.PluginManager:
             )
         )
     for ep in _entry_points():
-        if not _selected(ep.name) or pm.has_plugin(ep.name):
+        if not plugin_selected(ep.name) or pm.has_plugin(ep.name):
             continue
-        dist = ep.dist.name if ep.dist is not None else None
-        version = ep.dist.version if ep.dist is not None else None
-        declared = core_range(ep.dist) if ep.dist is not None else None
+        dist = ep.dist.name or None
+        version = ep.dist.version
+        declared = core_range(ep.dist) if dist is not None else None
         if dist is not None:
             check_core_range(dist, declared, core_version)
         try:
             module = ep.load()
             pm.register(module, name=ep.name)
         except Exception as exc:  # a broken plugin must not break the others
-            error = f"{type(exc).__name__}: {exc}"
+            error = " ".join(f"{type(exc).__name__}: {exc}".split())  # one line
             infos.append(PluginInfo(ep.name, dist, version, error=error, core_range=declared))
             continue
         hooks = _hook_names(pm, module)
@@ -226,10 +233,7 @@ def _hook_names(pm: pluggy.PluginManager, plugin: object) -> list[str]:
 
 
 def _version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
+    return installed_version(dist)
 
 
 def get_plugin_manager() -> pluggy.PluginManager:

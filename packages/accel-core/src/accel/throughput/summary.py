@@ -18,14 +18,9 @@ from typing import Any
 
 def record_directory() -> str | None:
     """The folder of the records (the ``throughput_dir`` setting, ``$ACCEL_THROUGHPUT_DIR``), or None."""
-    from accel import environment
     from accel.config.keys import KEYS
 
-    option = KEYS["throughput_dir"]
-    raw = environment.get_str(option.env)
-    if not raw:
-        return None
-    return option.convert(raw, f"environment variable {option.env} ({option.name})")
+    return KEYS["throughput_dir"].from_env(default=None) or None
 
 
 def write_record(directory: str | os.PathLike, record: dict[str, Any]) -> Path:
