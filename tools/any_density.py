@@ -56,9 +56,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=0, help="also list the N densest files")
     options = parser.parse_args()
-    per_file = {
-        path: count_file(path) for path in sorted(ROOT.glob("packages/*/src/**/*.py"))
-    }
+    per_file = {path: count_file(path) for path in sorted(ROOT.glob("packages/*/src/**/*.py"))}
     anys = sum(c for c, _ in per_file.values())
     lines = sum(n for _, n in per_file.values())
     print(f"{anys} Any in {lines} lines: {1000 * anys / lines:.1f} per thousand lines")

@@ -5,17 +5,25 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from accel import environment
 from accel.types import DynamoBackend
 
+_Handler = TypeVar("_Handler", bound="KwargsHandler")
+
 
 class KwargsHandler:
     """Base of the kwargs handlers: ``to_kwargs()`` returns the fields changed from their defaults."""
+
+    @classmethod
+    def find(cls: type[_Handler], handlers: Mapping[str, KwargsHandler]) -> _Handler | None:
+        """This class's handler among ``handlers`` (keyed by class name, as the Accelerator's), or None."""
+        found = handlers.get(cls.__name__)
+        return found if isinstance(found, cls) else None
 
     def to_dict(self) -> dict[str, Any]:
         """All fields as a dict."""
@@ -34,7 +42,7 @@ class KwargsHandler:
 
 
 @contextlib.contextmanager
-def _without_accel_environment() -> Iterator[None]:
+def _without_accel_environment() -> Generator[None, None, None]:
     """Hide the ``ACCEL_*`` and ``ACCELERATE_*`` environment variables for the block."""
     prefixes = (environment.ACCEL_PREFIX, environment.ACCELERATE_PREFIX)
     hidden = {k: v for k, v in os.environ.items() if k.startswith(prefixes)}

@@ -11,7 +11,7 @@ import contextlib
 import functools
 import inspect
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from typing import Any
 
 from accel.launchers.notebook import patch_environment
@@ -85,7 +85,7 @@ def convert_dict_to_env_variables(current_env: dict[str, Any]) -> list[str]:
 
 
 @contextlib.contextmanager
-def clear_environment() -> Iterator[None]:
+def clear_environment() -> Generator[None, None, None]:
     """Run the block with an empty ``os.environ``; the previous environment comes back afterwards."""
     saved = os.environ.copy()
     os.environ.clear()
@@ -103,7 +103,7 @@ _PURGED_MARK = "_accel_purged_environment"
 
 
 @contextlib.contextmanager
-def _restored_accelerate_environment() -> Iterator[None]:
+def _restored_accelerate_environment() -> Generator[None, None, None]:
     """Run the block, then put every ``ACCEL_*`` / ``ACCELERATE_*`` variable back as it was
     (values restored, new ones removed, removed ones set again)."""
     saved = {k: v for k, v in os.environ.items() if k.startswith(PURGED_PREFIXES)}

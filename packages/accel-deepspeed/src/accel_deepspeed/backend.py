@@ -12,7 +12,7 @@ import contextlib
 import os
 import re
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -371,7 +371,7 @@ class DeepSpeedBackend(Backend):
     @contextlib.contextmanager
     def _scalar_parameters_broadcast(
         self, model: torch.nn.Module, config: dict[str, Any]
-    ) -> Iterator[None]:
+    ) -> Generator[None, None, None]:
         """Let ``deepspeed.initialize`` take a model with zero-dimensional parameters (ZeRO 0-2).
 
         DeepSpeed (0.19) broadcasts every parameter from rank 0 as a byte view, which a
@@ -508,7 +508,7 @@ class DeepSpeedBackend(Backend):
             self._last_forward.remove(engine)
 
     @contextlib.contextmanager
-    def no_sync(self, model: torch.nn.Module) -> Iterator[None]:
+    def no_sync(self, model: torch.nn.Module) -> Generator[None, None, None]:
         """Nothing to do: the engine's accumulation boundary follows ``sync_gradients``."""
         yield
 

@@ -11,7 +11,7 @@ import contextlib
 import copy
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -391,7 +391,7 @@ class DeepSpeedPlugin:
         return list(found)
 
     @contextlib.contextmanager
-    def zero3_init_context_manager(self, enable: bool | None = None) -> Iterator[None]:
+    def zero3_init_context_manager(self, enable: bool | None = None) -> Generator[None, None, None]:
         """Models built inside are created partitioned (``deepspeed.zero.Init``) when ZeRO-3 init is on.
 
         ``enable`` overrides :attr:`zero3_init_flag` for the block, as in Accelerate: with

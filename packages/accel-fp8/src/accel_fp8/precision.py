@@ -9,7 +9,7 @@ that are not FP8 run in bf16); MS-AMP also scales the loss with a ``GradScaler``
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Any
 
 import torch
@@ -106,7 +106,7 @@ class TEPrecision(FP8Precision):
         repoint_optimizers(optimizers, old, dict(model.named_parameters()))
 
     @contextlib.contextmanager
-    def forward_context(self, model: torch.nn.Module) -> Iterator[None]:
+    def forward_context(self, model: torch.nn.Module) -> Generator[None, None, None]:
         """bf16 autocast plus TE's FP8 autocast (enabled in training, or always with
         ``use_autocast_during_eval``)."""
         from .te import fp8_autocast

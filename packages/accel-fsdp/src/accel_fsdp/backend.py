@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -220,7 +220,7 @@ class FSDPBackend(NDParallelMixin, Backend):
 
     # -- training step ----------------------------------------------------------
     @contextlib.contextmanager
-    def no_sync(self, model: torch.nn.Module) -> Iterator[None]:
+    def no_sync(self, model: torch.nn.Module) -> Generator[None, None, None]:
         """Skip gradient reduction (FSDP2: ``set_requires_gradient_sync``; FSDP1: ``no_sync``)."""
         if hasattr(model, "set_requires_gradient_sync"):
             model.set_requires_gradient_sync(False)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Any
 
 import torch
@@ -56,7 +56,7 @@ class _CudaToCpu(TorchFunctionMode):
 
 
 @contextlib.contextmanager
-def cpu_execution(enabled: bool = True) -> Iterator[None]:
+def cpu_execution(enabled: bool = True) -> Generator[None, None, None]:
     """Run the block with megatron-core's CUDA buffer placements redirected to the CPU.
 
     ``torch.cuda.current_device()`` answers device 0 and ``torch.cuda.synchronize()``
@@ -115,7 +115,7 @@ def _new_cpu_tracker_class() -> type:
             self.states_[name] = generator.get_state()
 
         @contextlib.contextmanager
-        def fork(self, name: str = "model-parallel-rng") -> Iterator[None]:
+        def fork(self, name: str = "model-parallel-rng") -> Generator[None, None, None]:
             """Draw from the CPU generator state ``name`` inside the block, then restore."""
             if name not in self.states_:
                 raise KeyError(f"RNG state {name} is not tracked")

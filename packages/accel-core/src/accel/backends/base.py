@@ -8,7 +8,7 @@ plugins (DDP, FSDP, DeepSpeed, ...) override what differs.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -212,14 +212,14 @@ class Backend:
         self.context.precision.backward(loss, **kwargs)
 
     @contextlib.contextmanager
-    def no_sync(self, model: torch.nn.Module) -> Iterator[None]:
+    def no_sync(self, model: torch.nn.Module) -> Generator[None, None, None]:
         """Context in which gradients are not synchronised across processes."""
         context = getattr(model, "no_sync", None)
         with context() if callable(context) else contextlib.nullcontext():
             yield
 
     @contextlib.contextmanager
-    def trigger_sync_in_backward(self, model: torch.nn.Module) -> Iterator[None]:
+    def trigger_sync_in_backward(self, model: torch.nn.Module) -> Generator[None, None, None]:
         """Context whose next backward synchronises gradients even after forwards under :meth:`no_sync`.
 
         Default: does nothing (one process, or a backend with nothing to synchronise).

@@ -16,7 +16,7 @@ answers the requested steps), and the connector applies it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -184,7 +184,7 @@ class BackendContext:
         self.state.wait_for_everyone()
 
     @contextlib.contextmanager
-    def override_even_batches(self, even_batches: bool | None) -> Iterator[None]:
+    def override_even_batches(self, even_batches: bool | None) -> Generator[None, None, None]:
         """Context for a join over uneven inputs: ``even_batches`` (unless None) and no empty batches.
 
         Sets the data-loader configuration and the batch samplers of the prepared loaders,

@@ -15,7 +15,7 @@ import gc
 import logging
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Generator, Iterable, Mapping
 from typing import Any
 
 import torch
@@ -66,7 +66,7 @@ DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 
 
 @contextlib.contextmanager
-def init_empty_weights(include_buffers: bool | None = None) -> Iterator[None]:
+def init_empty_weights(include_buffers: bool | None = None) -> Generator[None, None, None]:
     """Build models with no memory for their weights: every parameter lands on the meta device.
 
     Buffers stay real (on the CPU) unless ``include_buffers=True``. Load the weights afterwards
@@ -79,7 +79,7 @@ def init_empty_weights(include_buffers: bool | None = None) -> Iterator[None]:
 @contextlib.contextmanager
 def init_on_device(
     device: int | str | torch.device, include_buffers: bool | None = None
-) -> Iterator[None]:
+) -> Generator[None, None, None]:
     """Build models with their parameters (and buffers with ``include_buffers``) on ``device``.
 
     With ``include_buffers``, every tensor created in the block defaults to ``device`` too.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Generator, Iterable, Mapping
 from typing import Any
 
 import torch
@@ -569,7 +569,7 @@ def has_offloaded_params(module: torch.nn.Module) -> bool:
 @contextlib.contextmanager
 def align_module_device(
     module: torch.nn.Module, execution_device: int | str | torch.device | None = None
-) -> Iterator[None]:
+) -> Generator[None, None, None]:
     """Inside the block, ``module``'s own weights are real tensors on its execution device.
 
     An offloaded module (:func:`has_offloaded_params`) loads its weights as for a forward

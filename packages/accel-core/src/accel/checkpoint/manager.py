@@ -104,9 +104,12 @@ class HookHandle:
 class RunContext(Protocol):
     """What the manager reads of the run (:class:`~accel.backends.BackendContext` has it all)."""
 
-    prepared: PreparedObjects
-    state: PartialState
-    precision: Precision
+    @property
+    def prepared(self) -> PreparedObjects: ...
+    @property
+    def state(self) -> PartialState: ...
+    @property
+    def precision(self) -> Precision: ...
 
 
 class StateIO(Protocol):
