@@ -20,12 +20,14 @@ from __future__ import annotations
 import functools
 from collections import deque
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from torch.utils.data import DataLoader
 
 if TYPE_CHECKING:
     from torchdata.stateful_dataloader import StatefulDataLoader
 
-    from accel.data.shard import DataLoaderShard
+_Loader = TypeVar("_Loader", bound=DataLoader)
 
 _CHECKPOINT_KEYS = ("version", "num_processes", "batch_size", "samples_seen", "batches_seen")
 """What the checkpoint reader adds to a position without a version (a torchdata state)."""
@@ -53,17 +55,14 @@ def stateful_base() -> type[StatefulDataLoader]:
     return StatefulDataLoader
 
 
-def stateful_loader_class(base: type[DataLoaderShard]) -> type[DataLoaderShard]:
+def stateful_loader_class(base: type[_Loader]) -> type[_Loader]:
     """``base`` (:class:`~accel.data_loader.DataLoaderShard` or a subclass) on ``StatefulDataLoader``."""
     return _build(base, stateful_base())
 
 
 @functools.cache
-def _build(
-    base: type[DataLoaderShard], stateful: type[StatefulDataLoader]
-) -> type[DataLoaderShard]:
-    # both bases are chosen at run time, which a type checker cannot follow
-    class StatefulLoader(base, stateful):  # ty: ignore[unsupported-base]
+def _build(base: Any, stateful: Any) -> Any:  # a class on two bases chosen at run time
+    class StatefulLoader(base, stateful):
         __doc__ = f"{base.__name__} whose position is torchdata's ``StatefulDataLoader`` state."
         _stateful = True
 
