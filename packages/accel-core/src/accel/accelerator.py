@@ -416,7 +416,6 @@ class Accelerator(CheckpointingMixin):
         backend = vars(self).get("_backend")
         context = vars(self).get("backend_context")
         precision = self._backward_precision = None if context is None else context.precision
-        # a stand-in (connector.MissingBackend) has no class-level backward: the base one runs
         if backend is not None and getattr(type(backend), "backward", Backend.backward) is not (
             Backend.backward
         ):
@@ -430,7 +429,6 @@ class Accelerator(CheckpointingMixin):
         self._backend = backend
         # Decided once too: whether accumulate may skip models without a ``no_sync`` (without
         # touching the backend and its classes on every accumulating micro-batch).
-        # (a stand-in such as connector.MissingBackend delegates to the base backend)
         self._base_no_sync = getattr(type(backend), "no_sync", Backend.no_sync) is Backend.no_sync
         # Whether backward divides the loss by the accumulation steps, or the backend does.
         self._divide_loss = not getattr(type(backend), "scales_loss_for_accumulation", False)

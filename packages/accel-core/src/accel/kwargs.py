@@ -84,7 +84,7 @@ class InitProcessGroupKwargs(KwargsHandler):
     def __post_init__(self):
         if self.timeout is None:
             seconds = environment.get_int(environment.TIMEOUT, 1800)
-            self.timeout = timedelta(seconds=seconds)
+            self.timeout = timedelta(seconds=1800 if seconds is None else seconds)
 
 
 @dataclass
@@ -190,7 +190,7 @@ class TorchDynamoPlugin(KwargsHandler):
     def to_dict(self) -> dict[str, Any]:
         """All fields as a dict, the backend as its lowercase name (``"inductor"``), as in Accelerate."""
         config = super().to_dict()
-        config["backend"] = self.backend.value.lower()
+        config["backend"] = str(self.backend).lower()
         return config
 
     def to_kwargs(self) -> dict[str, Any]:
@@ -207,7 +207,7 @@ class TorchDynamoPlugin(KwargsHandler):
     def to_compile_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``torch.compile``."""
         kwargs: dict[str, Any] = {
-            "backend": self.backend.value.lower(),
+            "backend": str(self.backend).lower(),
             "fullgraph": self.fullgraph,
             "dynamic": self.dynamic,
         }

@@ -152,7 +152,7 @@ def purge_accelerate_environment(func_or_cls: Callable | type) -> Callable | typ
     """
     if not inspect.isclass(func_or_cls):
         return _purged(func_or_cls)
-    cls = func_or_cls
+    cls: type[Any] = func_or_cls
     _purge_test_methods(cls)
     previous = cls.__dict__.get("__init_subclass__")
 

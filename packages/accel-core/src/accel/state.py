@@ -707,6 +707,7 @@ def use_thread_local_state() -> None:
     if isinstance(PartialState.__dict__["_shared_state"], _ThreadLocalState):
         return
     shared = _ThreadLocalState()
-    PartialState._shared_state = shared  # type: ignore[assignment]
-    AcceleratorState._shared_state = shared  # type: ignore[assignment]
-    GradientState._shared_state = _ThreadLocalState()  # type: ignore[assignment]
+    # the dict class attribute becomes a descriptor returning this thread's dict
+    PartialState._shared_state = shared  # ty: ignore[invalid-assignment]
+    AcceleratorState._shared_state = shared  # ty: ignore[invalid-assignment]
+    GradientState._shared_state = _ThreadLocalState()  # ty: ignore[invalid-assignment]

@@ -132,14 +132,14 @@ class Backend:
     def compile_model(self, model: torch.nn.Module) -> torch.nn.Module:
         """Compile ``model`` as the state's ``dynamo_plugin`` says (``torch.compile``, or regional
         compilation of its repeated blocks); unchanged when dynamo is off."""
-        from accel.models import _compile_regions_in_place
+        from accel.models import _compile_regions_in_place, _compiled
 
         plugin = self.context.state.dynamo_plugin
         if plugin is None or not plugin.enabled:
             return model
         if plugin.use_regional_compilation:
             return _compile_regions_in_place(model, **plugin.to_compile_kwargs())
-        return torch.compile(model, **plugin.to_compile_kwargs())
+        return _compiled(model, plugin.to_compile_kwargs())
 
     def prepare_optimizer(
         self, optimizer: torch.optim.Optimizer, device_placement: bool = True

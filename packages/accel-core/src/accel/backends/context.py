@@ -62,7 +62,8 @@ class BackendContext:
         """The kwargs handlers passed to the Accelerator, by class name."""
         self.prepared = prepared
         """The :class:`~accel.prepared.PreparedObjects` prepared so far, in order."""
-        self._precision: Precision = None  # type: ignore[assignment]
+        # None only until the connector sets it, before any backend or plugin reads it
+        self._precision: Precision = None  # ty: ignore[invalid-assignment]
         if precision is not None:
             self.precision = precision
         self.rng_types = rng_types

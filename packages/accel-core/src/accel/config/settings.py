@@ -457,7 +457,9 @@ def resolve(
     # environment
     for section in (CORE_SECTION, DYNAMO_SECTION):
         for key in section:
-            raw = environ.get(key.env) if key.env else None
+            if not key.env:
+                continue
+            raw = environ.get(key.env)
             if raw is None or raw == "":
                 continue
             value = key.convert(raw, f"environment variable {key.env} ({key.name})")
