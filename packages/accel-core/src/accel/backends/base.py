@@ -302,16 +302,14 @@ class Backend:
             model, keep_fp32_wrapper=keep_fp32_wrapper, keep_torch_compile=keep_torch_compile
         )
 
-    def get_state_dict(
-        self, model: torch.nn.Module, unwrap: bool = True
-    ) -> dict[str, torch.Tensor]:
+    def get_state_dict(self, model: torch.nn.Module, unwrap: bool = True) -> dict[str, Any]:
         """A full state dict of ``model`` (gathered if it is sharded)."""
         if unwrap:
             model = self.unwrap_model(model)
         return model.state_dict()
 
     def load_model_state_dict(
-        self, model: torch.nn.Module, state_dict: dict[str, torch.Tensor], strict: bool = True
+        self, model: torch.nn.Module, state_dict: dict[str, Any], strict: bool = True
     ) -> Any:
         """Load a full state dict into a (possibly wrapped) model."""
         return self.unwrap_model(model).load_state_dict(state_dict, strict=strict)
