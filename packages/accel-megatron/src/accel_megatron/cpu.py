@@ -71,8 +71,9 @@ def cpu_execution(enabled: bool = True) -> Generator[None, None, None]:
     with _lock:
         if _depth == 0:
             _saved[:] = [torch.cuda.current_device, torch.cuda.synchronize]
-            torch.cuda.current_device = _current_device
-            torch.cuda.synchronize = _synchronize
+            # patched on purpose for the block (restored below)
+            torch.cuda.current_device = _current_device  # ty: ignore[invalid-assignment]
+            torch.cuda.synchronize = _synchronize  # ty: ignore[invalid-assignment]
         _depth += 1
     try:
         with _CudaToCpu():
@@ -159,6 +160,7 @@ def install_cpu_rng_tracker(seed: int) -> Any:
     tracker.add("expert-parallel-rng", offset + 100 + ep_rank * 1000 + tp_rank + 1)
     mrandom._CUDA_RNG_STATE_TRACKER = tracker
     mrandom._CUDA_RNG_STATE_TRACKER_INITIALIZED = True
-    mrandom._get_cuda_rng_state = _no_cuda_rng_state
-    mrandom._set_cuda_rng_state = _ignore_cuda_rng_state
+    # patched on purpose: megatron-core's RNG state helpers, on the CPU generator
+    mrandom._get_cuda_rng_state = _no_cuda_rng_state  # ty: ignore[invalid-assignment]
+    mrandom._set_cuda_rng_state = _ignore_cuda_rng_state  # ty: ignore[invalid-assignment]
     return tracker

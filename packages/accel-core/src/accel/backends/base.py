@@ -228,8 +228,9 @@ class Backend:
 
     def clip_grad_norm_(
         self, parameters: Iterable[torch.Tensor], max_norm: float, norm_type: float = 2.0
-    ) -> torch.Tensor:
-        """Clip gradients to ``max_norm`` and return the total norm."""
+    ) -> torch.Tensor | None:
+        """Clip gradients to ``max_norm`` and return the total norm (None where the backend
+        clips inside ``optimizer.step()`` instead: Megatron-LM)."""
         return torch.nn.utils.clip_grad_norm_(parameters, max_norm, norm_type=norm_type)
 
     def context_parallel(
