@@ -17,7 +17,7 @@ from accel.catalog import STRATEGY_TYPES
 from accel.precision.native import BF16Precision, FP16Precision
 
 from . import config as C
-from .recipes import recipe_for
+from .recipes import AORecipeKwargs, MSAMPRecipeKwargs, TERecipeKwargs, recipe_for
 from .selection import select_backend
 
 
@@ -62,6 +62,7 @@ class AOPrecision(FP8Precision):
     """torchao float8 training: ``nn.Linear`` layers become ``Float8Linear`` (parameters kept)."""
 
     fp8_backend = "AO"
+    recipe: AORecipeKwargs
 
     def convert(self, model: torch.nn.Module, objects: list[Any]) -> None:
         """``convert_model_to_fp8_ao`` with the recipe's config and module filter."""
@@ -71,9 +72,11 @@ class AOPrecision(FP8Precision):
         all_gather = recipe.enable_fsdp_float8_all_gather
         if all_gather is None:
             all_gather = _fsdp_version(self.context) == 2
-        config = recipe.config or default_config(recipe.pad_inner_dim, all_gather)
+        pad = recipe.pad_inner_dim
+        assert pad is not None  # filled by the recipe's __post_init__
+        config = recipe.config or default_config(pad, all_gather)
         convert_model_to_fp8_ao(model, config, recipe.module_filter_func)
-        model._accel_fp8 = True
+        vars(model)["_accel_fp8"] = True  # a plain attribute, the mark of a converted model
         if getattr(config, "enable_fsdp_float8_all_gather", False):
             for obj in objects:
                 if isinstance(obj, torch.optim.Optimizer):
@@ -86,6 +89,7 @@ class TEPrecision(FP8Precision):
     with the recipe, disabled in ``eval()`` mode unless ``use_autocast_during_eval``."""
 
     fp8_backend = "TE"
+    recipe: TERecipeKwargs
 
     def __init__(self, name: str, device: torch.device, handlers: dict[str, Any] | None = None):
         super().__init__(name, device, handlers)
@@ -101,7 +105,7 @@ class TEPrecision(FP8Precision):
 
         old = dict(model.named_parameters())
         convert_model(model, device=self.device)
-        model._accel_fp8 = True
+        vars(model)["_accel_fp8"] = True
         optimizers = [o for o in objects if isinstance(o, torch.optim.Optimizer)]
         repoint_optimizers(optimizers, old, dict(model.named_parameters()))
 
@@ -121,6 +125,7 @@ class MSAMPPrecision(FP8Precision, FP16Precision):
     of one prepare call; bf16 autocast with a dynamic ``GradScaler`` (as Accelerate does)."""
 
     fp8_backend = "MSAMP"
+    recipe: MSAMPRecipeKwargs
     dtype = torch.bfloat16
 
     def bind(self, context: Any) -> None:
@@ -139,7 +144,9 @@ class MSAMPPrecision(FP8Precision, FP16Precision):
 
         if any(getattr(o, "_accel_fp8", False) for o in objects):
             return objects
-        result = initialize(objects, self.recipe.opt_level)
+        opt_level = self.recipe.opt_level
+        assert opt_level is not None  # filled by the recipe's __post_init__
+        result = initialize(objects, opt_level)
         for obj in result:
             if isinstance(obj, torch.nn.Module):
                 obj._accel_fp8 = True
