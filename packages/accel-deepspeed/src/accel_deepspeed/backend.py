@@ -256,7 +256,7 @@ class DeepSpeedBackend(Backend):
             gradient_clipping=plugin.gradient_clipping
             if isinstance(plugin.gradient_clipping, float)
             else None,
-            zero3_save_16bit_model=plugin.zero3_save_16bit_model,
+            zero3_save_16bit_model=bool(plugin.zero3_save_16bit_model),
         )
         if self._micro_batch is not None:
             ctx.micro_batch_size, ctx.micro_batch_source = self._micro_batch
@@ -277,9 +277,10 @@ class DeepSpeedBackend(Backend):
             ctx.scheduler_source = "DummyScheduler"
         config = getattr(model, "config", None)
         hidden = getattr(config, "hidden_size", None)
-        if hidden is None and getattr(config, "hidden_sizes", None):
+        sizes = getattr(config, "hidden_sizes", None)
+        if hidden is None and sizes:
             hidden, ctx.hidden_size_source = (
-                max(config.hidden_sizes),
+                max(sizes),
                 "max(model.config.hidden_sizes)",
             )
         elif hidden is not None:
@@ -409,16 +410,17 @@ class DeepSpeedBackend(Backend):
                 with torch.no_grad():
                     p.copy_(value.reshape(()))
         for _, p in scalars:
-            p.ds_optim_param = True
+            vars(p)["ds_optim_param"] = True  # DeepSpeed's mark, unknown to torch's Parameter
         try:
             yield
         finally:
             for _, p in scalars:
-                del p.ds_optim_param
+                del vars(p)["ds_optim_param"]
 
     def _sequence_parallel_mpu(self, model: torch.nn.Module, config: dict[str, Any]) -> Any:
         """The groups for ``deepspeed.initialize``; a transformers model's attention becomes Ulysses."""
         layout = self.sequence_parallel
+        assert layout is not None  # called only when sequence parallelism is on
         if not is_transformers_model(model):
             self.mpu = initialize_groups(layout.sp_size)
             return self.mpu

@@ -422,17 +422,18 @@ class DeepSpeedPlugin:
         else the mixed precision of the run it is attached to, otherwise fp32), without ``auto``
         values."""
         precision = self._run.mixed_precision if self._run is not None else "no"
+        zero: dict[str, Any] = {"stage": 3}
         config: dict[str, Any] = {
             "train_micro_batch_size_per_gpu": 1,
             "gradient_accumulation_steps": 1,
-            "zero_optimization": {"stage": 3},
+            "zero_optimization": zero,
         }
         for name in ("fp16", "bf16"):
             enabled = self.get_value(f"{name}.enabled")
             config[name] = {"enabled": enabled if isinstance(enabled, bool) else precision == name}
         offload = self.get_value("zero_optimization.offload_param")
         if isinstance(offload, dict) and "auto" not in offload.values():
-            config["zero_optimization"]["offload_param"] = dict(offload)
+            zero["offload_param"] = dict(offload)
         return config
 
 
