@@ -154,7 +154,7 @@ class RayLauncher(Launcher):
                 accel_environment.accelerate_name(accel_environment.DISTRIBUTED_TYPE),
             )
             for name in names:
-                if env.get(name) in SIZED_TYPES:
+                if name is not None and env.get(name) in SIZED_TYPES:
                     del env[name]  # the state tells NO / MULTI_* from its world size and device
         return env
 
