@@ -24,3 +24,13 @@ def test_each_item_of_an_unbatched_stream_goes_to_one_process() -> None:
         for rank in (0, 1)
     ]  # fmt: skip
     assert seen == [[[0], [2], [4]], [[1], [3], [5]]]
+
+
+def test_a_dispatched_batch_without_tensors_is_a_clear_error() -> None:
+    import pytest
+
+    loader = prepare_data_loader(
+        DataLoader(["a", "b", "c", "d"], batch_size=2), dispatch_batches=True, put_on_device=False
+    )
+    with pytest.raises(TypeError, match="dispatch_batches needs batches holding tensors"):
+        list(loader)
