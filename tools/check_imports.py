@@ -3,7 +3,9 @@
 Fails (exit 1, one line per problem) when:
 
 1. a package's modules import each other in a circle (every import counts: inside
-   functions, and under ``if TYPE_CHECKING:`` too, since a type hint is a dependency);
+   functions, and under ``if TYPE_CHECKING:`` too, since a type hint is a dependency; the
+   one exception is ``TYPE_CONTRACTS``, whose type-only imports name the classes of every
+   layer that a contract's signatures use);
 2. a module of accel-core imports a module of a *higher* layer, for type hints too (the
    order is ``LAYERS`` below: environment and declarations -> types -> plugins -> state -> collectives -> data ->
    models/weights/prepared -> checkpoint (layout and orchestration) -> big-model ->
@@ -31,6 +33,11 @@ import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ROOT / "packages"
+
+TYPE_CONTRACTS = {"accel.hookspecs"}
+"""Modules whose ``if TYPE_CHECKING:`` imports are not dependencies: the hook specifications
+name the classes that hooks pass and return (Backend, Accelerator, RunView, ...), from every
+layer, for type checkers only; at run time they import nothing of accel."""
 
 LAYERS: list[tuple[str, ...]] = [
     # the tables, the variables' names, and the declarations of settings and variables
@@ -127,13 +134,28 @@ def _modules(src: Path, distribution: str) -> list[Module]:
     return result
 
 
+def _type_only(tree: ast.Module) -> set[int]:
+    """Ids of the nodes under the module's top-level ``if TYPE_CHECKING:`` blocks."""
+    return {
+        id(sub)
+        for node in tree.body
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+        for stmt in node.body
+        for sub in ast.walk(stmt)
+    }
+
+
 def _imports(module: Module, known: set[str]) -> list[tuple[str, int, list[str]]]:
-    """``(imported module, line, names)`` for each import (``TYPE_CHECKING`` blocks included)."""
+    """``(imported module, line, names)`` for each import (``TYPE_CHECKING`` blocks included,
+    except in ``TYPE_CONTRACTS``)."""
     tree = ast.parse(module.path.read_text(), str(module.path))
     is_package = module.path.name == "__init__.py"
     base = module.name.split(".") if is_package else module.name.split(".")[:-1]
+    skipped = _type_only(tree) if module.name in TYPE_CONTRACTS else set()
     found = []
     for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.Import):
             for alias in node.names:
                 found.append((alias.name, node.lineno, []))

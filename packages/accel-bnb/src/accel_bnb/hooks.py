@@ -9,10 +9,13 @@ int8 state after it so the weight can leave memory.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 from accel.big_model.hooks import HOOK_ATTR, ModelHook, add_hook_to_module
+
+from .params import int8_param
 
 
 class Int8WeightHook(ModelHook):
@@ -37,26 +40,25 @@ class Int8WeightHook(ModelHook):
     def post_forward(self, module: torch.nn.Module, output: Any) -> Any:
         """For an offloaded layer, forget the int8 state so the weight is freed with it."""
         if self.offloaded:
-            module.state.CB = None
-            module.state.SCB = None
+            state: Any = module.state  # bitsandbytes' MatmulLtState
+            state.CB = None
+            state.SCB = None
         return output
 
     def _wrap(self, module: torch.nn.Module) -> None:
         from bitsandbytes.nn import Int8Params
 
         weight = module._parameters["weight"]
-        if isinstance(weight, Int8Params) or weight.device.type == "meta":
+        if weight is None or isinstance(weight, Int8Params) or weight.device.type == "meta":
             return
         data = weight.data
         scb = self.scb if self.scb.device == data.device else self.scb.to(data.device)
-        module._parameters["weight"] = Int8Params(
-            data, requires_grad=False, has_fp16_weights=False, CB=data, SCB=scb
-        )
+        module._parameters["weight"] = int8_param(data, has_fp16_weights=False, CB=data, SCB=scb)
 
 
 def attach_int8_hooks(
     model: torch.nn.Module,
-    layers: dict[str, torch.nn.Module],
+    layers: Mapping[str, torch.nn.Module],
     scales: dict[str, torch.Tensor],
     offloaded: set[str],
 ) -> None:

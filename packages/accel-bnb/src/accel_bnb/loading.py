@@ -27,6 +27,7 @@ from accel.devices import index_device
 from accel.progress import progress_bar
 
 from .config import BnbQuantizationConfig
+from .params import int8_param, param_4bit
 from .replace import matches
 
 logger = logging.getLogger(__name__)
@@ -185,7 +186,11 @@ class QuantizedLoader:
         prefix, _, attr = name.rpartition(".")
         owner = self.model.get_submodule(prefix) if prefix else self.model
         tensor = owner._parameters.get(attr)
-        return tensor if tensor is not None else owner._buffers[attr]
+        if tensor is None:
+            tensor = owner._buffers[attr]
+        if tensor is None:
+            raise KeyError(f"{name} is registered as None")
+        return tensor
 
     def _float_dtype(self, name: str) -> torch.dtype:
         """dtype of unquantized floating weight ``name``: float32 in keep_in_fp32_modules,
@@ -194,8 +199,8 @@ class QuantizedLoader:
             name.rpartition(".")[0], self.config.keep_in_fp32_modules
         ):
             return torch.float32
-        if self.config.torch_dtype is not None:
-            return self.config.torch_dtype  # type: ignore[return-value]
+        if isinstance(self.config.torch_dtype, torch.dtype):
+            return self.config.torch_dtype
         return self.original_dtypes.get(name, torch.float32)
 
     def _load(self, name: str, tensor: torch.Tensor) -> None:
@@ -245,6 +250,7 @@ class QuantizedLoader:
         device = self._device(name)
         if is_offloaded(device, self.main) and name not in self.buffers:
             if device == "disk":
+                assert self.offload_folder is not None  # 'disk' entries need one (checked first)
                 offload_weight(tensor, name, self.offload_folder, self.offload_index)
             else:
                 self.ram[name] = tensor.detach().to("cpu").contiguous()
@@ -257,10 +263,7 @@ class QuantizedLoader:
     # -- quantized layers ------------------------------------------------------------------
 
     def _quantize_int8(self, owner: str, weight: torch.Tensor) -> None:
-        from bitsandbytes.nn import Int8Params
-
-        quantized = Int8Params(weight.detach(), requires_grad=False, has_fp16_weights=False)
-        quantized = quantized.to("cpu")
+        quantized = int8_param(weight.detach(), has_fp16_weights=False).to("cpu")
         self._set_int8(owner, quantized.data, quantized.SCB)
 
     def _finish_int8(self, owner: str) -> None:
@@ -272,8 +275,6 @@ class QuantizedLoader:
         self.loaded.add(f"{owner}.weight")
 
     def _set_int8(self, owner: str, data: torch.Tensor, scb: torch.Tensor) -> None:
-        from bitsandbytes.nn import Int8Params
-
         name = f"{owner}.weight"
         device = self._device(name)
         module = self.int8_layers[owner]
@@ -283,19 +284,14 @@ class QuantizedLoader:
             return
         target = torch_device(device)
         data, scb = data.to(target), scb.to(target)
-        module._parameters["weight"] = Int8Params(
-            data, requires_grad=False, has_fp16_weights=False, CB=data, SCB=scb
-        )
+        module._parameters["weight"] = int8_param(data, has_fp16_weights=False, CB=data, SCB=scb)
         self.int8_scales[owner] = scb
 
     def _quantize_int4(self, owner: str, weight: torch.Tensor) -> None:
-        from bitsandbytes.nn import Params4bit
-
         module = self.int4_layers[owner]
         device = self._int4_device(owner)
-        param = Params4bit(
+        param = param_4bit(
             weight.detach(),
-            requires_grad=False,
             compress_statistics=self.config.bnb_4bit_use_double_quant,
             quant_type=self.config.bnb_4bit_quant_type,
             quant_storage=module.quant_storage,
@@ -353,13 +349,19 @@ class QuantizedLoader:
             real = [n for n, p in zip(group, params) if p.device.type != "meta"]
             first = real[0] if real else group[0]
             retie_parameters(self.model, [[first] + [n for n in group if n != first]])
-            for store in (self.offload_index, self.ram):
-                source = next((n for n in group if n in store), None)
-                if source is None:
-                    continue
-                for name in group:
-                    if name not in store:
-                        entry = store[source]
-                        if store is self.offload_index:
-                            entry = {**entry, "file": entry.get("file", f"{source}.dat")}
-                        store[name] = entry
+            _share_entry(group, self.offload_index, on_disk=True)
+            _share_entry(group, self.ram, on_disk=False)
+
+
+def _share_entry(group: list[str], store: dict[str, Any], on_disk: bool) -> None:
+    """Give every name of a tied ``group`` missing from ``store`` the entry of one that has it
+    (an offload-index entry keeps pointing at the file it was written to)."""
+    source = next((n for n in group if n in store), None)
+    if source is None:
+        return
+    for name in group:
+        if name not in store:
+            entry = store[source]
+            if on_disk:
+                entry = {**entry, "file": entry.get("file", f"{source}.dat")}
+            store[name] = entry

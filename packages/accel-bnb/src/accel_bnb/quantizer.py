@@ -76,7 +76,10 @@ def plan_device_map(
             continue
         owner = name.rpartition(".")[0]
         fp32 = config.keep_in_fp32_modules and matches(owner, config.keep_in_fp32_modules)
-        special[name] = torch.float32 if fp32 else (config.torch_dtype or param.dtype)
+        dtype = config.torch_dtype  # a torch.dtype after the config's __post_init__
+        special[name] = (
+            torch.float32 if fp32 else (dtype if isinstance(dtype, torch.dtype) else param.dtype)
+        )
     if device_map != "sequential":
         max_memory = get_balanced_memory(
             model,
@@ -181,7 +184,8 @@ class BnbQuantizer(Quantizer):
             loader.add(name, tensor)
         loader.finish()
         if loader.offload_index:
-            save_offload_index(loader.offload_index, offload_folder)  # type: ignore[arg-type]
+            assert offload_folder is not None  # 'disk' entries need one (checked first)
+            save_offload_index(loader.offload_index, offload_folder)
         model = dispatch_model(
             model,
             device_map=device_map,

@@ -59,6 +59,8 @@ def replace_with_bnb_layers(
 
     for name in names:
         old = model.get_submodule(name)
+        if not isinstance(old, torch.nn.Linear):
+            raise TypeError(f"{name} is a {type(old).__name__}, not an nn.Linear")
         if config.load_in_8bit:
             new: torch.nn.Module = bnb.nn.Linear8bitLt(
                 old.in_features,

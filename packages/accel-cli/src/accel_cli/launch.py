@@ -91,7 +91,7 @@ class PluginFlag:
 class LaunchParser:
     """The ``accel launch`` parser and what each plugin contributed."""
 
-    parser: Parser
+    parser: argparse.ArgumentParser
     plugin_flags: dict[str, PluginFlag] = field(default_factory=dict)
     plugin_errors: list[str] = field(default_factory=list)
     """Plugins whose ``accel_launch_arguments`` raised: ``name: error``."""

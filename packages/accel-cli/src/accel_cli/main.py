@@ -7,7 +7,7 @@ subcommands through the ``accel_cli_commands`` hook.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "config": ("accel_cli.config_cmd", "create, update or show the configuration file"),
@@ -127,7 +127,7 @@ def _guarded(runner: Any, prog: str) -> int:
         return 130
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> NoReturn:
     """Console-script entry point of ``accel``."""
     raise SystemExit(run(sys.argv[1:] if argv is None else list(argv)))
 

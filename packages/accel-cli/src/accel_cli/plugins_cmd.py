@@ -4,6 +4,7 @@ declares (``core_range``), their hooks and load errors."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
 from .parsing import Parser
 
@@ -71,7 +72,8 @@ def _launchers() -> dict[str, list[str]]:
     table: dict[str, list[str]] = {}
     for impl in pm.hook.accel_launchers.get_hookimpls():
         try:
-            classes = impl.function() or []
+            found = impl.function()
+            classes = list(found) if isinstance(found, Iterable) else []
         except Exception:
             continue
         name = impl.plugin_name.rsplit(".", 1)[-1]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import operator
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from typing import Any
 
 import torch
@@ -183,7 +183,7 @@ class Accelerator(CheckpointingMixin):
 
         self.preemption = preemption.install(
             self.save_state,
-            self.handlers.get("PreemptionKwargs"),
+            preemption.PreemptionKwargs.find(self.handlers),
             process_index=self.state.process_index,
             device=self.state.device,
             project_configuration=self.project_configuration,
@@ -241,7 +241,9 @@ class Accelerator(CheckpointingMixin):
     local_main_process_first = forward_method("state", "local_main_process_first", PartialState)
 
     @contextlib.contextmanager
-    def split_between_processes(self, inputs: Any, apply_padding: bool = False) -> Iterator[Any]:
+    def split_between_processes(
+        self, inputs: Any, apply_padding: bool = False
+    ) -> Generator[Any, None, None]:
         """This process's contiguous share of ``inputs`` (list, tuple, dict of sequences, tensor).
 
         Split over the backend's data-parallel ranks (``backend.data_parallel_shard()``), as
@@ -470,7 +472,6 @@ class Accelerator(CheckpointingMixin):
         backend = vars(self).get("_backend")
         context = vars(self).get("backend_context")
         precision = self._backward_precision = None if context is None else context.precision
-        # a stand-in (connector.MissingBackend) has no class-level backward: the base one runs
         if backend is not None and getattr(type(backend), "backward", Backend.backward) is not (
             Backend.backward
         ):
@@ -484,7 +485,6 @@ class Accelerator(CheckpointingMixin):
         self._backend = backend
         # Decided once too: whether accumulate may skip models without a ``no_sync`` (without
         # touching the backend and its classes on every accumulating micro-batch).
-        # (a stand-in such as connector.MissingBackend delegates to the base backend)
         self._base_no_sync = getattr(type(backend), "no_sync", Backend.no_sync) is Backend.no_sync
         # Whether backward divides the loss by the accumulation steps, or the backend does.
         self._divide_loss = not getattr(type(backend), "scales_loss_for_accumulation", False)
@@ -549,13 +549,13 @@ class Accelerator(CheckpointingMixin):
         return _no_sync_all(self.backend, models, self._base_no_sync)
 
     @contextlib.contextmanager
-    def no_sync(self, model: torch.nn.Module) -> Iterator[None]:
+    def no_sync(self, model: torch.nn.Module) -> Generator[None, None, None]:
         """Gradients computed inside are not synchronised across processes."""
         with self.backend.no_sync(model):
             yield
 
     @contextlib.contextmanager
-    def trigger_sync_in_backward(self, model: torch.nn.Module) -> Iterator[None]:
+    def trigger_sync_in_backward(self, model: torch.nn.Module) -> Generator[None, None, None]:
         """Synchronise gradients in the next backward of ``model``, after forwards under :meth:`no_sync`.
 
         The backward run inside averages across processes the gradients accumulated by every
@@ -573,7 +573,7 @@ class Accelerator(CheckpointingMixin):
             yield
 
     @contextlib.contextmanager
-    def autocast(self, autocast_handler: Any = None) -> Iterator[None]:
+    def autocast(self, autocast_handler: Any = None) -> Generator[None, None, None]:
         """Run the block under this Accelerator's mixed precision."""
         with self.precision.autocast(autocast_handler):
             yield
@@ -735,10 +735,8 @@ class Accelerator(CheckpointingMixin):
 
     def verify_device_map(self, model: torch.nn.Module) -> bool:
         """Whether ``model`` was dispatched with a multi-device ``device_map``."""
-        return (
-            bool(getattr(model, "hf_device_map", None))
-            and len(set(model.hf_device_map.values())) > 1
-        )
+        device_map = getattr(model, "hf_device_map", None)
+        return bool(device_map) and len(set(device_map.values())) > 1
 
     def __repr__(self) -> str:
         return f"Accelerator(distributed_type={self.distributed_type}, device={self.device}, mixed_precision={self.mixed_precision}, num_processes={self.num_processes})"

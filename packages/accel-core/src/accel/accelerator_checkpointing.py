@@ -8,7 +8,7 @@ attributes (``checkpoints``, ``backend``, ``prepared``, ``step``, ...).
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -18,11 +18,30 @@ from accel.checkpoint.view import RunView
 from accel.forwarding import forward_method, forward_property
 from accel.logging import get_logger
 
+if TYPE_CHECKING:
+    from accel.backends.base import Backend
+    from accel.kwargs import ProjectConfiguration
+    from accel.prepared import PreparedObjects
+    from accel.state import GradientState
+
 logger = get_logger("accel.accelerator")  # the Accelerator's logger: resume's line keeps its name
 
 
 class CheckpointingMixin:
     """The saving and resuming members of :class:`~accel.Accelerator` (see its ``checkpoints``)."""
+
+    if TYPE_CHECKING:  # the Accelerator's attributes these members work on
+
+        @property
+        def backend(self) -> Backend: ...
+
+        checkpoints: CheckpointManager
+        gradient_state: GradientState
+        num_processes: int
+        gradient_accumulation_steps: int
+        prepared: PreparedObjects
+        project_configuration: ProjectConfiguration
+        step: int
 
     save = forward_method("checkpoints", "save", CheckpointManager)
 

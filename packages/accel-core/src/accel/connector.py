@@ -44,24 +44,24 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from accel.backends.base import Backend
 from accel.backends.context import BackendContext
 from accel.config.keys import PROCESS_SECTION
 from accel.errors import MissingPluginError
 from accel.plugins import registry
 
 if TYPE_CHECKING:
-    from accel.backends.base import Backend
     from accel.kwargs import DataLoaderConfiguration
     from accel.precision.base import Precision
     from accel.prepared import PreparedObjects
     from accel.state import AcceleratorState, GradientState
 
 
-class MissingBackend:
+class MissingBackend(Backend):
     """Stands in for a multi-process backend that is not installed: data work runs, models raise."""
 
-    def __init__(self, base: Backend, error: MissingPluginError):
-        self.base = base
+    def __init__(self, context: BackendContext, error: MissingPluginError):
+        super().__init__(context)
         self.error = error
 
     def prepare_model(self, *args: Any, **kwargs: Any) -> Any:
@@ -72,10 +72,7 @@ class MissingBackend:
         """Prepare the objects with the base backend, unless one of them is a model."""
         if any(isinstance(o, torch.nn.Module) for o in objects):
             raise self.error
-        return self.base.prepare(objects, device_placement)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.base, name)
+        return super().prepare(objects, device_placement)
 
 
 class Connector:
@@ -125,12 +122,8 @@ class Connector:
         except MissingPluginError as error:
             if not str(distributed_type).startswith("MULTI_"):
                 raise
-            from accel.backends.base import Backend
-
             others = " (or another data-parallel plugin: accel-fsdp, accel-deepspeed)"
-            return MissingBackend(  # type: ignore[return-value]
-                Backend(context), MissingPluginError(error.feature, error.package, others)
-            )
+            return MissingBackend(context, MissingPluginError(error.feature, error.package, others))
 
     def connect(self, context: BackendContext) -> tuple[Precision, Backend]:
         """Select the precision, then the backend, set the backend up and apply what it declares.

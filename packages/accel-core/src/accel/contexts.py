@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 
 class NoContext:
@@ -16,8 +16,14 @@ class NoContext:
     """
 
     __slots__ = ()
-    __enter__ = staticmethod(type(None))
-    __exit__ = "".format
+    if TYPE_CHECKING:  # what the C callables below are, for type checkers
+
+        def __enter__(self) -> None: ...
+        def __exit__(self, *exc_info: object) -> bool | None: ...
+
+    else:
+        __enter__ = staticmethod(type(None))
+        __exit__ = "".format
 
 
 NO_CONTEXT = NoContext()

@@ -63,5 +63,5 @@ def report_refusals_in_one_line(prog: str = "accel launch") -> None:
         os.write(2, f"{prog}: error: {value}\n".encode())
         os._exit(2)
 
-    hook.accel_refusals = True  # type: ignore[attr-defined]
+    vars(hook)["accel_refusals"] = True  # the mark read above
     sys.excepthook = hook

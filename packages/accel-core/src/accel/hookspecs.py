@@ -17,9 +17,22 @@ last), whether the combined result is cached (per plugin manager: rebuilt by
 
 from __future__ import annotations
 
-from typing import Any
+import argparse
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
+
+if TYPE_CHECKING:
+    from accel.backends.base import Backend
+    from accel.checkpoint.view import RunView
+    from accel.config.sections import Section
+    from accel.kwargs import KwargsHandler
+    from accel.launchers.base import Launcher
+    from accel.precision.base import Precision
+    from accel.quantization.base import Quantizer
+    from accel.tracking.base import GeneralTracker
 
 hookspec = pluggy.HookspecMarker("accel")
 """Marker declaring a hook specification (used only here)."""
@@ -27,8 +40,63 @@ hookimpl = pluggy.HookimplMarker("accel")
 """Marker plugins put on their hook implementations."""
 
 
+class CliCommand(Protocol):
+    """What :func:`accel_cli_commands` returns: one ``accel`` subcommand."""
+
+    name: str
+    """The subcommand (``accel <name>``)."""
+    help: str
+    """One line for ``accel --help``."""
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Fill the subcommand's parser (no heavy imports here)."""
+        ...
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Run the subcommand; return its exit status."""
+        ...
+
+
+class Questions(Protocol):
+    """What :func:`accel_config_questions` receives as ``ask`` (accel-cli's ``Ask``)."""
+
+    def select(
+        self,
+        question: str,
+        choices: Sequence[str],
+        default: str | None = None,
+        key: str | None = None,
+    ) -> str:
+        """One of ``choices``."""
+        ...
+
+    def confirm(self, question: str, default: bool = False, key: str | None = None) -> bool:
+        """Yes or no."""
+        ...
+
+    def text(
+        self,
+        question: str,
+        default: str = "",
+        key: str | None = None,
+        validate: Callable[[str], str | None] | None = None,
+    ) -> str:
+        """Free text; ``validate`` returns an error message or None."""
+        ...
+
+    def integer(
+        self, question: str, default: int = 0, key: str | None = None, minimum: int | None = None
+    ) -> int:
+        """A whole number (>= ``minimum``)."""
+        ...
+
+    def number(self, question: str, default: float = 0.0, key: str | None = None) -> float:
+        """A number."""
+        ...
+
+
 @hookspec
-def accel_backends() -> list[type]:
+def accel_backends() -> list[type[Backend]] | None:
     """Return the :class:`accel.backends.Backend` subclasses this plugin provides.
 
     Arguments: none. Return: a list of classes, each with a unique ``name`` and the
@@ -47,7 +115,7 @@ def accel_backends() -> list[type]:
 
 
 @hookspec
-def accel_precisions() -> list[type]:
+def accel_precisions() -> list[type[Precision]] | None:
     """Return the :class:`accel.precision.Precision` subclasses this plugin provides.
 
     Arguments: none. Return: a list of classes, each listing the ``mixed_precision`` values
@@ -62,7 +130,7 @@ def accel_precisions() -> list[type]:
 
 
 @hookspec
-def accel_trackers() -> list[type]:
+def accel_trackers() -> list[type[GeneralTracker]] | None:
     """Return the :class:`accel.tracking.GeneralTracker` subclasses this plugin provides.
 
     Arguments: none. Return: a list of classes, each with a unique ``name`` (the
@@ -76,7 +144,7 @@ def accel_trackers() -> list[type]:
 
 
 @hookspec
-def accel_launchers() -> list[type]:
+def accel_launchers() -> list[type[Launcher]] | None:
     """Return :class:`accel.launchers.Launcher` subclasses this plugin provides.
 
     Arguments: none. Return: a list of classes (each with a unique ``name``); None or [] for none.
@@ -95,7 +163,7 @@ def accel_launchers() -> list[type]:
 
 
 @hookspec
-def accel_quantizers() -> list[type]:
+def accel_quantizers() -> list[type[Quantizer]] | None:
     """Return the :class:`accel.quantization.Quantizer` subclasses this plugin provides.
 
     Arguments: none. Return: a list of classes, each with a unique ``name`` (``"bnb"``);
@@ -108,7 +176,9 @@ def accel_quantizers() -> list[type]:
 
 
 @hookspec(firstresult=True)
-def accel_profile(run: Any, profile_kwargs: Any) -> Any:
+def accel_profile(
+    run: RunView, profile_kwargs: KwargsHandler | None
+) -> AbstractContextManager[Any] | None:
     """Return a context manager that profiles the code it wraps.
 
     Arguments: ``run``, a :class:`accel.checkpoint.view.RunView` of the calling Accelerator
@@ -122,7 +192,7 @@ def accel_profile(run: Any, profile_kwargs: Any) -> Any:
 
 
 @hookspec
-def accel_checkpoint_saved(run: Any, path: str) -> None:
+def accel_checkpoint_saved(run: RunView, path: str) -> None:
     """React to a checkpoint that ``accelerator.save_state()`` has just written.
 
     Arguments: ``run``, a :class:`accel.checkpoint.view.RunView` (the process facts:
@@ -141,7 +211,7 @@ def accel_checkpoint_saved(run: Any, path: str) -> None:
 
 
 @hookspec
-def accel_before_resume(run: Any, checkpoint_root: str) -> None:
+def accel_before_resume(run: RunView, checkpoint_root: str) -> None:
     """Place checkpoints kept elsewhere where ``accelerator.resume()`` looks for them.
 
     Arguments: ``run``, a :class:`accel.checkpoint.view.RunView` (as for
@@ -157,7 +227,7 @@ def accel_before_resume(run: Any, checkpoint_root: str) -> None:
 
 
 @hookspec
-def accel_exports() -> dict[str, str]:
+def accel_exports() -> dict[str, str] | None:
     """Return the public names this plugin adds to ``accel`` and ``accel.utils``.
 
     The one mechanism for plugin-owned names, first-party and third-party alike.
@@ -174,7 +244,7 @@ def accel_exports() -> dict[str, str]:
 
 
 @hookspec
-def accel_cli_commands() -> list[Any]:
+def accel_cli_commands() -> list[CliCommand] | None:
     """Return subcommands this plugin adds to the ``accel`` command.
 
     Arguments: none. Return: a list of objects with ``name`` (the subcommand), ``help`` (one
@@ -189,7 +259,7 @@ def accel_cli_commands() -> list[Any]:
 
 
 @hookspec
-def accel_launch_arguments(parser: Any) -> None:
+def accel_launch_arguments(parser: argparse._ArgumentGroup) -> None:
     """Add this plugin's flags to ``accel launch``.
 
     Arguments: ``parser``, an argparse argument group titled after the plugin (a Section's
@@ -208,7 +278,7 @@ def accel_launch_arguments(parser: Any) -> None:
 
 
 @hookspec
-def accel_launch_environment(config: dict) -> dict[str, str]:
+def accel_launch_environment(config: dict[str, Any]) -> Mapping[str, object] | None:
     """Return environment variables every worker of a launch gets, whatever the launcher.
 
     The one way a plugin adds worker variables (``DS_ACCELERATOR=cpu`` for DeepSpeed on the
@@ -229,7 +299,9 @@ def accel_launch_environment(config: dict) -> dict[str, str]:
 
 
 @hookspec
-def accel_config_sections() -> dict[str, Any]:
+def accel_config_sections() -> (
+    Mapping[str, Section | Callable[[Mapping[str, Any]], list[str]]] | Sequence[Section] | None
+):
     """Return the config-file sections this plugin owns: ``{section_key: Section}``.
 
     Arguments: none. Return: a mapping of section keys (``fsdp_config``) to a declared
@@ -255,7 +327,7 @@ def accel_config_sections() -> dict[str, Any]:
 
 
 @hookspec
-def accel_config_questions(ask: Any, config: dict) -> None:
+def accel_config_questions(ask: Questions, config: dict[str, Any]) -> None:
     """Ask this plugin's ``accel config`` questions and write the answers into ``config``.
 
     Arguments: ``ask``, accel-cli's question helper (``ask.select``, ``ask.confirm``,
@@ -271,7 +343,7 @@ def accel_config_questions(ask: Any, config: dict) -> None:
 
 
 @hookspec
-def accel_env_info() -> dict[str, str]:
+def accel_env_info() -> dict[str, str] | None:
     """Return this plugin's lines for ``accel env`` (versions, detected hardware).
 
     Arguments: none. Return: ``{label: value}``; None or {} for none.

@@ -11,7 +11,7 @@ import importlib.metadata
 import importlib.util
 import operator
 import platform
-from typing import Any
+from collections.abc import Callable
 
 from packaging.version import Version
 from packaging.version import parse as parse_version
@@ -72,7 +72,7 @@ def _device_available(kind: str, check_device: bool = False) -> bool:
 
     backend = getattr(torch, kind, None)
     available = getattr(backend, "is_available", None)
-    if available is None:
+    if backend is None or available is None:
         return False
     try:
         if not available():
@@ -283,7 +283,7 @@ def is_sagemaker_available() -> bool:
     return _found("sagemaker")
 
 
-def _library_probe(module: str, pretty: str) -> Any:
+def _library_probe(module: str, pretty: str) -> Callable[[], bool]:
     def probe() -> bool:
         return _found(module)
 
@@ -292,43 +292,39 @@ def _library_probe(module: str, pretty: str) -> Any:
     return probe
 
 
-_LIBRARIES = {
-    "aim": "aim",
-    "boto3": "boto3",
-    "clearml": "clearml",
-    "comet_ml": "comet_ml",
-    "datasets": "datasets",
-    "deepspeed": "deepspeed",
-    "dvclive": "dvclive",
-    "import_timer": "import_timer",
-    "lomo": "lomo_optim",
-    "matplotlib": "matplotlib",
-    "megatron_lm": "megatron",
-    "mlflow": "mlflow",
-    "msamp": "msamp",
-    "pandas": "pandas",
-    "peft": "peft",
-    "pippy": "torch.distributed.pipelining",
-    "pytest": "pytest",
-    "rich": "rich",
-    "schedulefree": "schedulefree",
-    "swanlab": "swanlab",
-    "tensorboard": "tensorboard",
-    "timm": "timm",
-    "torchao": "torchao",
-    "torchdata": "torchdata",
-    "torchvision": "torchvision",
-    "trackio": "trackio",
-    "transformers": "transformers",
-    "triton": "triton",
-    "wandb": "wandb",
-}
-for _pretty, _module in _LIBRARIES.items():
-    globals()[f"is_{_pretty}_available"] = _library_probe(_module, _pretty)
-del _pretty, _module
+# Probes that only check that a library can be imported, written one per line so that grep
+# and go-to-definition find each name.
+is_aim_available = _library_probe("aim", "aim")
+is_boto3_available = _library_probe("boto3", "boto3")
+is_clearml_available = _library_probe("clearml", "clearml")
+is_comet_ml_available = _library_probe("comet_ml", "comet_ml")
+is_datasets_available = _library_probe("datasets", "datasets")
+is_deepspeed_available = _library_probe("deepspeed", "deepspeed")
+is_dvclive_available = _library_probe("dvclive", "dvclive")
+is_import_timer_available = _library_probe("import_timer", "import_timer")
+is_lomo_available = _library_probe("lomo_optim", "lomo")
+is_matplotlib_available = _library_probe("matplotlib", "matplotlib")
+is_megatron_lm_available = _library_probe("megatron", "megatron_lm")
+is_mlflow_available = _library_probe("mlflow", "mlflow")
+is_msamp_available = _library_probe("msamp", "msamp")
+is_pandas_available = _library_probe("pandas", "pandas")
+is_peft_available = _library_probe("peft", "peft")
+is_pippy_available = _library_probe("torch.distributed.pipelining", "pippy")
+is_pytest_available = _library_probe("pytest", "pytest")
+is_rich_available = _library_probe("rich", "rich")
+is_schedulefree_available = _library_probe("schedulefree", "schedulefree")
+is_swanlab_available = _library_probe("swanlab", "swanlab")
+is_timm_available = _library_probe("timm", "timm")
+is_torchao_available = _library_probe("torchao", "torchao")
+is_torchdata_available = _library_probe("torchdata", "torchdata")
+is_torchvision_available = _library_probe("torchvision", "torchvision")
+is_trackio_available = _library_probe("trackio", "trackio")
+is_transformers_available = _library_probe("transformers", "transformers")
+is_triton_available = _library_probe("triton", "triton")
+is_wandb_available = _library_probe("wandb", "wandb")
 
 
-def is_tensorboard_available() -> bool:  # noqa: F811 - tensorboardX counts too
+def is_tensorboard_available() -> bool:
     """Whether TensorBoard (or tensorboardX) is installed."""
     return _found("tensorboard") or _found("tensorboardX")
 

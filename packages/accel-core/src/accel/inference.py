@@ -186,9 +186,10 @@ def prepare_pippy(
             return pippy_forward(step, num_chunks, gather_output, *args, **kwargs)
 
     model.forward = forward  # type: ignore[method-assign]
-    model.pippy_split_points = split_points  # type: ignore[assignment]
-    model.pippy_schedule = schedule  # type: ignore[assignment]
-    model.pippy_num_chunks = num_chunks  # type: ignore[assignment]
+    # plain attributes (Module.__setattr__ is typed for tensors and modules only)
+    vars(model).update(
+        pippy_split_points=split_points, pippy_schedule=schedule, pippy_num_chunks=num_chunks
+    )
     return model
 
 

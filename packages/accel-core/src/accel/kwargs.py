@@ -5,18 +5,26 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from accel import environment
 from accel.config.keys import DYNAMO_KEYS, PROCESS_SECTION
 from accel.types import DynamoBackend
 
+_Handler = TypeVar("_Handler", bound="KwargsHandler")
+
 
 class KwargsHandler:
     """Base of the kwargs handlers: ``to_kwargs()`` returns the fields changed from their defaults."""
+
+    @classmethod
+    def find(cls: type[_Handler], handlers: Mapping[str, KwargsHandler]) -> _Handler | None:
+        """This class's handler among ``handlers`` (keyed by class name, as the Accelerator's), or None."""
+        found = handlers.get(cls.__name__)
+        return found if isinstance(found, cls) else None
 
     def to_dict(self) -> dict[str, Any]:
         """All fields as a dict."""
@@ -35,7 +43,7 @@ class KwargsHandler:
 
 
 @contextlib.contextmanager
-def _without_accel_environment() -> Iterator[None]:
+def _without_accel_environment() -> Generator[None, None, None]:
     """Hide the ``ACCEL_*`` and ``ACCELERATE_*`` environment variables for the block."""
     prefixes = (environment.ACCEL_PREFIX, environment.ACCELERATE_PREFIX)
     hidden = {k: v for k, v in os.environ.items() if k.startswith(prefixes)}
@@ -183,7 +191,7 @@ class TorchDynamoPlugin(KwargsHandler):
     def to_dict(self) -> dict[str, Any]:
         """All fields as a dict, the backend as its lowercase name (``"inductor"``), as in Accelerate."""
         config = super().to_dict()
-        config["backend"] = self.backend.value.lower()
+        config["backend"] = str(self.backend).lower()
         return config
 
     def to_kwargs(self) -> dict[str, Any]:
@@ -200,7 +208,7 @@ class TorchDynamoPlugin(KwargsHandler):
     def to_compile_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``torch.compile``."""
         kwargs: dict[str, Any] = {
-            "backend": self.backend.value.lower(),
+            "backend": str(self.backend).lower(),
             "fullgraph": self.fullgraph,
             "dynamic": self.dynamic,
         }

@@ -82,19 +82,19 @@ class MultiProcessAdapter(RoutedLogger):
             return
         if not PartialState._shared_state or (main_process_only and not in_order):
             if self._should_log(main_process_only):
-                msg, kwargs = self.process(msg, kwargs)
-                self.logger.log(level, msg, *args, **kwargs)
+                msg, options = self.process(msg, kwargs)
+                self.logger.log(level, msg, *args, **options)
             return
         state = PartialState()
         if in_order:
             for rank in range(state.num_processes):
                 if rank == state.process_index:
-                    msg, kwargs = self.process(msg, kwargs)
-                    self.logger.log(level, msg, *args, **kwargs)
+                    msg, options = self.process(msg, kwargs)
+                    self.logger.log(level, msg, *args, **options)
                 state.wait_for_everyone()
         else:
-            msg, kwargs = self.process(msg, kwargs)
-            self.logger.log(level, msg, *args, **kwargs)
+            msg, options = self.process(msg, kwargs)
+            self.logger.log(level, msg, *args, **options)
 
     def warning_once(self, *args: Any, **kwargs: Any) -> None:
         """Like ``warning``, once per distinct message."""

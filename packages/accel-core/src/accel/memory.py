@@ -39,11 +39,10 @@ def clear_device_cache(garbage_collection: bool = False) -> None:
 
 def release_memory(*objects: Any) -> list[None]:
     """Drop references to ``objects`` and clear the cache; use as ``a, b = release_memory(a, b)``."""
-    objects = list(objects)
-    for index in range(len(objects)):
-        objects[index] = None
+    count = len(objects)
+    del objects  # the references this call holds
     clear_device_cache(garbage_collection=True)
-    return objects  # type: ignore[return-value]
+    return [None] * count
 
 
 def should_reduce_batch_size(exception: BaseException) -> bool:
@@ -112,9 +111,10 @@ def find_executable_batch_size(
         params = list(inspect.signature(function).parameters)
         if len(params) < len(args) + 1:
             given = ", ".join(f"{p}={a}" for p, a in zip(params[1:], args, strict=False))
+            name = getattr(function, "__name__", "the function")
             raise TypeError(
-                f"Batch size was passed into `{function.__name__}` as the first argument when called. "
-                f"Remove this as the decorator already does so: `{function.__name__}({given})`"
+                f"Batch size was passed into `{name}` as the first argument when called. "
+                f"Remove this as the decorator already does so: `{name}({given})`"
             )
         while True:
             if batch_size == 0:

@@ -18,6 +18,21 @@ def _is_parallel_wrapper(model: Any) -> bool:
     )
 
 
+def _held(wrapper: torch.nn.Module, name: str) -> torch.nn.Module:
+    """The module a wrapper holds as ``name`` (DDP's ``module``, torch.compile's ``_orig_mod``)."""
+    inner = getattr(wrapper, name)
+    if not isinstance(inner, torch.nn.Module):
+        raise TypeError(f"{type(wrapper).__name__}.{name} is not a torch.nn.Module")
+    return inner
+
+
+def _compiled(module: torch.nn.Module, compile_kwargs: dict[str, Any]) -> torch.nn.Module:
+    """``torch.compile(module)``: an ``OptimizedModule``, a module itself."""
+    compiled = torch.compile(module, **compile_kwargs)
+    assert isinstance(compiled, torch.nn.Module)
+    return compiled
+
+
 def extract_model_from_parallel(
     model: torch.nn.Module,
     keep_fp32_wrapper: bool = True,
@@ -46,12 +61,12 @@ def extract_model_from_parallel(
     compiled = None
     if hasattr(model, "_orig_mod"):
         compiled = model
-        model = model._orig_mod
+        model = _held(model, "_orig_mod")
     while is_wrapper(model):
-        model = model.module
+        model = _held(model, "module")
     if hasattr(model, "_orig_mod"):
         compiled = compiled or model
-        model = model._orig_mod
+        model = _held(model, "_orig_mod")
     if recursive:
 
         def nested_wrapper(module: Any) -> bool:
@@ -62,7 +77,7 @@ def extract_model_from_parallel(
 
         def unwrap_all(module: torch.nn.Module) -> torch.nn.Module:
             while nested_wrapper(module):
-                module = module.module
+                module = _held(module, "module")
             for name, child in list(module.named_children()):
                 inner = unwrap_all(child)
                 if inner is not child:
@@ -123,13 +138,13 @@ def compile_regions(model: torch.nn.Module, **compile_kwargs: Any) -> torch.nn.M
     ``torch.compile(model)``.
     """
     if not has_repeated_blocks(model):
-        return torch.compile(model, **compile_kwargs)
+        return _compiled(model, compile_kwargs)
 
     def regions(module: torch.nn.Module) -> torch.nn.Module:
         if isinstance(module, torch.nn.ModuleList):
-            return torch.nn.ModuleList(torch.compile(block, **compile_kwargs) for block in module)
+            return torch.nn.ModuleList(_compiled(block, compile_kwargs) for block in module)
         if not has_repeated_blocks(module):
-            return torch.compile(module, **compile_kwargs)
+            return _compiled(module, compile_kwargs)
         twin = type(module).__new__(type(module))
         twin.__dict__.update(module.__dict__)
         twin.__dict__["_parameters"] = dict(module._parameters)

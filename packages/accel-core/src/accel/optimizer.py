@@ -106,13 +106,15 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
 
     def train(self) -> None:
         """Switch schedule-free optimizers to train mode."""
-        if hasattr(self.optimizer, "train"):
-            self.optimizer.train()
+        train = getattr(self.optimizer, "train", None)
+        if train is not None:
+            train()
 
     def eval(self) -> None:
         """Switch schedule-free optimizers to eval mode."""
-        if hasattr(self.optimizer, "eval"):
-            self.optimizer.eval()
+        eval_mode = getattr(self.optimizer, "eval", None)
+        if eval_mode is not None:
+            eval_mode()
 
     @property
     def step_was_skipped(self) -> bool:

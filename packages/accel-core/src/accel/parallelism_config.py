@@ -116,6 +116,11 @@ class TorchTensorParallelConfig:
             )
 
 
+def _degree(size: int | None) -> int:
+    """A ParallelismConfig size after ``__post_init__``, which replaced None by its value."""
+    return 1 if size is None else size
+
+
 @dataclass
 class TorchContextParallelConfig:
     """Options of torch context parallelism (``cp_backend="torch"``).
@@ -240,14 +245,14 @@ class ParallelismConfig:
             raise ConfigError(
                 f"sp_backend must be one of {', '.join(SP_BACKENDS)}, but got {self.sp_backend!r}"
             )
-        if self.cp_size > 1 and self.sp_size > 1:
+        if _degree(self.cp_size) > 1 and _degree(self.sp_size) > 1:
             raise ConfigError(
                 "context parallelism (CP) and sequence parallelism (SP) are mutually exclusive: "
                 f"got cp_size={self.cp_size} and sp_size={self.sp_size}; set one of them to 1"
             )
         if (
-            (self.tp_size > 1 or self.cp_size > 1)
-            and self.dp_replicate_size > 1
+            (_degree(self.tp_size) > 1 or _degree(self.cp_size) > 1)
+            and _degree(self.dp_replicate_size) > 1
             and (self.dp_shard_size == 1)
         ):
             raise ConfigError(
@@ -259,11 +264,11 @@ class ParallelismConfig:
         _check_handler("tp_handler", self.tp_handler, TorchTensorParallelConfig)
         _check_handler("cp_handler", self.cp_handler, TorchContextParallelConfig)
         _check_handler("sp_handler", self.sp_handler, DeepSpeedSequenceParallelConfig)
-        if self.tp_size > 1 and self.tp_handler is None:
+        if _degree(self.tp_size) > 1 and self.tp_handler is None:
             self.tp_handler = TorchTensorParallelConfig()
-        if self.cp_size > 1 and self.cp_handler is None:
+        if _degree(self.cp_size) > 1 and self.cp_handler is None:
             self.cp_handler = TorchContextParallelConfig()
-        if self.sp_size > 1 and self.sp_handler is None:
+        if _degree(self.sp_size) > 1 and self.sp_handler is None:
             self.sp_handler = DeepSpeedSequenceParallelConfig()
 
     # -- environment --------------------------------------------------------------
@@ -314,37 +319,37 @@ class ParallelismConfig:
     @property
     def non_data_parallel_size(self) -> int:
         """``tp_size * cp_size * sp_size``: processes that see the same batch."""
-        return self.tp_size * self.cp_size * self.sp_size
+        return _degree(self.tp_size) * _degree(self.cp_size) * _degree(self.sp_size)
 
     @property
     def data_parallel_size(self) -> int:
         """``dp_replicate_size * dp_shard_size``: how many different batches one step sees."""
-        return self.dp_replicate_size * self.dp_shard_size
+        return _degree(self.dp_replicate_size) * _degree(self.dp_shard_size)
 
     @property
     def dp_replicate_enabled(self) -> bool:
         """True when ``dp_replicate_size > 1``."""
-        return self.dp_replicate_size > 1
+        return _degree(self.dp_replicate_size) > 1
 
     @property
     def dp_shard_enabled(self) -> bool:
         """True when ``dp_shard_size > 1``."""
-        return self.dp_shard_size > 1
+        return _degree(self.dp_shard_size) > 1
 
     @property
     def tp_enabled(self) -> bool:
         """True when ``tp_size > 1``."""
-        return self.tp_size > 1
+        return _degree(self.tp_size) > 1
 
     @property
     def cp_enabled(self) -> bool:
         """True when ``cp_size > 1``."""
-        return self.cp_size > 1
+        return _degree(self.cp_size) > 1
 
     @property
     def sp_enabled(self) -> bool:
         """True when ``sp_size > 1``."""
-        return self.sp_size > 1
+        return _degree(self.sp_size) > 1
 
     # -- dimension names --------------------------------------------------------------
     def _enabled(self, *names: str) -> list[str]:
@@ -402,7 +407,7 @@ class ParallelismConfig:
             )
         if self.sp_enabled and self.sp_backend == "deepspeed":
             # DeepSpeed makes its sequence-parallel groups over the whole world: blocks of sp_size
-            if num_processes % self.sp_size:
+            if num_processes % _degree(self.sp_size):
                 raise ConfigError(
                     f"sp_size={self.sp_size} must divide num_processes ({num_processes}): each "
                     "sequence-parallel group is sp_size consecutive processes"

@@ -11,7 +11,7 @@ import contextlib
 import functools
 import inspect
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from typing import Any
 
 from accel.config.keys import ENVIRONMENT
@@ -99,7 +99,7 @@ def convert_dict_to_env_variables(current_env: dict[str, Any]) -> list[str]:
 
 
 @contextlib.contextmanager
-def clear_environment() -> Iterator[None]:
+def clear_environment() -> Generator[None, None, None]:
     """Run the block with an empty ``os.environ``; the previous environment comes back afterwards."""
     saved = os.environ.copy()
     os.environ.clear()
@@ -117,7 +117,7 @@ _PURGED_MARK = "_accel_purged_environment"
 
 
 @contextlib.contextmanager
-def _restored_accelerate_environment() -> Iterator[None]:
+def _restored_accelerate_environment() -> Generator[None, None, None]:
     """Run the block, then put every ``ACCEL_*`` / ``ACCELERATE_*`` variable back as it was
     (values restored, new ones removed, removed ones set again)."""
     saved = {k: v for k, v in os.environ.items() if k.startswith(PURGED_PREFIXES)}
@@ -166,7 +166,7 @@ def purge_accelerate_environment(func_or_cls: Callable | type) -> Callable | typ
     """
     if not inspect.isclass(func_or_cls):
         return _purged(func_or_cls)
-    cls = func_or_cls
+    cls: type[Any] = func_or_cls
     _purge_test_methods(cls)
     previous = cls.__dict__.get("__init_subclass__")
 

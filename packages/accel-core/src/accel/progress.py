@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
 from typing import Any, TypeVar
 
 from accel import environment
@@ -28,7 +28,7 @@ def progress_bar(
     Elsewhere (a log file, CI, other ranks) ``items`` is returned unchanged, so nothing is printed.
     A single item gets no bar.
     """
-    size = total if total is not None else (len(items) if hasattr(items, "__len__") else None)
+    size = total if total is not None else (len(items) if isinstance(items, Sized) else None)
     if (size is not None and size <= 1) or not sys.stderr.isatty() or not _is_local_main_process():
         return items
     from tqdm.auto import tqdm

@@ -26,7 +26,9 @@ def set_seed(seed: int, device_specific: bool = False, deterministic: bool = Fal
 
 def capture_rng_state() -> dict[str, Any]:
     """Every RNG state of this process, as plain types and tensors (loadable with ``weights_only``)."""
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    legacy = np.random.get_state(legacy=True)
+    assert isinstance(legacy, tuple)  # legacy=True: the 5-tuple
+    kind, keys, pos, has_gauss, cached = legacy
     state: dict[str, Any] = {
         "python": random.getstate(),
         "numpy": {

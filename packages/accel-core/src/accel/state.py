@@ -14,7 +14,7 @@ import math
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -242,7 +242,7 @@ class PartialState:
             dist.barrier()
 
     @contextlib.contextmanager
-    def _goes_first(self, is_first: bool) -> Iterator[None]:
+    def _goes_first(self, is_first: bool) -> Generator[None, None, None]:
         if not is_first:
             self.wait_for_everyone()
         yield
@@ -250,13 +250,13 @@ class PartialState:
             self.wait_for_everyone()
 
     @contextlib.contextmanager
-    def main_process_first(self) -> Iterator[None]:
+    def main_process_first(self) -> Generator[None, None, None]:
         """The main process runs the block first, then the others."""
         with self._goes_first(self.is_main_process):
             yield
 
     @contextlib.contextmanager
-    def local_main_process_first(self) -> Iterator[None]:
+    def local_main_process_first(self) -> Generator[None, None, None]:
         """The local main process of each machine runs the block first."""
         with self._goes_first(self.is_local_main_process):
             yield
@@ -315,7 +315,9 @@ class PartialState:
 
     # -- splitting work ---------------------------------------------------
     @contextlib.contextmanager
-    def split_between_processes(self, inputs: Any, apply_padding: bool = False) -> Iterator[Any]:
+    def split_between_processes(
+        self, inputs: Any, apply_padding: bool = False
+    ) -> Generator[Any, None, None]:
         """Yield this process's contiguous share of ``inputs`` (list, tuple, dict of sequences, tensor).
 
         With ``apply_padding`` every share has the same length, the last element repeated.
@@ -704,6 +706,7 @@ def use_thread_local_state() -> None:
     if isinstance(PartialState.__dict__["_shared_state"], _ThreadLocalState):
         return
     shared = _ThreadLocalState()
-    PartialState._shared_state = shared  # type: ignore[assignment]
-    AcceleratorState._shared_state = shared  # type: ignore[assignment]
-    GradientState._shared_state = _ThreadLocalState()  # type: ignore[assignment]
+    # the dict class attribute becomes a descriptor returning this thread's dict
+    PartialState._shared_state = shared  # ty: ignore[invalid-assignment]
+    AcceleratorState._shared_state = shared  # ty: ignore[invalid-assignment]
+    GradientState._shared_state = _ThreadLocalState()  # ty: ignore[invalid-assignment]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Any
 
 import torch
@@ -72,7 +72,7 @@ class DDPBackend(Backend):
         super().backward(loss, **kwargs)
 
     @contextlib.contextmanager
-    def trigger_sync_in_backward(self, model: torch.nn.Module) -> Iterator[None]:
+    def trigger_sync_in_backward(self, model: torch.nn.Module) -> Generator[None, None, None]:
         """Make the next backward of ``model`` all-reduce gradients although its forward ran under ``no_sync``.
 
         DDP decides in ``forward`` whether the following backward synchronises: under
@@ -112,7 +112,7 @@ class DDPBackend(Backend):
     @contextlib.contextmanager
     def join_uneven_inputs(
         self, joinables: list[Any], even_batches: bool | None = None
-    ) -> Iterator[None]:
+    ) -> Generator[None, None, None]:
         """Let processes with fewer batches finish while the others continue (``torch.distributed.algorithms.Join``)."""
         from torch.distributed.algorithms import Join
 

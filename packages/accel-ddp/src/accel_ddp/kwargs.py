@@ -124,5 +124,5 @@ def _accept_unbatched_orthogonalize(module: Any) -> None:
             return original(matrices.unsqueeze(0), epsilon=epsilon)
         return original(matrices, epsilon=epsilon)
 
-    orthogonalize._accel_unbatched = True  # type: ignore[attr-defined]
+    vars(orthogonalize)["_accel_unbatched"] = True  # the mark that this patch is in place
     module._orthogonalize = orthogonalize

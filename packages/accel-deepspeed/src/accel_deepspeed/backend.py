@@ -12,7 +12,7 @@ import contextlib
 import os
 import re
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -271,7 +271,7 @@ class DeepSpeedBackend(Backend):
             gradient_clipping=plugin.gradient_clipping
             if isinstance(plugin.gradient_clipping, float)
             else None,
-            zero3_save_16bit_model=plugin.zero3_save_16bit_model,
+            zero3_save_16bit_model=bool(plugin.zero3_save_16bit_model),
         )
         if self._micro_batch is not None:
             ctx.micro_batch_size, ctx.micro_batch_source = self._micro_batch
@@ -292,9 +292,10 @@ class DeepSpeedBackend(Backend):
             ctx.scheduler_source = "DummyScheduler"
         config = getattr(model, "config", None)
         hidden = getattr(config, "hidden_size", None)
-        if hidden is None and getattr(config, "hidden_sizes", None):
+        sizes = getattr(config, "hidden_sizes", None)
+        if hidden is None and sizes:
             hidden, ctx.hidden_size_source = (
-                max(config.hidden_sizes),
+                max(sizes),
                 "max(model.config.hidden_sizes)",
             )
         elif hidden is not None:
@@ -386,7 +387,7 @@ class DeepSpeedBackend(Backend):
     @contextlib.contextmanager
     def _scalar_parameters_broadcast(
         self, model: torch.nn.Module, config: dict[str, Any]
-    ) -> Iterator[None]:
+    ) -> Generator[None, None, None]:
         """Let ``deepspeed.initialize`` take a model with zero-dimensional parameters (ZeRO 0-2).
 
         DeepSpeed (0.19) broadcasts every parameter from rank 0 as a byte view, which a
@@ -424,16 +425,17 @@ class DeepSpeedBackend(Backend):
                 with torch.no_grad():
                     p.copy_(value.reshape(()))
         for _, p in scalars:
-            p.ds_optim_param = True
+            vars(p)["ds_optim_param"] = True  # DeepSpeed's mark, unknown to torch's Parameter
         try:
             yield
         finally:
             for _, p in scalars:
-                del p.ds_optim_param
+                del vars(p)["ds_optim_param"]
 
     def _sequence_parallel_mpu(self, model: torch.nn.Module, config: dict[str, Any]) -> Any:
         """The groups for ``deepspeed.initialize``; a transformers model's attention becomes Ulysses."""
         layout = self.sequence_parallel
+        assert layout is not None  # called only when sequence parallelism is on
         if not is_transformers_model(model):
             self.mpu = initialize_groups(layout.sp_size)
             return self.mpu
@@ -523,7 +525,7 @@ class DeepSpeedBackend(Backend):
             self._last_forward.remove(engine)
 
     @contextlib.contextmanager
-    def no_sync(self, model: torch.nn.Module) -> Iterator[None]:
+    def no_sync(self, model: torch.nn.Module) -> Generator[None, None, None]:
         """Nothing to do: the engine's accumulation boundary follows ``sync_gradients``."""
         yield
 

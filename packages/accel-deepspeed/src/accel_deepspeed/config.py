@@ -11,7 +11,7 @@ import contextlib
 import copy
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -393,7 +393,7 @@ class DeepSpeedPlugin:
         return list(found)
 
     @contextlib.contextmanager
-    def zero3_init_context_manager(self, enable: bool | None = None) -> Iterator[None]:
+    def zero3_init_context_manager(self, enable: bool | None = None) -> Generator[None, None, None]:
         """Models built inside are created partitioned (``deepspeed.zero.Init``) when ZeRO-3 init is on.
 
         ``enable`` overrides :attr:`zero3_init_flag` for the block, as in Accelerate: with
@@ -424,17 +424,18 @@ class DeepSpeedPlugin:
         else the mixed precision of the run it is attached to, otherwise fp32), without ``auto``
         values."""
         wanted = half_precision_sections(self._run.precision if self._run is not None else "no")
+        zero: dict[str, Any] = {"stage": 3}
         config: dict[str, Any] = {
             "train_micro_batch_size_per_gpu": 1,
             "gradient_accumulation_steps": 1,
-            "zero_optimization": {"stage": 3},
+            "zero_optimization": zero,
         }
         for name in ("fp16", "bf16"):
             enabled = self.get_value(f"{name}.enabled")
             config[name] = {"enabled": enabled if isinstance(enabled, bool) else wanted[name]}
         offload = self.get_value("zero_optimization.offload_param")
         if isinstance(offload, dict) and "auto" not in offload.values():
-            config["zero_optimization"]["offload_param"] = dict(offload)
+            zero["offload_param"] = dict(offload)
         return config
 
 

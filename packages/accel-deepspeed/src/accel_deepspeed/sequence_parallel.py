@@ -182,7 +182,8 @@ def register_attention(
     refuse_recurrent_layers(model)
     from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
 
-    own = model.config._attn_implementation
+    model_config: Any = model.config  # a transformers PretrainedConfig
+    own = model_config._attn_implementation
     impl = handler.sp_attn_implementation or own
     if impl != own:
         raise ConfigError(

@@ -54,7 +54,7 @@ class DeepSpeedOptimizerWrapper(AcceleratedOptimizer):
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Nothing: the engine zeroes gradients after its step."""
 
-    def step(self, closure: Any = None) -> None:
+    def step(self, closure: Any = None) -> Any:
         """Nothing to compute (the engine stepped in ``accelerator.backward``); marks the step.
 
         On a synchronising step the next batch becomes a point where the processes may

@@ -27,7 +27,7 @@ def find_first_last_linear_layers(model: torch.nn.Module) -> tuple[str | None, s
     return first, last
 
 
-def fp8_compatible_dims(module: torch.nn.Module) -> bool:
+def fp8_compatible_dims(module: torch.nn.Linear) -> bool:
     """Whether a Linear's ``in_features`` and ``out_features`` suit the FP8 kernels."""
     return (
         module.in_features % FP8_DIM_MULTIPLE == 0 and module.out_features % FP8_DIM_MULTIPLE == 0

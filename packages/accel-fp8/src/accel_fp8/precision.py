@@ -9,7 +9,7 @@ that are not FP8 run in bf16); MS-AMP also scales the loss with a ``GradScaler``
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Any
 
 import torch
@@ -17,7 +17,7 @@ from accel.catalog import STRATEGY_TYPES
 from accel.precision.native import BF16Precision, FP16Precision
 
 from . import config as C
-from .recipes import recipe_for
+from .recipes import AORecipeKwargs, MSAMPRecipeKwargs, TERecipeKwargs, recipe_for
 from .selection import select_backend
 
 
@@ -63,6 +63,7 @@ class AOPrecision(FP8Precision):
     """torchao float8 training: ``nn.Linear`` layers become ``Float8Linear`` (parameters kept)."""
 
     fp8_backend = "AO"
+    recipe: AORecipeKwargs
 
     def convert(self, model: torch.nn.Module, objects: list[Any]) -> None:
         """``convert_model_to_fp8_ao`` with the recipe's config and module filter."""
@@ -72,9 +73,11 @@ class AOPrecision(FP8Precision):
         all_gather = recipe.enable_fsdp_float8_all_gather
         if all_gather is None:
             all_gather = _fsdp_version(self.context) == 2
-        config = recipe.config or default_config(recipe.pad_inner_dim, all_gather)
+        pad = recipe.pad_inner_dim
+        assert pad is not None  # filled by the recipe's __post_init__
+        config = recipe.config or default_config(pad, all_gather)
         convert_model_to_fp8_ao(model, config, recipe.module_filter_func)
-        model._accel_fp8 = True
+        vars(model)["_accel_fp8"] = True  # a plain attribute, the mark of a converted model
         if getattr(config, "enable_fsdp_float8_all_gather", False):
             for obj in objects:
                 if isinstance(obj, torch.optim.Optimizer):
@@ -87,6 +90,7 @@ class TEPrecision(FP8Precision):
     with the recipe, disabled in ``eval()`` mode unless ``use_autocast_during_eval``."""
 
     fp8_backend = "TE"
+    recipe: TERecipeKwargs
 
     def __init__(self, name: str, device: torch.device, handlers: dict[str, Any] | None = None):
         super().__init__(name, device, handlers)
@@ -102,12 +106,12 @@ class TEPrecision(FP8Precision):
 
         old = dict(model.named_parameters())
         convert_model(model, device=self.device)
-        model._accel_fp8 = True
+        vars(model)["_accel_fp8"] = True
         optimizers = [o for o in objects if isinstance(o, torch.optim.Optimizer)]
         repoint_optimizers(optimizers, old, dict(model.named_parameters()))
 
     @contextlib.contextmanager
-    def forward_context(self, model: torch.nn.Module) -> Iterator[None]:
+    def forward_context(self, model: torch.nn.Module) -> Generator[None, None, None]:
         """bf16 autocast plus TE's FP8 autocast (enabled in training, or always with
         ``use_autocast_during_eval``)."""
         from .te import fp8_autocast
@@ -122,6 +126,7 @@ class MSAMPPrecision(FP8Precision, FP16Precision):
     of one prepare call; bf16 autocast with a dynamic ``GradScaler`` (as Accelerate does)."""
 
     fp8_backend = "MSAMP"
+    recipe: MSAMPRecipeKwargs
     dtype = torch.bfloat16
 
     def bind(self, context: Any) -> None:
@@ -140,7 +145,9 @@ class MSAMPPrecision(FP8Precision, FP16Precision):
 
         if any(getattr(o, "_accel_fp8", False) for o in objects):
             return objects
-        result = initialize(objects, self.recipe.opt_level)
+        opt_level = self.recipe.opt_level
+        assert opt_level is not None  # filled by the recipe's __post_init__
+        result = initialize(objects, opt_level)
         for obj in result:
             if isinstance(obj, torch.nn.Module):
                 obj._accel_fp8 = True

@@ -98,7 +98,7 @@ class AORecipeKwargs(KwargsHandler):
         _fill(self, ["pad_inner_dim", "enable_fsdp_float8_all_gather"], {"pad_inner_dim": True})
 
 
-_SPECIFIC: dict[str, type] = {
+_SPECIFIC: dict[str, type[TERecipeKwargs | MSAMPRecipeKwargs | AORecipeKwargs]] = {
     "TE": TERecipeKwargs,
     "MSAMP": MSAMPRecipeKwargs,
     "AO": AORecipeKwargs,

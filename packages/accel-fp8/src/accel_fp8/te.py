@@ -118,7 +118,8 @@ def layer_arguments(
             "bias": module.bias is not None,
             **common,
         }
-    return (module.normalized_shape[0],), {"eps": module.eps, **common}
+    norm: Any = module  # a LayerNorm (kind), whose fields torch's Module does not declare
+    return (norm.normalized_shape[0],), {"eps": norm.eps, **common}
 
 
 def _replacement(module: torch.nn.Module, kind: str, te: Any, device: Any) -> torch.nn.Module:

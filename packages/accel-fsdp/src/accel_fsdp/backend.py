@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,9 @@ class FSDPBackend(NDParallelMixin, Backend):
     @property
     def version(self) -> int:
         """1 or 2."""
-        return self.plugin.fsdp_version
+        version = self.plugin.fsdp_version
+        assert version is not None  # set by the plugin's __post_init__
+        return version
 
     # -- wrapping -------------------------------------------------------------
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
@@ -119,7 +121,7 @@ class FSDPBackend(NDParallelMixin, Backend):
             mp = MixedPrecisionPolicy(
                 **{k: dtype_of(v) if isinstance(v, str) else v for k, v in mp.items()}
             )
-        kwargs = {
+        kwargs: dict[str, Any] = {
             "mesh": self._mesh(),
             "reshard_after_forward": plugin.reshard_after_forward,
             "mp_policy": mp,
@@ -181,10 +183,10 @@ class FSDPBackend(NDParallelMixin, Backend):
             backward_prefetch=None
             if prefetch in (None, "NO_PREFETCH")
             else getattr(BackwardPrefetch, prefetch),
-            forward_prefetch=plugin.forward_prefetch,
+            forward_prefetch=bool(plugin.forward_prefetch),
             limit_all_gathers=plugin.limit_all_gathers,
-            use_orig_params=plugin.use_orig_params,
-            sync_module_states=plugin.sync_module_states,
+            use_orig_params=bool(plugin.use_orig_params),
+            sync_module_states=bool(plugin.sync_module_states),
             ignored_modules=ignored_modules(model, plugin),
             param_init_fn=plugin.param_init_fn,
             device_id=device,
@@ -247,16 +249,20 @@ class FSDPBackend(NDParallelMixin, Backend):
         return SetAsideGroup([SetAsideGradients(model.parameters()), SetAsideGradients(unsharded)])
 
     @contextlib.contextmanager
-    def no_sync(self, model: torch.nn.Module) -> Iterator[None]:
+    def no_sync(self, model: torch.nn.Module) -> Generator[None, None, None]:
         """Skip gradient reduction (FSDP2: ``set_requires_gradient_sync``; FSDP1: ``no_sync``)."""
-        if hasattr(model, "set_requires_gradient_sync"):
-            model.set_requires_gradient_sync(False)
+        set_sync = getattr(model, "set_requires_gradient_sync", None)
+        if set_sync is not None:
+            set_sync(False)
             try:
                 yield
             finally:
-                model.set_requires_gradient_sync(True)
+                set_sync(True)
         else:
-            with model.no_sync():
+            no_sync = getattr(model, "no_sync", None)  # FSDP1's
+            if no_sync is None:
+                raise TypeError(f"{type(model).__name__} is not an FSDP-wrapped module")
+            with no_sync():
                 yield
 
     def clip_grad_norm_(
@@ -271,12 +277,12 @@ class FSDPBackend(NDParallelMixin, Backend):
         if self.version == 1:
             ids = {id(p) for p in parameters}
             for model in self.context.prepared.models:
-                if hasattr(model, "clip_grad_norm_") and any(
-                    id(p) in ids for p in model.parameters()
-                ):
-                    return model.clip_grad_norm_(max_norm, norm_type)
+                clip = getattr(model, "clip_grad_norm_", None)
+                if clip is not None and any(id(p) in ids for p in model.parameters()):
+                    return clip(max_norm, norm_type)
         norm = torch.nn.utils.clip_grad_norm_(parameters, max_norm, norm_type=norm_type)
-        return norm.full_tensor() if hasattr(norm, "full_tensor") else norm
+        full_tensor = getattr(norm, "full_tensor", None)  # a DTensor's
+        return full_tensor() if full_tensor is not None else norm
 
     # -- state --------------------------------------------------------------------
     def unwrap_model(
@@ -298,9 +304,7 @@ class FSDPBackend(NDParallelMixin, Backend):
 
         return StateDictOptions(**kwargs)
 
-    def get_state_dict(
-        self, model: torch.nn.Module, unwrap: bool = True
-    ) -> dict[str, torch.Tensor]:
+    def get_state_dict(self, model: torch.nn.Module, unwrap: bool = True) -> dict[str, Any]:
         """The full state dict, gathered to the main process (empty elsewhere)."""
         from torch.distributed.checkpoint.state_dict import get_model_state_dict
 
@@ -310,7 +314,7 @@ class FSDPBackend(NDParallelMixin, Backend):
         return {_clean(k): v for k, v in state.items()}
 
     def load_model_state_dict(
-        self, model: torch.nn.Module, state_dict: dict[str, torch.Tensor], strict: bool = True
+        self, model: torch.nn.Module, state_dict: dict[str, Any], strict: bool = True
     ) -> Any:
         """Load a full state dict; the main process's copy is broadcast and sharded."""
         from torch.distributed.checkpoint.state_dict import set_model_state_dict

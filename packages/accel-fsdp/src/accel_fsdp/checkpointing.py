@@ -134,7 +134,7 @@ def _adapter_keys(peft_model: Any, state: dict[str, Any]) -> dict[str, str]:
             f"cannot tell which model weights PEFT's adapter entries {lost[:5]} come from "
             "(the adapter transforms them): save with adapter_only=False"
         )
-    return found  # type: ignore[return-value]
+    return {name: key for name, key in found.items() if key is not None}
 
 
 # -- state dicts ---------------------------------------------------------------------------

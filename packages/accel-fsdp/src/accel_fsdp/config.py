@@ -289,7 +289,7 @@ class FullyShardedDataParallelPlugin:
         else:
             from torch.distributed.fsdp import MixedPrecision as policy_type
         if override or self.mixed_precision_policy is None:
-            third = (
+            third: dict[str, Any] = (
                 {"output_dtype": dtype}
                 if self.fsdp_version == 2
                 else {"buffer_dtype": torch.float32 if buffer_autocast else dtype}

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -315,7 +315,13 @@ def _gather_object_over(group: Any, obj: Any) -> list[Any]:
 _REDUCTIONS = ("sum", "mean", "max", "none")  # core's reduce: "none" sums without dividing
 
 
-class NDParallelMixin:
+if TYPE_CHECKING:  # the mixin goes before a Backend, whose methods it extends
+    from accel.backends import Backend as _MixedInto
+else:
+    _MixedInto = object
+
+
+class NDParallelMixin(_MixedInto):
     """Layout-dependent steps of a backend using :class:`NDLayout` (``self.nd``, set in ``setup``).
 
     When TP / CP ranks hold copies of one batch, the collectives the Accelerator calls
@@ -331,30 +337,33 @@ class NDParallelMixin:
         """Loaders (also dispatched ones) and ``split_between_processes`` shard over the
         data-parallel ranks only: TP / CP peers get the same data."""
         if self.nd is None:
-            return super().data_parallel_shard()  # type: ignore[misc]
+            return super().data_parallel_shard()
         return self.nd.dp_size, self.nd.dp_rank
 
-    def _copies(self) -> bool:
-        return self.nd is not None and self.nd.has_copies
+    def _copies(self) -> NDLayout | None:
+        """The layout when TP / CP ranks hold copies of one batch, else None."""
+        return self.nd if self.nd is not None and self.nd.has_copies else None
 
     def gather(self, tensor: Any) -> Any:
         """With TP / CP copies: concatenate over the data-parallel group (each sample once)."""
-        if not self._copies():
-            return super().gather(tensor)  # type: ignore[misc]
+        nd = self._copies()
+        if nd is None:
+            return super().gather(tensor)
         from accel.distributed.operations import recursively_apply
 
-        group = self.nd.dp_group()
+        group = nd.dp_group()
         if group is None:
             return tensor
         return recursively_apply(lambda t: _gather_over(group, t), tensor, error_on_other_type=True)
 
     def gather_uneven(self, tensor: Any) -> Any:
         """With TP / CP copies: :meth:`gather` for first dimensions that differ across DP ranks."""
-        if not self._copies():
-            return super().gather_uneven(tensor)  # type: ignore[misc]
+        nd = self._copies()
+        if nd is None:
+            return super().gather_uneven(tensor)
         from accel.distributed.operations import recursively_apply
 
-        group = self.nd.dp_group()
+        group = nd.dp_group()
         if group is None:
             return tensor
         return recursively_apply(
@@ -363,9 +372,10 @@ class NDParallelMixin:
 
     def gather_object(self, obj: Any) -> list[Any]:
         """With TP / CP copies: each data-parallel rank's ``obj`` once (lists concatenated)."""
-        if not self._copies():
-            return super().gather_object(obj)  # type: ignore[misc]
-        group = self.nd.dp_group()
+        nd = self._copies()
+        if nd is None:
+            return super().gather_object(obj)
+        group = nd.dp_group()
         if group is None:
             return obj if isinstance(obj, list) else [obj]
         return _gather_object_over(group, obj)
@@ -376,16 +386,17 @@ class NDParallelMixin:
         ``reduction`` as core's ``reduce``: ``sum``, ``mean`` (floor division for integers),
         ``max``, or ``none`` (a sum).
         """
-        if not self._copies():
-            return super().reduce(tensor, reduction, scale)  # type: ignore[misc]
+        nd = self._copies()
+        if nd is None:
+            return super().reduce(tensor, reduction, scale)
         if reduction not in _REDUCTIONS:
             raise ValueError(
                 f"reduce(reduction={reduction!r}): use one of {', '.join(_REDUCTIONS)}"
             )
         from accel.distributed.operations import recursively_apply
 
-        group = self.nd.dp_group()
-        size = self.nd.dp_size
+        group = nd.dp_group()
+        size = nd.dp_size
 
         def one(t: torch.Tensor) -> torch.Tensor:
             out = t.clone()

@@ -13,7 +13,9 @@ import torch
 from .config import FullyShardedDataParallelPlugin
 
 
-def layer_classes(model: torch.nn.Module, plugin: FullyShardedDataParallelPlugin) -> set[type]:
+def layer_classes(
+    model: torch.nn.Module, plugin: FullyShardedDataParallelPlugin
+) -> set[type[torch.nn.Module]]:
     """Classes named by ``transformer_cls_names_to_wrap`` (else the model's ``_no_split_modules``)."""
     names = set(
         plugin.transformer_cls_names_to_wrap or getattr(model, "_no_split_modules", None) or []

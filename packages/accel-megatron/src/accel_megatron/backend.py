@@ -13,7 +13,7 @@ from accel.backends import Backend
 from accel.distributed.process import ensure_process_group, plugin_object
 from accel.errors import ConfigError
 
-from .config import MegatronLMPlugin
+from .config import MegatronLMPlugin, filled
 from .cpu import cpu_execution, install_cpu_rng_tracker
 from .data import MegatronLMDummyDataLoader
 from .engine import MegatronEngine
@@ -73,15 +73,15 @@ class MegatronLMBackend(Backend):
                 )
             return
         ps.initialize_model_parallel(
-            tensor_model_parallel_size=plugin.tp_degree,
-            pipeline_model_parallel_size=plugin.pp_degree,
+            tensor_model_parallel_size=filled(plugin.tp_degree),
+            pipeline_model_parallel_size=filled(plugin.pp_degree),
         )
         if self.on_cpu:
-            install_cpu_rng_tracker(plugin.seed)
+            install_cpu_rng_tracker(filled(plugin.seed))
         else:
             from megatron.core.tensor_parallel import model_parallel_cuda_manual_seed
 
-            model_parallel_cuda_manual_seed(plugin.seed)
+            model_parallel_cuda_manual_seed(filled(plugin.seed))
 
     # -- groups -------------------------------------------------------------
     @property
@@ -194,7 +194,7 @@ class MegatronLMBackend(Backend):
         ddp_config = DistributedDataParallelConfig(
             grad_reduce_in_fp32=True,
             overlap_grad_reduce=False,
-            use_distributed_optimizer=self.plugin.use_distributed_optimizer,
+            use_distributed_optimizer=filled(self.plugin.use_distributed_optimizer),
         )
         with cpu_execution(self.on_cpu):
             wrapped = DistributedDataParallel(config=config, ddp_config=ddp_config, module=model)
@@ -232,7 +232,12 @@ class MegatronLMBackend(Backend):
             )
         config = optimizer_config(optimizer, self.plugin, self.context.precision, self.on_cpu)
         with cpu_execution(self.on_cpu):
-            self.megatron_optimizer = get_megatron_optimizer(config, [self.model.module])
+            # the prepared model is megatron-core's DistributedDataParallel, which torch's
+            # Module.__getattr__ types as a plain module
+            self.megatron_optimizer = get_megatron_optimizer(
+                config,
+                [self.model.module],  # ty: ignore[invalid-argument-type]
+            )
         install_init_state_fn(self.megatron_optimizer, config)
         self.optimizer = MegatronLMOptimizerWrapper(
             self.megatron_optimizer, self.model, self.plugin, self.on_cpu
@@ -264,9 +269,16 @@ class MegatronLMBackend(Backend):
         return None
 
     # -- models and state -------------------------------------------------------
+    def _model_of(self, model: torch.nn.Module | None) -> torch.nn.Module | MegatronEngine:
+        """``model``, else the prepared one."""
+        found = model or self.model
+        if found is None:
+            raise ValueError("MEGATRON_LM: no prepared model to save or load the optimizer for")
+        return found
+
     def unwrap_model(
         self,
-        model: torch.nn.Module,
+        model: torch.nn.Module | MegatronEngine,
         keep_fp32_wrapper: bool = True,
         keep_torch_compile: bool = True,
     ) -> torch.nn.Module:
@@ -308,7 +320,7 @@ class MegatronLMBackend(Backend):
 
         save_optimizer(
             optimizer.optimizer,
-            self.unwrap_model(model or self.model),
+            self.unwrap_model(self._model_of(model)),
             Path(folder) / f"optimizer_{index}",
             self.on_cpu,
         )
@@ -326,7 +338,7 @@ class MegatronLMBackend(Backend):
 
         load_optimizer(
             optimizer.optimizer,
-            self.unwrap_model(model or self.model),
+            self.unwrap_model(self._model_of(model)),
             Path(folder) / f"optimizer_{index}",
             self.on_cpu,
         )

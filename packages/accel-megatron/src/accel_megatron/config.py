@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar
 
 from accel.config.sections import Option, Section
 from accel.config.strategy import Strategy
@@ -83,6 +83,17 @@ MEGATRON_CONFIG_KEYS: dict[str, str] = {
 
 validate_section = MEGATRON_SECTION.validate
 """Errors in a ``megatron_lm_config`` section (unknown keys, bad values, bad combinations)."""
+
+
+_T = TypeVar("_T")
+
+
+def filled(value: _T | None) -> _T:
+    """A :class:`MegatronLMPlugin` field that ``__post_init__`` filled (every field with a
+    declared default is; None would mean it was cleared afterwards)."""
+    if value is None:
+        raise ValueError("a MegatronLMPlugin setting with a default was set to None")
+    return value
 
 
 def _option(name: str) -> Option:
@@ -180,7 +191,7 @@ class MegatronLMPlugin:
             raise ConfigError(
                 "num_layers_per_virtual_pipeline_stage needs pp_degree > 1: set megatron_lm_pp_degree"
             )
-        if self.pp_degree > 1 and self.num_micro_batches < 2:
+        if filled(self.pp_degree) > 1 and filled(self.num_micro_batches) < 2:
             raise ConfigError(
                 f"pp_degree={self.pp_degree} needs num_micro_batches > 1 (with one micro-batch the "
                 "pipeline stages run one after another): set megatron_lm_num_micro_batches, "
@@ -190,7 +201,7 @@ class MegatronLMPlugin:
     @property
     def model_parallel_size(self) -> int:
         """Processes holding one copy of the model: ``tp_degree * pp_degree``."""
-        return self.tp_degree * self.pp_degree
+        return filled(self.tp_degree) * filled(self.pp_degree)
 
     def dp_degree(self, world_size: int) -> int:
         """The data-parallel degree for ``world_size`` processes, or a ConfigError naming the keys to fix."""
@@ -206,7 +217,7 @@ class MegatronLMPlugin:
         """Record the micro-batch size and compute ``global_batch_size`` (returned)."""
         self.micro_batch_size = int(micro_batch_size)
         self.global_batch_size = (
-            self.micro_batch_size * self.num_micro_batches * self.dp_degree(world_size)
+            self.micro_batch_size * filled(self.num_micro_batches) * self.dp_degree(world_size)
         )
         return self.global_batch_size
 
@@ -246,7 +257,7 @@ class MegatronLMPlugin:
             layers = kwargs.get("num_layers")
             if layers:
                 values["virtual_pipeline_model_parallel_size"] = layers // (
-                    self.pp_degree * self.num_layers_per_virtual_pipeline_stage
+                    filled(self.pp_degree) * self.num_layers_per_virtual_pipeline_stage
                 )
         values.update(self.extra)
         values.update(kwargs)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Any
 
 import torch
@@ -56,7 +56,7 @@ class _CudaToCpu(TorchFunctionMode):
 
 
 @contextlib.contextmanager
-def cpu_execution(enabled: bool = True) -> Iterator[None]:
+def cpu_execution(enabled: bool = True) -> Generator[None, None, None]:
     """Run the block with megatron-core's CUDA buffer placements redirected to the CPU.
 
     ``torch.cuda.current_device()`` answers device 0 and ``torch.cuda.synchronize()``
@@ -71,8 +71,9 @@ def cpu_execution(enabled: bool = True) -> Iterator[None]:
     with _lock:
         if _depth == 0:
             _saved[:] = [torch.cuda.current_device, torch.cuda.synchronize]
-            torch.cuda.current_device = _current_device
-            torch.cuda.synchronize = _synchronize
+            # patched on purpose for the block (restored below)
+            torch.cuda.current_device = _current_device  # ty: ignore[invalid-assignment]
+            torch.cuda.synchronize = _synchronize  # ty: ignore[invalid-assignment]
         _depth += 1
     try:
         with _CudaToCpu():
@@ -115,7 +116,7 @@ def _new_cpu_tracker_class() -> type:
             self.states_[name] = generator.get_state()
 
         @contextlib.contextmanager
-        def fork(self, name: str = "model-parallel-rng") -> Iterator[None]:
+        def fork(self, name: str = "model-parallel-rng") -> Generator[None, None, None]:
             """Draw from the CPU generator state ``name`` inside the block, then restore."""
             if name not in self.states_:
                 raise KeyError(f"RNG state {name} is not tracked")
@@ -159,6 +160,7 @@ def install_cpu_rng_tracker(seed: int) -> Any:
     tracker.add("expert-parallel-rng", offset + 100 + ep_rank * 1000 + tp_rank + 1)
     mrandom._CUDA_RNG_STATE_TRACKER = tracker
     mrandom._CUDA_RNG_STATE_TRACKER_INITIALIZED = True
-    mrandom._get_cuda_rng_state = _no_cuda_rng_state
-    mrandom._set_cuda_rng_state = _ignore_cuda_rng_state
+    # patched on purpose: megatron-core's RNG state helpers, on the CPU generator
+    mrandom._get_cuda_rng_state = _no_cuda_rng_state  # ty: ignore[invalid-assignment]
+    mrandom._set_cuda_rng_state = _ignore_cuda_rng_state  # ty: ignore[invalid-assignment]
     return tracker

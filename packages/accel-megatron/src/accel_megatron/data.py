@@ -100,7 +100,8 @@ class MegatronLMDummyDataLoader:
                 blend=self._blend(),
                 split=self.splits_string,
                 path_to_cache=self.path_to_cache,
-                tokenizer=self.tokenizer,
+                # an adapter with the members GPTDataset reads of megatron's tokenizer base
+                tokenizer=self.tokenizer,  # ty: ignore[invalid-argument-type]
                 reset_position_ids=self.reset_position_ids,
                 reset_attention_mask=self.reset_attention_mask,
                 eod_mask_loss=self.eod_mask_loss,

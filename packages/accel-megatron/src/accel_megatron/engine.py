@@ -8,7 +8,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .config import MegatronLMPlugin
+from .config import MegatronLMPlugin, filled
 from .cpu import cpu_execution
 
 
@@ -146,7 +146,8 @@ class MegatronEngine(torch.nn.Module):
 
     def zero_grad_buffer(self) -> None:
         """Clear the gradients accumulated in megatron-core's buffers."""
-        self.module.zero_grad_buffer()
+        ddp: Any = self.module  # megatron-core's DistributedDataParallel
+        ddp.zero_grad_buffer()
 
     def forward(self, *args: Any, **kwargs: Any) -> MegatronLMOutput:
         """One step over a batch (``model(**batch)``, ``model(batch)`` or ``model(tensor)``)."""
@@ -164,7 +165,7 @@ class MegatronEngine(torch.nn.Module):
         from megatron.core.pipeline_parallel import get_forward_backward_func
 
         count = self.plugin.num_micro_batches
-        micro_batches = split_micro_batches(batch, count)
+        micro_batches = split_micro_batches(batch, filled(count))
         first = micro_batches[0]
         sample = (
             first

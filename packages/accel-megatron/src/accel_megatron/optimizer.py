@@ -11,7 +11,7 @@ from accel.faults import preemption
 from accel.optimizer import AcceleratedOptimizer
 from accel.precision import dtype_of
 
-from .config import MegatronLMPlugin
+from .config import MegatronLMPlugin, filled
 
 _KINDS = {"Adam": "adam", "AdamW": "adam", "SGD": "sgd"}
 
@@ -168,13 +168,16 @@ class MegatronLMOptimizerWrapper(AcceleratedOptimizer):
         from .cpu import cpu_execution
 
         preemption.step_done()  # the next batch is a point where ranks may agree to stop
+        megatron_optimizer: Any = self.optimizer  # megatron-core's MegatronOptimizer
         with cpu_execution(self.on_cpu):
             if self.on_cpu:
-                self.optimizer.prepare_grads()
-                self.grad_norm = clip_on_cpu(self.optimizer, self.plugin.gradient_clipping)
-                self._is_overflow = not self.optimizer.step_with_ready_grads()
+                megatron_optimizer.prepare_grads()
+                self.grad_norm = clip_on_cpu(
+                    megatron_optimizer, filled(self.plugin.gradient_clipping)
+                )
+                self._is_overflow = not megatron_optimizer.step_with_ready_grads()
             else:
-                success, grad_norm, _ = self.optimizer.step()
+                success, grad_norm, _ = megatron_optimizer.step()
                 self._is_overflow = not success
                 self.grad_norm = grad_norm
         return None

@@ -6,7 +6,7 @@ from typing import Any
 
 from accel.scheduler import AcceleratedScheduler
 
-from .config import MegatronLMPlugin
+from .config import MegatronLMPlugin, filled
 
 
 class MegatronLMDummyScheduler:
@@ -68,14 +68,14 @@ def build_param_scheduler(
         megatron_optimizer,
         init_lr=0.0 if dummy.warmup_num_steps else config.lr,
         max_lr=config.lr,
-        min_lr=plugin.min_lr,
+        min_lr=filled(plugin.min_lr),
         lr_warmup_steps=dummy.warmup_num_steps,
         lr_decay_steps=dummy.total_num_steps,
-        lr_decay_style=plugin.lr_decay_style,
+        lr_decay_style=filled(plugin.lr_decay_style),
         start_wd=start_wd,
         end_wd=end_wd,
         wd_incr_steps=dummy.total_num_steps,
-        wd_incr_style=plugin.weight_decay_incr_style,
+        wd_incr_style=filled(plugin.weight_decay_incr_style),
     )
 
 

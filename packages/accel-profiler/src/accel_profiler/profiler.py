@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from typing import Any
 
 from .kwargs import ProfileKwargs
@@ -41,7 +41,7 @@ def profile(
     profile_kwargs: ProfileKwargs | None = None,
     process_index: int = 0,
     wait_for_everyone: Callable[[], None] | None = None,
-) -> Iterator[Any]:
+) -> Generator[Any, None, None]:
     """Profile the ``with`` block; yields the running ``torch.profiler.profile``.
 
     With ``output_trace_dir``, process ``process_index`` writes its own Chrome trace there

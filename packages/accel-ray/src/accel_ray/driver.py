@@ -91,6 +91,18 @@ def trainer_for(config: dict[str, Any], script: list[str], module: bool) -> Any:
     name = (
         settings.get("ray_name") or f"accel-{Path(script[0]).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
     )
+    # ray.train exports Train v1's or v2's config classes, chosen when it is imported
+    # (RAY_TRAIN_V2_ENABLED); a type checker sees both, so they travel untyped here
+    run_options: dict[str, Any] = {
+        "failure_config": FailureConfig(max_failures=int(settings.get("ray_max_failures") or 0)),
+        "checkpoint_config": CheckpointConfig(num_to_keep=settings.get("ray_num_to_keep")),
+    }
+    configs: dict[str, Any] = {
+        "scaling_config": ScalingConfig(**scaling_options(config)),
+        "run_config": RunConfig(
+            name=name, storage_path=settings.get("ray_storage_path"), **run_options
+        ),
+    }
     return TorchTrainer(
         run_script,
         train_loop_config={
@@ -99,13 +111,7 @@ def trainer_for(config: dict[str, Any], script: list[str], module: bool) -> Any:
             "cwd": os.getcwd(),
             "working_dir": bool((settings.get("ray_runtime_env") or {}).get("working_dir")),
         },
-        scaling_config=ScalingConfig(**scaling_options(config)),
-        run_config=RunConfig(
-            name=name,
-            storage_path=settings.get("ray_storage_path"),
-            failure_config=FailureConfig(max_failures=int(settings.get("ray_max_failures") or 0)),
-            checkpoint_config=CheckpointConfig(num_to_keep=settings.get("ray_num_to_keep")),
-        ),
+        **configs,
     )
 
 
@@ -170,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     config = launched_config()
     settings = RAY_SECTION.read(config.get("ray_config") or {})
     import ray
+    import ray.exceptions
 
     try:
         from ray.train import TrainingFailedError, WorkerGroupError

@@ -153,9 +153,8 @@ class RayLauncher(Launcher):
         env = dict(environment)
         option = KEYS["distributed_type"]
         if workers != int(config.get("num_processes") or 1) and option.from_env(env) in SIZED_TYPES:
-            for (
-                name
-            ) in option.env_names:  # the state tells NO / MULTI_* from its world size and device
+            # the state tells NO / MULTI_* from its world size and device
+            for name in option.env_names:
                 env.pop(name, None)
         return env
 

@@ -204,7 +204,7 @@ def _serve(port: int, num_cpus: int, resources: dict[str, float], temp_dir: str)
     from ray.cluster_utils import Cluster
 
     os.makedirs(os.path.join(temp_dir, "ray"), exist_ok=True)  # Ray does not create it
-    common = {"node_ip_address": LOOPBACK, "include_dashboard": False}
+    common: dict[str, Any] = {"node_ip_address": LOOPBACK, "include_dashboard": False}
     cluster = Cluster(
         initialize_head=True,
         head_node_args={

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -135,8 +135,9 @@ class XLABackend(Backend):
         prepared = super().prepare_model(model, device_placement, evaluation_mode)
         inner = self.unwrap_model(prepared)
         broken = broken_ties(inner, groups)
-        if broken and callable(getattr(inner, "tie_weights", None)):
-            inner.tie_weights()
+        tie_weights = getattr(inner, "tie_weights", None)
+        if broken and callable(tie_weights):
+            tie_weights()
             broken = broken_ties(inner, groups)
         if broken:
             logger.warning(
@@ -173,7 +174,7 @@ class XLABackend(Backend):
     # -- training step --------------------------------------------------------
     def clip_grad_norm_(
         self, parameters: Iterable[torch.Tensor], max_norm: float, norm_type: float = 2.0
-    ) -> torch.Tensor:
+    ) -> torch.Tensor | None:
         """Average gradients over the replicas first (once per step), then clip."""
         self._reduce_gradients_now()
         return super().clip_grad_norm_(parameters, max_norm, norm_type)
@@ -251,7 +252,7 @@ class XLABackend(Backend):
             tmp.replace(path)
 
 
-def switch_parameters(optimizer: torch.optim.Optimizer, moved: dict[int, torch.Tensor]) -> None:
+def switch_parameters(optimizer: torch.optim.Optimizer, moved: Mapping[int, torch.Tensor]) -> None:
     """Replace the parameters of ``optimizer`` (and the keys of its state) by their moved copies.
 
     ``moved`` maps ``id(old parameter)`` to the new one.

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from torch.utils.data import DataLoader
 
 from . import runtime
 
@@ -38,7 +39,7 @@ def shard_batch(batch: Any, mesh: Any) -> Any:
 
 
 @functools.cache
-def _xla_class(base: type) -> type:
+def _xla_class(base: type[DataLoader]) -> type[DataLoader]:
     """A subclass of the prepared loader's class whose iteration marks XLA steps."""
 
     def __iter__(self: Any) -> Iterator[Any]:

@@ -31,8 +31,9 @@ class AimTracker(LibraryTracker):
         aim = self.import_library()
         kwargs = dict(self.init_kwargs)
         kwargs.setdefault("experiment", self.run_name)
-        os.makedirs(self.logging_dir, exist_ok=True)
-        run = aim.Run(repo=self.logging_dir, **kwargs)
+        repo = self.logging_dir or "."
+        os.makedirs(repo, exist_ok=True)
+        run = aim.Run(repo=repo, **kwargs)
         run.name = self.run_name
         return run
 

@@ -150,7 +150,7 @@ class ClearMLTracker(LibraryTracker):
             return
         title, series = split_key(table_name)
         if dataframe is None:
-            rows = [list(row) for row in data]
+            rows = [list(row) for row in data or []]
             dataframe = [list(columns), *rows] if columns else rows
         self._run.get_logger().report_table(
             title, series, iteration=step, table_plot=dataframe, **kwargs

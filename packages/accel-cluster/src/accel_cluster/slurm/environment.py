@@ -12,6 +12,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal, overload
 
 from accel.errors import ConfigError
 
@@ -31,6 +32,12 @@ def _first(env: Mapping[str, str], *names: str) -> tuple[str, str] | None:
     return None
 
 
+@overload
+def _int(env: Mapping[str, str], *names: str) -> int: ...
+@overload
+def _int(env: Mapping[str, str], *names: str, required: Literal[True]) -> int: ...
+@overload
+def _int(env: Mapping[str, str], *names: str, required: bool) -> int | None: ...
 def _int(env: Mapping[str, str], *names: str, required: bool = True) -> int | None:
     found = _first(env, *names)
     if found is None:

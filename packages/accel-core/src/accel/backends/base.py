@@ -8,7 +8,7 @@ plugins (DDP, FSDP, DeepSpeed, ...) override what differs.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -134,14 +134,14 @@ class Backend:
     def compile_model(self, model: torch.nn.Module) -> torch.nn.Module:
         """Compile ``model`` as the state's ``dynamo_plugin`` says (``torch.compile``, or regional
         compilation of its repeated blocks); unchanged when dynamo is off."""
-        from accel.models import _compile_regions_in_place
+        from accel.models import _compile_regions_in_place, _compiled
 
         plugin = self.context.dynamo_plugin
         if plugin is None or not plugin.enabled:
             return model
         if plugin.use_regional_compilation:
             return _compile_regions_in_place(model, **plugin.to_compile_kwargs())
-        return torch.compile(model, **plugin.to_compile_kwargs())
+        return _compiled(model, plugin.to_compile_kwargs())
 
     def prepare_optimizer(
         self, optimizer: torch.optim.Optimizer, device_placement: bool = True
@@ -238,14 +238,14 @@ class Backend:
         self.context.precision.backward(loss, **kwargs)
 
     @contextlib.contextmanager
-    def no_sync(self, model: torch.nn.Module) -> Iterator[None]:
+    def no_sync(self, model: torch.nn.Module) -> Generator[None, None, None]:
         """Context in which gradients are not synchronised across processes."""
         context = getattr(model, "no_sync", None)
         with context() if callable(context) else contextlib.nullcontext():
             yield
 
     @contextlib.contextmanager
-    def trigger_sync_in_backward(self, model: torch.nn.Module) -> Iterator[None]:
+    def trigger_sync_in_backward(self, model: torch.nn.Module) -> Generator[None, None, None]:
         """Context whose next backward synchronises gradients even after forwards under :meth:`no_sync`.
 
         Default: does nothing (one process, or a backend with nothing to synchronise).
@@ -254,8 +254,9 @@ class Backend:
 
     def clip_grad_norm_(
         self, parameters: Iterable[torch.Tensor], max_norm: float, norm_type: float = 2.0
-    ) -> torch.Tensor:
-        """Clip gradients to ``max_norm`` and return the total norm."""
+    ) -> torch.Tensor | None:
+        """Clip gradients to ``max_norm`` and return the total norm (None where the backend
+        clips inside ``optimizer.step()`` instead: Megatron-LM)."""
         return torch.nn.utils.clip_grad_norm_(parameters, max_norm, norm_type=norm_type)
 
     def context_parallel(
@@ -328,16 +329,14 @@ class Backend:
             model, keep_fp32_wrapper=keep_fp32_wrapper, keep_torch_compile=keep_torch_compile
         )
 
-    def get_state_dict(
-        self, model: torch.nn.Module, unwrap: bool = True
-    ) -> dict[str, torch.Tensor]:
+    def get_state_dict(self, model: torch.nn.Module, unwrap: bool = True) -> dict[str, Any]:
         """A full state dict of ``model`` (gathered if it is sharded)."""
         if unwrap:
             model = self.unwrap_model(model)
         return model.state_dict()
 
     def load_model_state_dict(
-        self, model: torch.nn.Module, state_dict: dict[str, torch.Tensor], strict: bool = True
+        self, model: torch.nn.Module, state_dict: dict[str, Any], strict: bool = True
     ) -> Any:
         """Load a full state dict into a (possibly wrapped) model."""
         return self.unwrap_model(model).load_state_dict(state_dict, strict=strict)

@@ -16,7 +16,7 @@ answers the requested steps), and the connector applies it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -61,7 +61,8 @@ class BackendContext:
         """The kwargs handlers passed to the Accelerator, by class name."""
         self.prepared = prepared
         """The :class:`~accel.prepared.PreparedObjects` prepared so far, in order."""
-        self._precision: Precision = None  # type: ignore[assignment]
+        # None only until the connector sets it, before any backend or plugin reads it
+        self._precision: Precision = None  # ty: ignore[invalid-assignment]
         if precision is not None:
             self.precision = precision
         self.rng_types = rng_types
@@ -220,7 +221,7 @@ class BackendContext:
         )
 
     @contextlib.contextmanager
-    def override_even_batches(self, even_batches: bool | None) -> Iterator[None]:
+    def override_even_batches(self, even_batches: bool | None) -> Generator[None, None, None]:
         """Context for a join over uneven inputs: ``even_batches`` (unless None) and no empty batches.
 
         Sets the data-loader configuration and the batch samplers of the prepared loaders,

@@ -87,7 +87,7 @@ def _detected_memory() -> dict[Device, int]:
     for kind in _ACCELERATOR_KINDS:
         backend = getattr(torch, kind, None)
         available = getattr(backend, "is_available", None)
-        if available is None or not available():
+        if backend is None or available is None or not available():
             continue
         for index in range(backend.device_count()):
             try:
@@ -101,7 +101,7 @@ def _detected_memory() -> dict[Device, int]:
     return memory
 
 
-def get_max_memory(max_memory: dict[Any, int | str] | None = None) -> dict[Device, int]:
+def get_max_memory(max_memory: Mapping[Any, int | str] | None = None) -> dict[Device, int]:
     """Memory budget in bytes per device, fastest device first (indices, ``mps``, ``cpu``, ``disk``).
 
     Without ``max_memory``: the free memory of every accelerator and the available RAM. Given a
@@ -156,7 +156,10 @@ def _element_bytes(dtype: torch.dtype | CustomDtype) -> int | float:
 
 
 def _loaded_bytes(
-    name: str, tensor: torch.Tensor, dtype: torch.dtype | None, special: Mapping[str, torch.dtype]
+    name: str,
+    tensor: torch.Tensor,
+    dtype: torch.dtype | CustomDtype | None,
+    special: Mapping[str, torch.dtype | CustomDtype],
 ) -> int | float:
     """Bytes ``tensor`` takes once loaded: ``special`` dtype, else the smaller of ``dtype`` and its
     own for floating tensors (integers and bools are never converted)."""
@@ -184,7 +187,7 @@ def compute_module_sizes(
     dtype: str | torch.dtype | None = None,
     special_dtypes: Mapping[str, str | torch.dtype] | None = None,
     buffers_only: bool = False,
-) -> defaultdict[str, int]:
+) -> defaultdict[str, float]:
     """Bytes held by every module and tensor of ``model``, by name (``""`` is the whole model).
 
     ``dtype`` is the dtype floating tensors are loaded in (a tensor already smaller keeps its
@@ -192,15 +195,15 @@ def compute_module_sizes(
     ``special_dtypes`` overrides it for single tensors. A tied weight is counted once, under
     its first name. Names the model does not have read as 0 (a ``defaultdict``).
     """
-    dtype = _as_dtype(dtype)
-    special = {k: _as_dtype(v) for k, v in (special_dtypes or {}).items()}
-    sizes: defaultdict[str, int] = defaultdict(int)
+    load_dtype = _as_dtype(dtype)
+    special = {k: d for k, v in (special_dtypes or {}).items() if (d := _as_dtype(v)) is not None}
+    sizes: defaultdict[str, float] = defaultdict(int)
     tensors: list[tuple[str, torch.Tensor]] = []
     if not buffers_only:
         tensors += list(model.named_parameters())
     tensors += list(model.named_buffers())
     for name, tensor in tensors:
-        size = _loaded_bytes(name, tensor, dtype, special)
+        size = _loaded_bytes(name, tensor, load_dtype, special)
         for prefix in _prefixes(name):
             sizes[prefix] += size
     return sizes
@@ -210,7 +213,7 @@ def compute_module_total_buffer_size(
     model: torch.nn.Module,
     dtype: str | torch.dtype | None = None,
     special_dtypes: Mapping[str, str | torch.dtype] | None = None,
-) -> int:
+) -> float:
     """Bytes of all the buffers of ``model`` (see :func:`compute_module_sizes`)."""
     return compute_module_sizes(model, dtype, special_dtypes, buffers_only=True).get("", 0)
 
@@ -256,9 +259,9 @@ def _can_split(obj: Any, no_split: Iterable[str]) -> bool:
 
 def get_max_layer_size(
     modules: torch.nn.Module | list[Entry],
-    module_sizes: Mapping[str, int],
+    module_sizes: Mapping[str, float],
     no_split_module_classes: Iterable[str] | None = None,
-) -> tuple[int, list[str]]:
+) -> tuple[float, list[str]]:
     """Size of the largest layer, and the names of the layers that size.
 
     A layer is a tensor, a module without children, or a module whose class is in
@@ -322,7 +325,7 @@ def get_balanced_memory(
     block = 0
     no_split = _class_names(no_split_module_classes)
     if no_split:
-        first_size: dict[str, int] = {}
+        first_size: dict[str, float] = {}
         for name, size in sizes.items():
             if not name:
                 continue
@@ -353,7 +356,7 @@ def _get(model: torch.nn.Module, name: str) -> Any:
     return obj
 
 
-def calculate_maximum_sizes(model: torch.nn.Module) -> tuple[int, tuple[int, list[str]]]:
+def calculate_maximum_sizes(model: torch.nn.Module) -> tuple[float, tuple[float, list[str]]]:
     """``(model size, (largest layer size, its names))``; layers as in :func:`get_max_layer_size`,
     with the model's ``_no_split_modules`` (transformers models) kept whole."""
     sizes = compute_module_sizes(model)
@@ -369,9 +372,9 @@ def _holder(name: str, entries: Iterable[Entry]) -> Entry | None:
 def get_module_size_with_ties(
     tied_params: list[str],
     module_size: int,
-    module_sizes: Mapping[str, int],
+    module_sizes: Mapping[str, float],
     modules_to_treat: list[tuple[str, torch.nn.Module]],
-) -> tuple[int, list[str], list[torch.nn.Module]]:
+) -> tuple[float, list[str], list[torch.nn.Module]]:
     """A module's size with the modules holding its tied weights: Accelerate's formula.
 
     Accelerate's ``accelerate.utils.modeling.get_module_size_with_ties``. For each name of
@@ -444,7 +447,7 @@ def infer_auto_device_map(
     _cover_buffers(model, plan)
 
     if not offload_buffers:
-        buffer_sizes: dict[Device, int] = defaultdict(int)
+        buffer_sizes: dict[Device, float] = defaultdict(int)
         for name, device in planner.placed_modules:
             buffer_sizes[device] += compute_module_total_buffer_size(
                 _get(model, name) if name else model, dtype=dtype, special_dtypes=special_dtypes
@@ -477,7 +480,7 @@ class _Planner:
         model: torch.nn.Module,
         budgets: dict[Device, int],
         no_split: list[str],
-        sizes: Mapping[str, int],
+        sizes: Mapping[str, float],
         tied: list[list[str]],
         verbose: bool,
         fallback_allocation: bool,
@@ -497,11 +500,11 @@ class _Planner:
         self.verbose = verbose
         self.fallback_allocation = fallback_allocation
         self.todo: list[Entry] = _root_entries(model)
-        self.used: dict[Device, int] = dict.fromkeys(self.devices, 0)
+        self.used: dict[Device, float] = dict.fromkeys(self.devices, 0)
         self.placed_modules: list[tuple[str, Device]] = []
         """Modules placed whole, with their device: their buffers go with them (the tied
         holders placed along are not counted here, as in Accelerate)."""
-        self.too_small: dict[Device, int] = {}
+        self.too_small: dict[Device, float] = {}
         """Devices that got nothing: the size they would have needed."""
         self.largest, self.largest_names = get_max_layer_size(self.todo, sizes, no_split)
         self.fallback_tried: dict[Device, set[str]] = {}
@@ -535,7 +538,7 @@ class _Planner:
                 found.append(entry)
         return found
 
-    def size_with(self, name: str, partners: list[str], holders: list[Entry]) -> int:
+    def size_with(self, name: str, partners: list[str], holders: list[Entry]) -> float:
         """``name``'s size plus, for each tied name outside it, the size of its holder.
 
         A tied weight is counted once in the sizes (under its first name), so nothing is

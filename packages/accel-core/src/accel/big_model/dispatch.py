@@ -14,7 +14,7 @@ import functools
 import gc
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Generator, Iterable, Mapping
 from typing import Any
 
 import torch
@@ -66,7 +66,7 @@ DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 
 
 @contextlib.contextmanager
-def init_empty_weights(include_buffers: bool | None = None) -> Iterator[None]:
+def init_empty_weights(include_buffers: bool | None = None) -> Generator[None, None, None]:
     """Build models with no memory for their weights: every parameter lands on the meta device.
 
     Buffers stay real (on the CPU) unless ``include_buffers=True``. Load the weights afterwards
@@ -79,7 +79,7 @@ def init_empty_weights(include_buffers: bool | None = None) -> Iterator[None]:
 @contextlib.contextmanager
 def init_on_device(
     device: int | str | torch.device, include_buffers: bool | None = None
-) -> Iterator[None]:
+) -> Generator[None, None, None]:
     """Build models with their parameters (and buffers with ``include_buffers``) on ``device``.
 
     With ``include_buffers``, every tensor created in the block defaults to ``device`` too.
@@ -110,9 +110,10 @@ def init_on_device(
         if buffer is not None and buffer.device != device:
             module._buffers[name] = buffer.to(device)
 
-    torch.nn.Module.register_parameter = register_parameter  # type: ignore[method-assign]
+    # patched for the block and restored after it (the point of this context manager)
+    torch.nn.Module.register_parameter = register_parameter  # ty: ignore[invalid-assignment]
     if include_buffers:
-        torch.nn.Module.register_buffer = register_buffer  # type: ignore[method-assign]
+        torch.nn.Module.register_buffer = register_buffer  # ty: ignore[invalid-assignment]
     try:
         with device if include_buffers else contextlib.nullcontext():
             yield
@@ -246,7 +247,8 @@ def dispatch_model(
     device_map = {name: normalize_device(device) for name, device in device_map.items()}
     check_device_map(model, device_map)
     devices = set(device_map.values())
-    model.hf_device_map = dict(device_map)  # type: ignore[assignment]
+    # torch types Module.__setattr__ for tensors and modules; any attribute may be set
+    model.hf_device_map = dict(device_map)  # ty: ignore[invalid-assignment]
     if not force_hooks and len(devices) == 1 and "disk" not in devices:
         device = next(iter(devices))
         meta = [n for n, t in model.state_dict(keep_vars=True).items() if t.device.type == "meta"]
@@ -340,7 +342,7 @@ def _offloaded_weights(
         index = read_offload_index(offload_dir)
     in_ram: dict[str, torch.Tensor] = dict(state_dict or {})
     to_disk: dict[str, torch.Tensor] = {}
-    tensors = list(model.named_parameters(remove_duplicate=False))
+    tensors: list[tuple[str, torch.Tensor]] = list(model.named_parameters(remove_duplicate=False))
     if offload_buffers:
         tensors += list(model.named_buffers(remove_duplicate=False))
     for name, tensor in tensors:
@@ -509,7 +511,8 @@ def load_checkpoint_in_model(
             loaded.update(group)
     _retie(model, tied, offload_index)
     if offload_index:
-        save_offload_index(offload_index, offload_folder)  # type: ignore[arg-type]
+        assert offload_folder is not None  # 'disk' entries need one (checked above)
+        save_offload_index(offload_index, offload_folder)
     missing = sorted(expected - loaded)
     if strict and (missing or unexpected):
         raise CheckpointError(
@@ -556,6 +559,7 @@ def _load_one(
                 "shape": shape,
             }
         else:
+            assert offload_folder is not None  # 'disk' entries need one (checked by the caller)
             offload_weight(reader.get(key).to(dtype), name, offload_folder, offload_index)
         set_module_tensor_to_device(model, name, "meta", dtype=dtype)
         return

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Generator, Iterable, Mapping
 from typing import Any
 
 import torch
@@ -168,7 +168,8 @@ class AlignDevicesHook(ModelHook):
         if value is None or value.dtype != torch.int8 or "weight" not in name:
             return None
         statistics = name.replace("weight", "SCB")
-        return self.weights_map[statistics] if statistics in self.weights_map else None
+        weights = self.weights_map
+        return weights[statistics] if weights is not None and statistics in weights else None
 
     def pre_forward(
         self, module: torch.nn.Module, *args: Any, **kwargs: Any
@@ -179,9 +180,11 @@ class AlignDevicesHook(ModelHook):
         if self.offload:
             device = self.execution_device or torch.device("cpu")
             tied = self.tied_params_map
+            weights = self.weights_map
+            assert weights is not None  # offloading hooks are built with their weights map
             self._tied_loaded = set()
             for name in self._offloaded:
-                value = self.weights_map[name]
+                value = weights[name]
                 if tied is not None and value is not None:
                     pointer = value.data_ptr()
                     if name in self.tied_params_names and pointer not in tied:
@@ -247,7 +250,11 @@ def _tensor(module: torch.nn.Module, name: str) -> torch.Tensor:
     prefix, _, attr = name.rpartition(".")
     owner = module.get_submodule(prefix) if prefix else module
     tensor = owner._parameters.get(attr)
-    return tensor if tensor is not None else owner._buffers[attr]
+    if tensor is None:
+        tensor = owner._buffers[attr]
+    if tensor is None:
+        raise KeyError(f"{name} is registered as None")
+    return tensor
 
 
 def _names(items: Iterable[tuple[str, torch.Tensor]]) -> dict[str, torch.device]:
@@ -490,14 +497,16 @@ def attach_align_device_hook_on_blocks(
     options = _AttachOptions(
         offload_buffers, skip_keys, set(preload_module_classes or ()), tied_params_map
     )
-    if not isinstance(execution_device, Mapping) and not isinstance(offload, Mapping):
-        execution_device = {module_name: execution_device}
-        offload = {module_name: offload}
-    elif not isinstance(execution_device, Mapping):
-        execution_device = dict.fromkeys(offload, execution_device)
-    elif not isinstance(offload, Mapping):
-        offload = dict.fromkeys(execution_device, offload)
-    _attach_blocks(module, execution_device, offload, weights_map, module_name, options)
+    devices: Mapping[str, Any]
+    offloads: Mapping[str, bool]
+    if isinstance(execution_device, Mapping):
+        devices = execution_device
+        offloads = offload if isinstance(offload, Mapping) else dict.fromkeys(devices, offload)
+    elif isinstance(offload, Mapping):
+        devices, offloads = dict.fromkeys(offload, execution_device), offload
+    else:
+        devices, offloads = {module_name: execution_device}, {module_name: offload}
+    _attach_blocks(module, devices, offloads, weights_map, module_name, options)
 
 
 def _attach_blocks(
@@ -569,7 +578,7 @@ def has_offloaded_params(module: torch.nn.Module) -> bool:
 @contextlib.contextmanager
 def align_module_device(
     module: torch.nn.Module, execution_device: int | str | torch.device | None = None
-) -> Iterator[None]:
+) -> Generator[None, None, None]:
     """Inside the block, ``module``'s own weights are real tensors on its execution device.
 
     An offloaded module (:func:`has_offloaded_params`) loads its weights as for a forward

@@ -100,7 +100,8 @@ def set_module_tensor_to_device(
                 continue
             copies = tied_params_map.get(source.data_ptr())
             if copies is not None and device in copies:
-                owner._parameters[name] = copies[device]
+                # a tied copy may be a plain tensor (the hooks load them so), kept as it is
+                owner._parameters[name] = copies[device]  # ty: ignore[invalid-assignment]
                 return
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype.replace("torch.", ""))
@@ -138,16 +139,20 @@ def set_module_tensor_to_device(
             new = _as_parameter(old, new)
             owner._parameters[name] = new
     if fp16_statistics is not None and not is_buffer:
-        owner._parameters[name].SCB = fp16_statistics.to(target, non_blocking=non_blocking)
+        # bitsandbytes' int8 statistics, an attribute torch's Parameter does not declare
+        owner._parameters[name].SCB = fp16_statistics.to(  # ty: ignore[invalid-assignment]
+            target, non_blocking=non_blocking
+        )
     if clear_cache and target.type not in ("cpu", "meta"):
         from accel.memory import clear_device_cache  # a lower layer; imported when first needed
 
         clear_device_cache()
     if tied_params_map is not None and not is_buffer:
         # remember the copy on ``device`` of a tied weight, for its other names
+        placed = owner._parameters[name]
         for source in (old, source_value):
-            if source is not None and source.data_ptr() in tied_params_map:
-                tied_params_map[source.data_ptr()].setdefault(device, owner._parameters[name])
+            if placed is not None and source is not None and source.data_ptr() in tied_params_map:
+                tied_params_map[source.data_ptr()].setdefault(device, placed)
                 break
 
 
@@ -164,7 +169,8 @@ def _as_parameter(old: torch.Tensor | None, data: torch.Tensor) -> torch.nn.Para
     param = torch.nn.Parameter(data, requires_grad=requires_grad)
     initialized = getattr(old, "_is_hf_initialized", None)
     if initialized is not None:
-        param._is_hf_initialized = initialized
+        # transformers' flag, an attribute torch's Parameter does not declare
+        param._is_hf_initialized = initialized  # ty: ignore[missing-attribute]
     return param
 
 

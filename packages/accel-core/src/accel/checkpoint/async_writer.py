@@ -390,7 +390,8 @@ def _guardable(optimizers: list[Any]) -> tuple[list[Any], set[int]]:
 
 def _storage_pointer(tensor: torch.Tensor) -> int:
     """The data pointer of ``tensor``'s storage (a DTensor's: its local tensor's)."""
-    local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
+    to_local = getattr(tensor, "to_local", None)
+    local = to_local() if to_local is not None else tensor
     return local.untyped_storage().data_ptr()
 
 

@@ -111,13 +111,15 @@ class FileReader:
         if self._handle is not None:
             name = self._context.get_slice(key).get_dtype()
             return _SAFETENSORS_DTYPES.get(name) or getattr(torch, name.lower())
-        return self._tensors[key].dtype  # type: ignore[index]
+        assert self._tensors is not None  # a torch file is read whole when opened
+        return self._tensors[key].dtype
 
     def get(self, key: str) -> torch.Tensor:
         """One tensor (a memory map of the file for safetensors)."""
         if self._handle is not None:
             return self._context.get_tensor(key)
-        return self._tensors[key]  # type: ignore[index]
+        assert self._tensors is not None
+        return self._tensors[key]
 
 
 _SAFETENSORS_DTYPES = {

@@ -103,12 +103,18 @@ class HookHandle:
 class RunContext(Protocol):
     """What the manager reads of the run (:class:`~accel.backends.BackendContext` has it all)."""
 
-    prepared: PreparedObjects
-    precision: Precision
-    num_processes: int
-    process_index: int
-    is_main_process: bool
-    is_local_main_process: bool
+    @property
+    def prepared(self) -> PreparedObjects: ...
+    @property
+    def precision(self) -> Precision: ...
+    @property
+    def num_processes(self) -> int: ...
+    @property
+    def process_index(self) -> int: ...
+    @property
+    def is_main_process(self) -> bool: ...
+    @property
+    def is_local_main_process(self) -> bool: ...
 
 
 class StateIO(Protocol):

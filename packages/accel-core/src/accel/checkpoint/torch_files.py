@@ -15,7 +15,7 @@ safe_serialization=False)`` keep torch's default: their files may leave accel.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Any
 
 import torch
@@ -31,7 +31,7 @@ def _settings() -> Any:
 
 
 @contextlib.contextmanager
-def without_zip_crc() -> Iterator[None]:
+def without_zip_crc() -> Generator[None, None, None]:
     """``torch.save`` calls inside skip the zip records' CRC-32; the setting is restored after.
 
     Recent torch keeps the setting per thread (a ``ContextVar``), so only this thread's saves

@@ -417,7 +417,7 @@ class Option:
         return value
 
 
-def _no_checks() -> tuple[Callable[[dict[str, Any]], None], ...]:
+def _no_checks() -> Sequence[Callable[[dict[str, Any]], None]]:
     return ()
 
 
@@ -435,8 +435,8 @@ class Section:
 
     key: str
     """The section's key in the config file (``fsdp_config``)."""
-    options: tuple[Option, ...]
-    """The section's keys, in the order of the flags and of ``accel launch --help``."""
+    options: Sequence[Option]
+    """The section's keys (stored as a tuple), in the order of the flags and of ``accel launch --help``."""
     title: str = ""
     """What the section configures, in messages (``FSDP``: "is not an FSDP setting")."""
     distributed_type: str | None = None
@@ -444,7 +444,7 @@ class Section:
     catalog's entry for the section key)."""
     flag_prefix: str = ""
     """Prefix of derived flag names (``fp8_``: key ``margin`` -> ``--fp8_margin``)."""
-    checks: tuple[Callable[[dict[str, Any]], None], ...] = field(default_factory=_no_checks)
+    checks: Sequence[Callable[[dict[str, Any]], None]] = field(default_factory=_no_checks)
     """Cross-key rules over the typed values; each raises ConfigError."""
     flat_dests: bool = False
     """Flags parse into the bare key names (``dynamo_backend``, as Accelerate's parser names

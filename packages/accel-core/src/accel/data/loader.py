@@ -188,7 +188,7 @@ def prepare_data_loader(
     )
     if iterable and not dispatch and n > 1:
         synchronized = getattr(dataset, "generator", None)
-    common = {
+    common: dict[str, Any] = {
         "device": device if put_on_device else None,
         "seed": seed,
         "non_blocking": non_blocking,
@@ -237,10 +237,17 @@ def prepare_data_loader(
     if iterable:
         own_shards = n > 1 and not split_batches and _reads_own_shards(dataset, n)
         if own_shards:  # a Hugging Face iterable dataset: each process reads its own shards
-            dataset = dataset.shard(num_shards=n, index=rank)
+            hf_dataset: Any = dataset  # a datasets.IterableDataset (_reads_own_shards)
+            dataset = hf_dataset.shard(num_shards=n, index=rank)
         elif n > 1:
             dataset = IterableDatasetShard(
-                dataset, batch_size, dataloader.drop_last, n, rank, split_batches
+                dataset,
+                # without a batch size, each item of the stream is one process's batch
+                1 if batch_size is None else batch_size,
+                dataloader.drop_last,
+                n,
+                rank,
+                split_batches,
             )
         per = batch_size // n if split_batches and batch_size else batch_size
         kwargs.update(batch_size=per, drop_last=dataloader.drop_last)
@@ -343,7 +350,9 @@ class SkipDataLoader(DataLoaderStateMixin, DataLoader):
         self.skip_batches = skip_batches
         self.gradient_state = GradientState()
 
-    def __iter__(self) -> Iterator[Any]:
+    # DataLoader.__iter__ is declared to return torch's private iterator class; a prepared
+    # loader yields its batches from a generator, as Accelerate's do
+    def __iter__(self) -> Iterator[Any]:  # ty: ignore[incompatible-method-override]
         self.begin()
         try:
             for index, batch in enumerate(super().__iter__()):

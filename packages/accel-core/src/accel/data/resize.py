@@ -9,11 +9,11 @@ position saved on another number of processes or batch size into where this load
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch.utils.data import IterableDataset
 
-from accel.data.samplers import IterableDatasetShard
+from accel.data.samplers import BatchSamplerShard, IterableDatasetShard
 
 
 class GlobalPosition:
@@ -21,6 +21,16 @@ class GlobalPosition:
 
     dispatches = False
     """Whether the main process reads each global batch and sends the slices (the dispatcher)."""
+
+    if TYPE_CHECKING:  # what the loader this mixes into (DataLoaderShard) provides
+        dataset: Any
+        batch_size: int | None
+        batches_yielded: int
+        shards_per_process: int
+        _origin: tuple[int, int]
+        _resize: tuple[int, int] | None
+
+        def _shard(self) -> BatchSamplerShard | None: ...
 
     def _layout(self) -> dict[str, Any]:
         """How this loader's batches map onto the global order.
@@ -204,7 +214,7 @@ def rebatched(batches: Iterator[Any], drop: int, size: int) -> Iterator[Any]:
         if drop:
             batch, drop = slice_tensors(batch, slice(drop, rows)), 0
         carry = batch if carry is None else concatenate([carry, batch])
-        while find_batch_size(carry) >= size:
+        while (find_batch_size(carry) or 0) >= size:
             yield slice_tensors(carry, slice(0, size))
             carry = slice_tensors(carry, slice(size, None))
     if carry is not None and find_batch_size(carry):

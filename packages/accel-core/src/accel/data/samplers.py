@@ -40,6 +40,13 @@ def _random_tensors(
     yield torch.randperm(n, generator=generator)[: num_samples % n]
 
 
+def _set_epoch(target: object, epoch: int) -> None:
+    """Call ``target.set_epoch(epoch)`` when it has one (samplers and datasets may)."""
+    set_epoch = getattr(target, "set_epoch", None)
+    if callable(set_epoch):
+        set_epoch(epoch)
+
+
 def _order_from(tensors: Iterator[torch.Tensor], start: int, head: int) -> tuple[list[int], Any]:
     """The first ``head`` indices of an order, and an iterator over it from index ``start`` on.
 
@@ -220,8 +227,9 @@ class BatchSamplerShard(BatchSampler):
                 f"split_batches=True needs a batch size ({batch_size}) that is a round multiple of the number of processes ({num_processes})"
             )
         self.batch_sampler = batch_sampler
-        self.sampler = getattr(batch_sampler, "sampler", None)
-        self.batch_size = batch_size
+        # the wrapped batch sampler's sampler and batch size, whatever they are (duck-typed)
+        self.sampler: Any = getattr(batch_sampler, "sampler", None)
+        self.batch_size: int | None = batch_size
         self.drop_last = getattr(batch_sampler, "drop_last", False)
         self.num_processes = num_processes
         self.process_index = process_index
@@ -243,6 +251,13 @@ class BatchSamplerShard(BatchSampler):
         return self.batch_size if self.split_batches else self.batch_size * self.num_processes
 
     @property
+    def _size(self) -> int:
+        """The batch size, on the paths that need one (counted samples, split batches)."""
+        if self.batch_size is None:
+            raise TypeError(f"{type(self.batch_sampler).__name__} has no batch_size")
+        return self.batch_size
+
+    @property
     def total_length(self) -> int:
         """Batches of the wrapped batch sampler (all processes together)."""
         return len(self.batch_sampler)
@@ -250,8 +265,8 @@ class BatchSamplerShard(BatchSampler):
     def set_epoch(self, epoch: int) -> None:
         """Forward the epoch to the wrapped batch sampler and its sampler, when they take one."""
         for target in (self.batch_sampler, self.sampler):
-            if target is not None and hasattr(target, "set_epoch"):
-                target.set_epoch(epoch)
+            if target is not None:
+                _set_epoch(target, epoch)
 
     def __len__(self) -> int:
         base = len(self.batch_sampler)
@@ -285,7 +300,7 @@ class BatchSamplerShard(BatchSampler):
         if not self.counts_samples:
             return None
         length = len(self.sampler)
-        return length // self.batch_size * self.batch_size if self.drop_last else length
+        return length // self._size * self._size if self.drop_last else length
 
     def __iter__(self) -> Iterator[list[int]]:
         skip, self.skip = self.skip, 0
@@ -293,7 +308,7 @@ class BatchSamplerShard(BatchSampler):
         start, self.start_batch = self.start_batch, 0
         if skip and self.counts_samples:  # whole rounds: skipped as their samples, undrawn
             per_round = 1 if self.split_batches else self.num_processes
-            samples, skip = skip * per_round * self.batch_size, 0
+            samples, skip = skip * per_round * self._size, 0
         if samples or start:
             return self._resized(samples, start)
         if self.num_processes == 1 and self._fixed_batches():
@@ -329,7 +344,7 @@ class BatchSamplerShard(BatchSampler):
         """
         n = 1 if self.split_batches else self.num_processes
         if samples:
-            size = self.batch_size
+            size = self._size
             if hasattr(self.sampler, "index_tensors"):  # the skipped indices stay in tensors
                 head_indices, rest = _order_from(self.sampler.index_tensors(), samples, n * size)
             else:
@@ -340,7 +355,7 @@ class BatchSamplerShard(BatchSampler):
                 else:
                     rest = itertools.islice(indices, samples - len(head_indices), None)
             head = [head_indices[i : i + size] for i in range(0, len(head_indices), size)]
-            batches: Any = _batched(rest, self.batch_size, self.drop_last)
+            batches: Any = _batched(rest, size, self.drop_last)
             head = [b for b in head if len(b) == self.batch_size or not self.drop_last]
         else:
             source = iter(self.batch_sampler)
@@ -418,7 +433,7 @@ class BatchSamplerShard(BatchSampler):
         self, n: int, rank: int, batches: Any, first: list[list[int]] | None
     ) -> Iterator[list[int]]:
         head: list[int] = list(first[0]) if first else []
-        full = self.batch_size
+        full = self._size
         per = full // n
         for batch in batches:
             batch = list(batch)
@@ -481,8 +496,7 @@ class IterableDatasetShard(IterableDataset):
 
     def set_epoch(self, epoch: int) -> None:
         """Forward the epoch to the wrapped dataset."""
-        if hasattr(self.dataset, "set_epoch"):
-            self.dataset.set_epoch(epoch)
+        _set_epoch(self.dataset, epoch)
 
     def __iter__(self) -> Iterator[Any]:
         per = self.batch_size // self.num_processes if self.split_batches else self.batch_size
@@ -519,16 +533,16 @@ class SkipBatchSampler(BatchSampler):
 
     def __init__(self, batch_sampler: Any, skip_batches: int = 0):
         self.batch_sampler = batch_sampler
-        self.sampler = getattr(batch_sampler, "sampler", None)
-        self.batch_size = getattr(batch_sampler, "batch_size", None)
+        self.sampler: Any = getattr(batch_sampler, "sampler", None)
+        self.batch_size: Any = getattr(batch_sampler, "batch_size", None)
         self.drop_last = getattr(batch_sampler, "drop_last", False)
         self.skip_batches = skip_batches
 
     def set_epoch(self, epoch: int) -> None:
         """Forward the epoch to the wrapped batch sampler (and its sampler)."""
         for target in (self.batch_sampler, self.sampler):
-            if target is not None and hasattr(target, "set_epoch"):
-                target.set_epoch(epoch)
+            if target is not None:
+                _set_epoch(target, epoch)
 
     def __iter__(self) -> Iterator[list[int]]:
         for index, batch in enumerate(self.batch_sampler):

@@ -297,7 +297,7 @@ class DataLoaderShard(GlobalPosition, DataLoaderStateMixin, DataLoader):
         if isinstance(self.dataset, IterableDatasetShard):
             self.dataset.skip_samples = samples  # the stream is read up to there
             return skip
-        if samples and not self.dispatches:
+        if samples and not self.dispatches and self.batch_size:
             return samples // self.batch_size  # iterable datasets: skipped by reading
         return skip
 
@@ -326,8 +326,9 @@ class DataLoaderShard(GlobalPosition, DataLoaderStateMixin, DataLoader):
             seen.add(id(target))
             if isinstance(target, SeedableRandomSampler) and self.seed is not None:
                 target.seed = self.seed  # a restored seed (load_state_dict) reaches the sampler
-            if hasattr(target, "set_epoch") and not isinstance(target, BatchSamplerShard):
-                target.set_epoch(self.epoch)
+            set_epoch = getattr(target, "set_epoch", None)
+            if callable(set_epoch) and not isinstance(target, BatchSamplerShard):
+                set_epoch(self.epoch)
 
     def _batches(self, skip_by_reading: int) -> Iterator[Any]:
         """This process's batches of the epoch, before device placement."""
@@ -351,11 +352,15 @@ class DataLoaderShard(GlobalPosition, DataLoaderStateMixin, DataLoader):
             if isinstance(self.collate_fn, EmptySafeCollate):
                 self._empty = empty_like(batch)
             return batch
-        if self._empty is None:  # no real batch seen yet: shape one from the first sample
-            self._empty = empty_like(self.collate_fn.collate_fn([self.dataset[0]]))
+        collate = self.collate_fn
+        if self._empty is None and isinstance(collate, EmptySafeCollate):
+            # no real batch seen yet: shape one from the first sample
+            self._empty = empty_like(collate.collate_fn([self.dataset[0]]))
         return self._empty
 
-    def __iter__(self) -> Iterator[Any]:
+    # DataLoader.__iter__ is declared to return torch's private iterator class; a prepared
+    # loader yields its batches from a generator, as Accelerate's do
+    def __iter__(self) -> Iterator[Any]:  # ty: ignore[incompatible-method-override]
         source = self._batches(self._start_epoch())
         if isinstance(self.collate_fn, EmptySafeCollate):
             source = map(self._fill_empty, source)
@@ -365,16 +370,18 @@ class DataLoaderShard(GlobalPosition, DataLoaderStateMixin, DataLoader):
         # The preemption handler is looked up here too: with preemption off, a batch costs no
         # call for it (a handler installed mid-epoch is seen from the next epoch).
         place = None if self.device is None else placer(self.device, self.non_blocking)
-        cpu = place is not None and torch.device(self.device).type == "cpu"
+        cpu = self.device is not None and torch.device(self.device).type == "cpu"
         consumed = None if type(self)._consumed is DataLoaderShard._consumed else self._consumed
         handler = preemption.active()
         position = vars(self)
         self.begin()
         try:
             batches = iter(source)
-            current = next(batches, _END)
+            current: Any = next(batches, _END)
             # the batch after the current one is read first, to know which batch is the last
-            following = itertools.chain(batches, _LAST) if current is not _END else ()
+            following: Iterator[Any] = (
+                itertools.chain(batches, _LAST) if current is not _END else iter(())
+            )
             self.end_of_dataloader = current is _END
             for upcoming in following:
                 if upcoming is _END:
@@ -482,6 +489,7 @@ class DataLoaderDispatcher(DataLoaderShard):
         iterator = super()._batches(skip_by_reading) if is_main else None
         rows = self._origin[0] if self._shard() is None else 0
         if iterator is not None and rows:  # a stream resumed on another global batch size
+            assert self.batch_size is not None  # a position counted in samples has one
             iterator = rebatched(iterator, rows, self.batch_size)
         if not is_main and not self._replaying:
             draw_seed(self.generator)  # the base seed every process's DataLoader iterator draws
@@ -494,6 +502,11 @@ class DataLoaderDispatcher(DataLoaderShard):
             first = batch if first is None else first
             self._first = first
             real = find_batch_size(batch)
+            if real is None:
+                raise TypeError(
+                    "dispatch_batches needs batches holding tensors with a batch dimension, "
+                    f"got {type(batch).__name__}"
+                )
             full = self.total_batch_size or real
             if real < full and self._drop_last:
                 # drop_last drops a partial per-process batch (Accelerate's reading), or with
@@ -520,7 +533,7 @@ def get_sampler(dataloader: DataLoader) -> Sampler | None:
     return getattr(dataloader.batch_sampler, "sampler", None)
 
 
-def _loader_class(base: type, stateful: bool) -> type:
+def _loader_class(base: type[DataLoaderShard], stateful: bool) -> type[DataLoaderShard]:
     if not stateful:
         return base
     from accel.data.stateful import stateful_loader_class

@@ -20,7 +20,14 @@ from __future__ import annotations
 import functools
 from collections import deque
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from torch.utils.data import DataLoader
+
+if TYPE_CHECKING:
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+_Loader = TypeVar("_Loader", bound=DataLoader)
 
 _CHECKPOINT_KEYS = ("version", "num_processes", "batch_size", "samples_seen", "batches_seen")
 """What the checkpoint reader adds to a position without a version (a torchdata state)."""
@@ -36,7 +43,7 @@ def _yielded(state: dict[str, Any]) -> int:
     return int(snapshot.get("_snapshot_step", 0)) + int(state.get("_steps_since_snapshot", 0))
 
 
-def stateful_base() -> type:
+def stateful_base() -> type[StatefulDataLoader]:
     """torchdata's ``StatefulDataLoader``; ImportError saying what to install when torchdata is absent."""
     try:
         from torchdata.stateful_dataloader import StatefulDataLoader
@@ -48,13 +55,13 @@ def stateful_base() -> type:
     return StatefulDataLoader
 
 
-def stateful_loader_class(base: type) -> type:
+def stateful_loader_class(base: type[_Loader]) -> type[_Loader]:
     """``base`` (:class:`~accel.data_loader.DataLoaderShard` or a subclass) on ``StatefulDataLoader``."""
     return _build(base, stateful_base())
 
 
 @functools.cache
-def _build(base: type, stateful: type) -> type:
+def _build(base: Any, stateful: Any) -> Any:  # a class on two bases chosen at run time
     class StatefulLoader(base, stateful):
         __doc__ = f"{base.__name__} whose position is torchdata's ``StatefulDataLoader`` state."
         _stateful = True

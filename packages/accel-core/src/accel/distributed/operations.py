@@ -166,12 +166,14 @@ def _verify_dimensions(name: str, data: Any) -> None:
 def verify_operation(function: Callable) -> Callable:
     """Decorator: in debug mode, check that shapes match across ranks before running the collective."""
 
+    name = getattr(function, "__name__", "collective")
+
     @functools.wraps(function)
     def wrapper(data: Any, *args: Any, **kwargs: Any) -> Any:
         if _world() > 1:
-            flight.record(function.__name__)  # ACCEL_FLIGHT_DIR only: one line per collective
+            flight.record(name)  # ACCEL_FLIGHT_DIR only: one line per collective
         if _world() > 1 and _debug_enabled():
-            _verify(function.__name__, data)
+            _verify(name, data)
         return function(data, *args, **kwargs)
 
     return wrapper

@@ -81,8 +81,8 @@ def load(flight_dir: str | Path, failures: list[dict[str, Any]] | None = None) -
     records = {r.rank: r for r in found if r.header.get("restart", 0) == last}
     for failure in failures or []:
         try:
-            rank = int(failure.get("rank"))
-        except (TypeError, ValueError):
+            rank = int(failure["rank"])
+        except (KeyError, TypeError, ValueError):
             continue
         if failure.get("restart", 0) == last and rank in records:
             records[rank].failure = failure
@@ -145,34 +145,35 @@ def diagnose(records: list[RankRecord], prog: str = "accel launch") -> str | Non
     timeout = records[0].header.get("timeout")
     newest = max((r.last for r in records if r.last), key=lambda e: e.seq)
     seq = newest.seq
-    at_seq = [r for r in records if r.last and r.last.seq == seq]
+    at_seq = [(r, e) for r in records if (e := r.last) is not None and e.seq == seq]
     # the collective most of the ranks that reached this number entered
     ops: dict[str, int] = {}
-    for r in at_seq:
-        ops[r.last.op] = ops.get(r.last.op, 0) + 1
+    for _, e in at_seq:
+        ops[e.op] = ops.get(e.op, 0) + 1
     op = max(ops, key=lambda o: ops[o])
-    entered = [r for r in at_seq if r.last.op == op]
-    other = [r for r in at_seq if r.last.op != op]
-    behind = [r for r in records if r not in at_seq]
+    entered = [(r, e) for r, e in at_seq if e.op == op]
+    other = [(r, e) for r, e in at_seq if e.op != op]
+    reached = {r.rank for r, _ in at_seq}
+    behind = [r for r in records if r.rank not in reached]
     missing = sorted(set(range(world)) - {r.rank for r in records})
     if not other and not behind:
         return None
-    site = next(r.last.site for r in entered)
+    site = entered[0][1].site
     lines = [f"{prog}: hang in collective {op} #{seq} (called at {site})"]
 
     def names(rs: list[RankRecord]) -> str:
         return ", ".join(str(r.rank) for r in rs)
 
-    start = min(r.last.time for r in entered)
-    ends = [t for t in map(_ended_at, entered) if t is not None]
-    for r in entered:
+    start = min(e.time for _, e in entered)
+    ends = [t for t in (_ended_at(r) for r, _ in entered) if t is not None]
+    for r, e in entered:
         end = _ended_at(r)
-        waited = f"waited {end - r.last.time:.1f} s, then " if end is not None else ""
+        waited = f"waited {end - e.time:.1f} s, then " if end is not None else ""
         lines.append(f"  rank {r.rank}: entered it; {waited}{_ending(r)}")
-    for r in other:
+    for r, e in other:
         lines.append(
-            f"  rank {r.rank}: NEVER ENTERED it: entered {r.last.op} #{seq} instead "
-            f"(at {r.last.site}), a different collective; it {_ending(r)}"
+            f"  rank {r.rank}: NEVER ENTERED it: entered {e.op} #{seq} instead "
+            f"(at {e.site}), a different collective; it {_ending(r)}"
         )
     for r in behind:
         last = (
@@ -183,7 +184,10 @@ def diagnose(records: list[RankRecord], prog: str = "accel launch") -> str | Non
         lines.append(f"  rank {r.rank}: NEVER ENTERED it: {last}; it {_ending(r)}")
     for rank in missing:
         lines.append(f"  rank {rank}: no record on this machine")
-    lines.append(f"  entered: rank {names(entered)}; never entered: rank {names(other + behind)}")
+    never = [r for r, _ in other] + behind
+    lines.append(
+        f"  entered: rank {names([r for r, _ in entered])}; never entered: rank {names(never)}"
+    )
     elapsed = f"{max(ends) - start:.1f} s" if ends else "unknown"
     limit = f" (process-group timeout {timeout:g} s)" if isinstance(timeout, (int, float)) else ""
     lines.append(f"  elapsed from the first rank entering it to the end: {elapsed}{limit}")

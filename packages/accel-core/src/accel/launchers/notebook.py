@@ -11,14 +11,14 @@ import contextlib
 import functools
 import os
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from typing import Any
 
 from accel import environment
 
 
 @contextlib.contextmanager
-def patch_environment(**kwargs: Any) -> Iterator[None]:
+def patch_environment(**kwargs: Any) -> Generator[None, None, None]:
     """Set environment variables (names upper-cased) for the block, then restore the previous values."""
     saved: dict[str, str | None] = {}
     for key, value in kwargs.items():

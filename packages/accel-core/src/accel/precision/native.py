@@ -82,9 +82,11 @@ class _AutocastPrecision(Precision):
                     return outputs.float() if outputs.dtype in _HALF else outputs
                 return convert_to_fp32(outputs)
 
-            method._accel_precision = self  # type: ignore[attr-defined]
-            method._accel_original_forward = function  # type: ignore[attr-defined]
-            method._accel_original_is_function = True  # type: ignore[attr-defined]
+            method.__dict__.update(
+                _accel_precision=self,
+                _accel_original_forward=function,
+                _accel_original_is_function=True,
+            )
             model.forward = types.MethodType(method, model)
             return model
 
@@ -94,8 +96,7 @@ class _AutocastPrecision(Precision):
                 outputs = original(*args, **kwargs)
             return _outputs_to_fp32(outputs)
 
-        forward._accel_precision = self  # type: ignore[attr-defined]
-        forward._accel_original_forward = original  # type: ignore[attr-defined]
+        forward.__dict__.update(_accel_precision=self, _accel_original_forward=original)
         model.forward = forward
         return model
 

@@ -15,7 +15,7 @@ def quantizer_for(config: Any) -> Quantizer:
 
     kind = type(config).__name__
     for cls in registry.quantizers().values():
-        if kind in cls.config_class_names:
+        if kind in getattr(cls, "config_class_names", ()):
             return cls()
     raise registry._missing("quantizer", "bnb" if kind.startswith("Bnb") else kind)
 

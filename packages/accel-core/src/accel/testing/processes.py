@@ -182,7 +182,8 @@ def finish_processes(
             except ProcessLookupError:
                 pass
         outputs = "\n".join(
-            f"--- {' '.join(p.args)}\n{out[-3000:]}\n{err[-5000:]}"
+            f"--- {' '.join(map(str, p.args)) if isinstance(p.args, list) else p.args}\n"
+            f"{out[-3000:]}\n{err[-5000:]}"
             for p in processes
             for out, err in [p.communicate()]
         )

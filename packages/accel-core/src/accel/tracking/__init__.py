@@ -33,20 +33,32 @@ def available_trackers(installed_only: bool = True) -> list[str]:
     With ``installed_only`` (default), only those that can run here (``is_available()``:
     their tracking library is installed); that is what ``log_with="all"`` uses.
     """
-    from accel.plugins import registry
-
-    table = registry.trackers()
+    table = _TrackerClasses._plugins()
     return sorted(n for n, cls in table.items() if not installed_only or _available(cls))
 
 
-def _available(cls: type) -> bool:
+def tracker_class(name: str) -> type[GeneralTracker]:
+    """The plugin tracker class named ``name`` (:func:`accel.plugins.registry.get_tracker`),
+    checked to be a :class:`GeneralTracker`: a plugin's other class is a TypeError naming it."""
+    from accel.plugins import registry
+
+    return _checked(name, registry.get_tracker(name))
+
+
+def _checked(name: str, cls: type) -> type[GeneralTracker]:
+    if not issubclass(cls, GeneralTracker):
+        raise TypeError(f"the {name!r} tracker {cls.__qualname__} is not a GeneralTracker subclass")
+    return cls
+
+
+def _available(cls: type[GeneralTracker]) -> bool:
     try:
         return bool(cls.is_available())
     except Exception:
         return False
 
 
-def _library_missing(name: str, cls: type) -> ImportError:
+def _library_missing(name: str, cls: type[GeneralTracker]) -> ImportError:
     from accel.errors import MissingPluginError
 
     package = getattr(cls, "package", None) or f"the library of the {name!r} tracker"
@@ -57,7 +69,7 @@ def _library_missing(name: str, cls: type) -> ImportError:
     )
 
 
-class _TrackerClasses(MutableMapping):
+class _TrackerClasses(MutableMapping[str, type[GeneralTracker]]):
     """``{log_with name: tracker class}``: the classes registered here over those of the plugins.
 
     Reading a name looks first at the classes given to :func:`register_tracker_class` (or
@@ -66,20 +78,20 @@ class _TrackerClasses(MutableMapping):
     """
 
     def __init__(self) -> None:
-        self._registered: dict[str, type] = {}
+        self._registered: dict[str, type[GeneralTracker]] = {}
 
     @staticmethod
-    def _plugins() -> dict[str, type]:
+    def _plugins() -> dict[str, type[GeneralTracker]]:
         from accel.plugins import registry
 
-        return registry.trackers()
+        return {name: _checked(name, cls) for name, cls in registry.trackers().items()}
 
-    def __getitem__(self, name: str) -> type:
+    def __getitem__(self, name: str) -> type[GeneralTracker]:
         if name in self._registered:
             return self._registered[name]
         return self._plugins()[name]
 
-    def __setitem__(self, name: str, cls: type) -> None:
+    def __setitem__(self, name: str, cls: type[GeneralTracker]) -> None:
         self._registered[name] = cls
 
     def __delitem__(self, name: str) -> None:
@@ -95,7 +107,7 @@ class _TrackerClasses(MutableMapping):
     def __contains__(self, name: object) -> bool:
         return name in self._registered or name in self._plugins()
 
-    def registered(self, name: str) -> type | None:
+    def registered(self, name: str) -> type[GeneralTracker] | None:
         """The class registered as ``name`` (not a plugin's), or None."""
         return self._registered.get(name)
 
@@ -103,7 +115,7 @@ class _TrackerClasses(MutableMapping):
         return f"LOGGER_TYPE_TO_CLASS({dict(self)!r})"
 
 
-LOGGER_TYPE_TO_CLASS: MutableMapping[str, type] = _TrackerClasses()
+LOGGER_TYPE_TO_CLASS = _TrackerClasses()
 """``{log_with name: tracker class}`` as in Accelerate: registered classes first, then the plugins' trackers."""
 
 
@@ -143,9 +155,9 @@ def register_tracker_class(tracker_class: type[GeneralTracker]) -> None:
     LOGGER_TYPE_TO_CLASS[name] = tracker_class
 
 
-def _registered_tracker_class(name: str) -> type | None:
+def _registered_tracker_class(name: str) -> type[GeneralTracker] | None:
     """The class :func:`register_tracker_class` registered as ``name``, or None."""
-    return LOGGER_TYPE_TO_CLASS.registered(name)  # type: ignore[attr-defined]
+    return LOGGER_TYPE_TO_CLASS.registered(name)
 
 
 def _needs_directory(name: str) -> ValueError:
@@ -187,9 +199,7 @@ def check_log_with(log_with: Any, logging_dir: str | None = None) -> None:
             continue
         cls = _registered_tracker_class(str(item))
         if cls is None:
-            from accel.plugins import registry
-
-            cls = registry.trackers().get(str(item).lower())
+            cls = _TrackerClasses._plugins().get(str(item).lower())
             if cls is not None and not _available(cls):
                 continue
         if cls is not None and cls.requires_logging_directory:
@@ -205,8 +215,6 @@ def filter_trackers(log_with: Any, logging_dir: str | None = None) -> list[Any]:
     An unknown name, or a tracker whose library is missing, raises an ImportError naming
     the package to install.
     """
-    from accel.plugins import registry
-
     if log_with is None:
         return []
     items = log_with if isinstance(log_with, (list, tuple)) else [log_with]
@@ -226,7 +234,7 @@ def filter_trackers(log_with: Any, logging_dir: str | None = None) -> list[Any]:
         name = str(item).lower()
         if name == "all":
             for other in available_trackers():
-                cls = registry.get_tracker(other)
+                cls = tracker_class(other)
                 if other in result:
                     continue
                 if cls.requires_logging_directory and logging_dir is None:
@@ -239,7 +247,7 @@ def filter_trackers(log_with: Any, logging_dir: str | None = None) -> list[Any]:
                     continue
                 result.append(other)
             continue
-        cls = registry.get_tracker(name)
+        cls = tracker_class(name)
         if not _available(cls):
             raise _library_missing(name, cls)
         if cls.requires_logging_directory and logging_dir is None:

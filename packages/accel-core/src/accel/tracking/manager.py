@@ -8,13 +8,13 @@ process logs) and the project configuration (where trackers write).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-
-from accel.plugins import registry
 
 if TYPE_CHECKING:
     from accel.kwargs import ProjectConfiguration
     from accel.state import PartialState
+    from accel.tracking.base import GeneralTracker
 
 
 class TrackerManager:
@@ -45,7 +45,12 @@ class TrackerManager:
         init_kwargs: dict[str, dict] | None = None,
     ) -> None:
         """Start every tracker of ``log_with`` for ``project_name`` and store ``config``."""
-        from accel.tracking import GeneralTracker, _registered_tracker_class, filter_trackers
+        from accel.tracking import (
+            GeneralTracker,
+            _registered_tracker_class,
+            filter_trackers,
+            tracker_class,
+        )
 
         init_kwargs = init_kwargs or {}
         main = self.state.is_main_process
@@ -63,9 +68,9 @@ class TrackerManager:
                     if custom.requires_logging_directory
                     else (project_name,)
                 )
-                tracker = custom(*args, **init_kwargs.get(entry, {}))
+                tracker = _construct(custom, *args, **init_kwargs.get(entry, {}))
             else:
-                cls = registry.get_tracker(entry)
+                cls = tracker_class(entry)
                 if cls.main_process_only and not main:
                     continue
                 kwargs = dict(init_kwargs.get(entry, {}))
@@ -73,7 +78,7 @@ class TrackerManager:
                     logging_dir is not None and getattr(cls, "accepts_logging_directory", False)
                 ):
                     kwargs.setdefault("logging_dir", logging_dir)
-                tracker = cls(project_name, **kwargs)
+                tracker = _construct(cls, project_name, **kwargs)
             if tracker.main_process_only and not main:
                 continue
             tracker.start()
@@ -115,3 +120,9 @@ class TrackerManager:
         """
         for tracker in self.trackers:
             tracker.finish()
+
+
+def _construct(factory: Callable[..., GeneralTracker], *args: Any, **kwargs: Any) -> GeneralTracker:
+    """A tracker from its class: each subclass has a constructor of its own (Accelerate's
+    convention: the project name, then its options), not :class:`GeneralTracker`'s."""
+    return factory(*args, **kwargs)
