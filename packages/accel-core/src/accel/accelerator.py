@@ -45,7 +45,7 @@ from accel.optimizer import fused_backward
 from accel.precision.base import Precision
 from accel.prepared import PreparedObjects
 from accel.state import AcceleratorState, GradientState, PartialState, split_inputs
-from accel.throughput.monitor import ThroughputMonitor
+from accel.throughput.monitor import ThroughputKwargs, ThroughputMonitor
 from accel.tracking.manager import TrackerManager
 
 logger = get_logger(__name__)  # kept as a module attribute (Accelerate's module has one)
@@ -169,7 +169,7 @@ class Accelerator(CheckpointingMixin):
         self.tracking = TrackerManager(log_with, self.state, self.project_configuration)
         """The experiment trackers of ``log_with``."""
         self.throughput = ThroughputMonitor(
-            self.handlers.get("ThroughputKwargs"),
+            ThroughputKwargs.find(self.handlers),
             device=self.device,
             process_index=self.process_index,
             num_processes=self.num_processes,
@@ -453,7 +453,9 @@ class Accelerator(CheckpointingMixin):
         steps = self.gradient_state.plugin_kwargs.get("num_steps", 1)
         if steps > 1 and self._divide_loss:
             loss = loss / steps
-        batching = self.micro_batching
+        batching = getattr(
+            self, "micro_batching", None
+        )  # absent on an object made without __init__
         if batching is not None and batching.running:  # in train_step: agree, then weight
             loss = batching.before_backward(loss)
         if kwargs and "learning_rate" in kwargs:
@@ -507,7 +509,7 @@ class Accelerator(CheckpointingMixin):
     )
     _backward_impl: Callable | None = None
     _backward_precision: Precision | None = None
-    micro_batching: MicroBatching | None = None
+    micro_batching: MicroBatching
     _base_no_sync = False
     _divide_loss = True
 

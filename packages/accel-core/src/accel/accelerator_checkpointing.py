@@ -21,6 +21,7 @@ from accel.logging import get_logger
 if TYPE_CHECKING:
     from accel.backends.base import Backend
     from accel.kwargs import ProjectConfiguration
+    from accel.microbatch import MicroBatching
     from accel.prepared import PreparedObjects
     from accel.state import GradientState
 
@@ -37,6 +38,7 @@ class CheckpointingMixin:
 
         checkpoints: CheckpointManager
         gradient_state: GradientState
+        micro_batching: MicroBatching
         num_processes: int
         gradient_accumulation_steps: int
         prepared: PreparedObjects

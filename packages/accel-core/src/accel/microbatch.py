@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
@@ -295,6 +295,7 @@ class MicroBatching:
             return shares, shares
         items = [float(torch.as_tensor(count_items(piece))) for piece, _ in pieces]
         local = sum(items) or 1.0
+        assert total_items is not None  # run() counts them whenever count_items is given
         shards = self._backend_of().data_parallel_shard()[0]
         # the data-parallel backends average gradients over processes: undo it with ``shards``
         return [n * shards / total_items for n in items], [n / local for n in items]
@@ -363,7 +364,7 @@ class MicroBatching:
             for saved in set_aside:
                 saved.merge()
             if syncing and explicit:
-                backend.synchronize_gradients(models)
+                backend.synchronize_gradients(list(models))
             return result, False
         result = value = None  # noqa: F841 - drop the attempt's outputs before collecting
         if merged:
@@ -429,7 +430,7 @@ def _accumulate(total: Any, value: Any, weight: float) -> Any:
 
 
 @contextlib.contextmanager
-def _no_sync(backend: Backend, models: Sequence[torch.nn.Module]) -> Iterator[None]:
+def _no_sync(backend: Backend, models: Sequence[torch.nn.Module]) -> Generator[None, None, None]:
     with contextlib.ExitStack() as stack:
         for model in models:
             stack.enter_context(backend.no_sync(model))

@@ -73,7 +73,7 @@ def _declared(key: str, kind: type) -> Option:
     return Option(key, kind, None, env=key, flag=None, in_file=False)
 
 
-_KINDS = {int: "int", bool: "bool", str: "str"}
+_KINDS: dict[type, str] = {int: "int", bool: "bool", str: "str"}
 
 
 _FORBIDDEN_ENV_CHARS = (";", "\n", "<", ">", " ")

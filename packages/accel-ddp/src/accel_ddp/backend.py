@@ -131,12 +131,11 @@ def average_gradients(
     """
     world = torch.distributed.get_world_size(group)
     trainable = [p for p in parameters if p.requires_grad]
-    for param in trainable:
-        if param.grad is None:
-            param.grad = torch.zeros_like(param)
     buckets: dict[tuple, list[list[torch.Tensor]]] = {}
     for param in trainable:
         grad = param.grad
+        if grad is None:
+            grad = param.grad = torch.zeros_like(param)
         rows = buckets.setdefault((grad.dtype, grad.device), [[]])
         if rows[-1] and sum(g.numel() for g in rows[-1]) + grad.numel() > bucket_elements:
             rows.append([])

@@ -114,11 +114,15 @@ class DeepSpeedBackend(Backend):
     scales_loss_for_accumulation = True
     """The engine divides the loss by its ``gradient_accumulation_steps`` (unless
     ``accelerator.backward(loss, scale_wrt_gas=False)``), as in Accelerate."""
-    micro_batching_refusal = (
-        "train_step (automatic micro-batching) is not available with DeepSpeed: its engine fixes "
-        "the micro-batch at initialisation; set train_micro_batch_size_per_gpu and "
-        "gradient_accumulation_steps in the DeepSpeed config instead"
-    )
+
+    @property
+    def micro_batching_refusal(self) -> str | None:
+        """DeepSpeed runs its own micro-batches: ``train_step`` is refused."""
+        return (
+            "train_step (automatic micro-batching) is not available with DeepSpeed: its engine fixes "
+            "the micro-batch at initialisation; set train_micro_batch_size_per_gpu and "
+            "gradient_accumulation_steps in the DeepSpeed config instead"
+        )
 
     def setup(self) -> Precision:
         """Read the plugin and set up the groups; returns the plain precision (DeepSpeed runs its own)."""

@@ -118,9 +118,10 @@ class FSDPBackend(NDParallelMixin, Backend):
                 else MixedPrecisionPolicy()
             )
         elif isinstance(mp, dict):
-            mp = MixedPrecisionPolicy(
-                **{k: dtype_of(v) if isinstance(v, str) else v for k, v in mp.items()}
-            )
+            fields: dict[str, Any] = {
+                k: dtype_of(v) if isinstance(v, str) else v for k, v in mp.items()
+            }
+            mp = MixedPrecisionPolicy(**fields)
         kwargs: dict[str, Any] = {
             "mesh": self._mesh(),
             "reshard_after_forward": plugin.reshard_after_forward,
@@ -164,9 +165,10 @@ class FSDPBackend(NDParallelMixin, Backend):
                 else None
             )
         elif isinstance(mp, dict):
-            mp = MixedPrecision(
-                **{k: dtype_of(v) if isinstance(v, str) else v for k, v in mp.items()}
-            )
+            fields: dict[str, Any] = {
+                k: dtype_of(v) if isinstance(v, str) else v for k, v in mp.items()
+            }
+            mp = MixedPrecision(**fields)
         prefetch = plugin.backward_prefetch
         device = self.context.device
         wrapped = FSDP(
@@ -226,7 +228,7 @@ class FSDPBackend(NDParallelMixin, Backend):
     outside ``no_sync``."""
 
     @property
-    def micro_batching_refusal(self) -> str | None:  # type: ignore[override]
+    def micro_batching_refusal(self) -> str | None:
         """FSDP1 keeps gradients accumulated under ``no_sync`` in its flat parameters: refused."""
         if self.version == 1:
             return "train_step (automatic micro-batching) needs FSDP2: set fsdp_version=2"

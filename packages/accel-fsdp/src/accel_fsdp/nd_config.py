@@ -88,6 +88,7 @@ def launch_environment(config: dict[str, Any]) -> dict[str, str]:
 
     env = {environment.USE_PARALLELISM_CONFIG: "true"}
     for name, value in values.items():
-        if value is not None:
-            env[PARALLELISM_SECTION[name].env] = str(value)
+        variable = PARALLELISM_SECTION[name].env
+        if value is not None and variable:
+            env[variable] = str(value)
     return env

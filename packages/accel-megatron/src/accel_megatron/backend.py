@@ -32,10 +32,13 @@ class MegatronLMBackend(Backend):
     :class:`MegatronLMDummyScheduler` (megatron-core's ``OptimizerParamScheduler``).
     """
 
-    micro_batching_refusal = (
-        "train_step (automatic micro-batching) is not available with Megatron-LM: its schedule "
-        "runs the micro-batches; set num_micro_batches in the MegatronLMPlugin instead"
-    )
+    @property
+    def micro_batching_refusal(self) -> str | None:
+        """Megatron-LM runs its own micro-batches: ``train_step`` is refused."""
+        return (
+            "train_step (automatic micro-batching) is not available with Megatron-LM: its schedule "
+            "runs the micro-batches; set num_micro_batches in the MegatronLMPlugin instead"
+        )
 
     name = "megatron_lm"
     distributed_types = ("MEGATRON_LM",)

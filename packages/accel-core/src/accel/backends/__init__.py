@@ -3,6 +3,12 @@
 
 from accel.backends.base import Backend
 from accel.backends.context import BackendContext
-from accel.backends.gradients import SetAsideGradients, SetAsideGroup
+from accel.backends.gradients import GradientsSetAside, SetAsideGradients, SetAsideGroup
 
-__all__ = ["Backend", "BackendContext", "SetAsideGradients", "SetAsideGroup"]
+__all__ = [
+    "Backend",
+    "BackendContext",
+    "GradientsSetAside",
+    "SetAsideGradients",
+    "SetAsideGroup",
+]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from accel.backends.gradients import SetAsideGradients
+from accel.backends.gradients import GradientsSetAside, SetAsideGradients
 
 if TYPE_CHECKING:
     from accel.backends.context import BackendContext
@@ -209,9 +209,12 @@ class Backend:
         )
 
     # -- training step ----------------------------------------------------
-    micro_batching_refusal: str | None = None
-    """Why ``Accelerator.train_step`` (automatic micro-batching) cannot run on this backend, in
-    one line; None when it can."""
+    @property
+    def micro_batching_refusal(self) -> str | None:
+        """Why ``Accelerator.train_step`` (automatic micro-batching) cannot run on this backend,
+        in one line; None when it can."""
+        return None
+
     reduces_gradients_after_no_sync: bool = True
     """Whether :meth:`synchronize_gradients` reduces the gradients that backward passes under
     :meth:`no_sync` accumulated. When False, ``train_step`` runs the last micro-batch of a
@@ -224,7 +227,7 @@ class Backend:
         the step's micro-batches all fitted. Default: nothing (one process).
         """
 
-    def set_aside_gradients(self, model: torch.nn.Module) -> SetAsideGradients:
+    def set_aside_gradients(self, model: torch.nn.Module) -> GradientsSetAside:
         """Take the gradients accumulated so far off ``model`` for one attempt of a step.
 
         Returns an object whose ``merge()`` adds them back to the attempt's gradients and whose

@@ -3,8 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Protocol
 
 import torch
+
+
+class GradientsSetAside(Protocol):
+    """What ``Backend.set_aside_gradients`` returns: the gradients held for one attempt."""
+
+    def merge(self) -> bool:
+        """Add the held gradients to the attempt's (once); whether there were any."""
+        ...
+
+    def discard(self) -> None:
+        """Drop the attempt's gradients and put the held ones back."""
+        ...
 
 
 class SetAsideGradients:
@@ -48,7 +61,7 @@ class SetAsideGradients:
 class SetAsideGroup:
     """Several :class:`SetAsideGradients` (or objects with the same two methods) acting as one."""
 
-    def __init__(self, parts: list):
+    def __init__(self, parts: list[GradientsSetAside]):
         self.parts = parts
 
     def merge(self) -> bool:

@@ -27,6 +27,7 @@ class GlobalPosition:
         batch_size: int | None
         batches_yielded: int
         shards_per_process: int
+        sampler: Any
         _origin: tuple[int, int]
         _resize: tuple[int, int] | None
 

@@ -124,4 +124,4 @@ def dtype_of(value: Precision | type[Precision] | str | torch.dtype) -> torch.dt
     cls = registry.precisions().get("no" if name == "fp32" else name)
     if cls is None:
         raise ValueError(f"{value!r} names neither a precision nor a torch dtype")
-    return cls.dtype or torch.float32
+    return getattr(cls, "dtype", None) or torch.float32

@@ -21,7 +21,7 @@ class FullPrecision(Precision):
 
 
 class _AutocastPrecision(Precision):
-    dtype: torch.dtype = torch.bfloat16
+    dtype: torch.dtype | None = torch.bfloat16
     """The autocast dtype (subclasses set theirs)."""
 
     _default_autocast: Callable[[], contextlib.AbstractContextManager] | None = None

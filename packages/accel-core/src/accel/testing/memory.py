@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator
+from collections.abc import Generator
 
 
 def address_space_bytes() -> int:
@@ -23,7 +23,7 @@ def address_space_bytes() -> int:
 
 
 @contextlib.contextmanager
-def capped_address_space(budget_bytes: int) -> Iterator[int]:
+def capped_address_space(budget_bytes: int) -> Generator[int, None, None]:
     """Within the block, allocations beyond ``budget_bytes`` more address space fail; yields the cap.
 
     Measure after a warm-up (the threads, allocator arenas and communication buffers the code

@@ -29,7 +29,7 @@ import atexit
 import inspect
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -429,7 +429,7 @@ class ThroughputMonitor:
         }
 
     @contextmanager
-    def paused(self) -> Iterator[None]:
+    def paused(self) -> Generator[None, None, None]:
         """Forwards inside are not counted (extra forwards that are not training work)."""
         previous, self._paused = self._paused, True
         try:
