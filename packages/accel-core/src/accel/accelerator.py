@@ -177,7 +177,7 @@ class Accelerator(CheckpointingMixin):
             reduce=self.backend.reduce,  # not the Accelerator's own methods: no reference cycle
             log=self.tracking.log,
         )
-        """Samples, tokens and optimizer steps per second, FLOPs and MFU (docs/throughput.md)."""
+        """Samples, tokens and optimizer steps per second, FLOPs and MFU (docs/fitting-the-machine.md)."""
         self.micro_batching.counters.append(self.throughput)  # a retried batch counts once
         from accel.faults import preemption
 
