@@ -159,7 +159,7 @@ class Accelerator(CheckpointingMixin):
             raise
         self.step = 0
         self.flag_tensor: torch.Tensor | None = None
-        self.micro_batching = MicroBatching(self.backend_context, lambda: self.backend)
+        self.micro_batching = MicroBatching(self.backend_context)
         """The split of :meth:`train_step` (saved by ``save_state``; docs/fitting-the-machine.md)."""
         # reads the prepared objects, the state and the current precision from the context
         self.checkpoints = CheckpointManager(
@@ -438,7 +438,7 @@ class Accelerator(CheckpointingMixin):
                 "(accelerator.train_step(step, batch, model))"
             )
         return self.micro_batching.run(
-            step, batch, models, count_items, reduction, num_items_in_batch
+            step, batch, models, count_items, reduction, num_items_in_batch, backend=self.backend
         )
 
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:

@@ -179,9 +179,9 @@ class MicroBatching:
     stays right on another number of processes.
     """
 
-    def __init__(self, context: BackendContext, backend_of: Callable[[], Backend]):
+    def __init__(self, context: BackendContext):
         self.context = context
-        self._backend_of = backend_of
+        self._backend: Backend | None = None  # the run's backend, during run()
         self.micro_batch_size: int | None = None
         self.grow_after: int = grow_after_setting()
         """Steps without out-of-memory after which a larger micro-batch is tried (0: never)."""
@@ -226,8 +226,33 @@ class MicroBatching:
         count_items: Callable[[Any], Any] | None,
         reduction: str,
         num_items_in_batch: Any = None,
+        *,
+        backend: Backend,
     ) -> Any:
-        """Run ``step`` over ``batch`` in as many micro-batches as fit; see ``Accelerator.train_step``."""
+        """Run ``step`` over ``batch`` in as many micro-batches as fit; see ``Accelerator.train_step``.
+
+        ``backend`` is the run's backend (held only while the step runs: this object keeps no
+        reference to the Accelerator or its backend).
+        """
+        self._backend = backend
+        try:
+            return self._run(step, batch, models, count_items, reduction, num_items_in_batch)
+        finally:
+            self._backend = None
+
+    def _backend_of(self) -> Backend:
+        assert self._backend is not None  # set by run()
+        return self._backend
+
+    def _run(
+        self,
+        step: Callable[[Any], Any],
+        batch: Any,
+        models: Sequence[torch.nn.Module],
+        count_items: Callable[[Any], Any] | None,
+        reduction: str,
+        num_items_in_batch: Any,
+    ) -> Any:
         if reduction not in REDUCTIONS:
             raise UsageError(
                 f"train_step(reduction={reduction!r}): use 'mean' (the step returns the mean loss "
