@@ -162,6 +162,7 @@ class Accelerator(CheckpointingMixin):
         """Saving and resuming: ``save_state`` / ``load_state`` / ``save_model`` and their hooks."""
         self.tracking = TrackerManager(log_with, self.state, self.project_configuration)
         """The experiment trackers of ``log_with``."""
+        self.tracking.value_sources.append(self.backend.tracker_values)
         from accel.faults import preemption
 
         self.preemption = preemption.install(

@@ -8,6 +8,7 @@ process logs) and the project configuration (where trackers write).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from accel.plugins import registry
@@ -32,6 +33,10 @@ class TrackerManager:
         self.project_configuration = project_configuration
         self.trackers: list[Any] = []
         """The started trackers (only those that run on this process)."""
+        self.value_sources: list[Callable[[], dict[str, Any]]] = []
+        """Functions whose values are added to every :meth:`log` call (the values passed to
+        ``log`` win on a shared name); the Accelerator adds its backend's
+        :meth:`~accel.backends.Backend.tracker_values`."""
 
     @property
     def logging_dir(self) -> str | None:
@@ -104,6 +109,10 @@ class TrackerManager:
     ) -> None:
         """Log ``values`` at ``step`` to every tracker."""
         log_kwargs = log_kwargs or {}
+        for source in self.value_sources:
+            extra = source()
+            if extra:
+                values = {**extra, **values}
         for tracker in self.trackers:
             tracker.log(values, step=step, **log_kwargs.get(tracker.name, {}))
 
