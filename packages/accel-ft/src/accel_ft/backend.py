@@ -51,7 +51,7 @@ class FTBackend(Backend):
             capture=lambda: runstate.capture(self),
             restore=lambda state: runstate.restore(self, state),
         )
-        atexit.register(self.session.finished)
+        atexit.register(self.session.shutdown)
         return None
 
     # -- prepare ------------------------------------------------------------------

@@ -56,6 +56,15 @@ FT_SECTION = Section(
             metavar="R",
         ),
         Option(
+            "ft_batch_groups",
+            int,
+            minimum=1,
+            help="replica groups whose batches make one global batch (default: "
+            "--ft_replica_groups); a step with fewer groups gives each a larger share, so the "
+            "global batch and the loss curve stay those of a run without failures",
+            metavar="N",
+        ),
+        Option(
             "ft_group_size",
             int,
             default=1,

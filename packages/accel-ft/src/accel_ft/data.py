@@ -2,14 +2,16 @@
 
 Every group draws the same global order for an epoch (a permutation seeded by the data
 seed and the epoch, or the sampler's own order), and every group holds the same position
-in it, ``samples_seen``: the samples of the committed steps. A step is planned once the
-quorum is known: with ``n`` groups of ``P`` processes and a batch size of ``b``, the step
-covers the ``n x P x b`` samples after ``samples_seen``, and process ``q`` of the group at
-quorum rank ``r`` takes the ``b`` of them at ``(r x P + q) x b``. The position moves only
-when the step commits, so the samples of a step that did not commit (a group died during
-it) are the next step's, shared among the groups left: each sample trains once per epoch.
-With ``ft_failed_step: skip`` the position moves anyway and the step's sample ids are
-recorded in :attr:`QuorumDataLoader.skipped` (torchft's own behaviour, made visible).
+in it, ``samples_seen``: the samples of the committed steps. Each step trains one global
+batch of ``G = ft_batch_groups x P x b`` samples (``P`` processes per group, batch size
+``b``), the ``G`` samples after ``samples_seen``, split evenly over the processes of the
+groups in the step's quorum: with all groups present each process takes ``b``; with fewer,
+each takes a larger share, so the sequence of global batches (and the loss curve) is the one
+of a run without failures. The position moves only when the step commits, so the samples of
+a step that did not commit (a group died during it) are the next step's, shared among the
+groups left: each sample trains once per epoch. With ``ft_failed_step: skip`` the position
+moves anyway and the step's sample ids are recorded in :attr:`QuorumDataLoader.skipped`
+(torchft's own behaviour, made visible).
 
 The last step of an epoch is completed with samples from the epoch's start (as accel's
 ``even_batches`` does), so that every process has a full batch; those are not counted.
@@ -108,11 +110,14 @@ class QuorumDataLoader(DataLoaderStateMixin, DataLoader):
         self.skipped = list(state.get("skipped", []))
 
     # -- iteration -----------------------------------------------------------------------
+    @property
+    def global_batch(self) -> int:
+        """Samples of one step over all groups: ``ft_batch_groups x P x batch_size``."""
+        return self.session.batch_groups * self.group_size * int(self.batch_size or 1)
+
     def __len__(self) -> int:
-        """Batches of an epoch when every group of the largest quorum seen takes part."""
-        groups = max(1, self.session.largest or 1)
-        per_step = groups * self.group_size * int(self.batch_size or 1)
-        return -(-len(self.dataset) // per_step)  # type: ignore[arg-type]
+        """Steps of an epoch."""
+        return -(-len(self.dataset) // self.global_batch)  # type: ignore[arg-type]
 
     def __iter__(self) -> Iterator[Any]:
         started = self._iterations
@@ -138,14 +143,14 @@ class QuorumDataLoader(DataLoaderStateMixin, DataLoader):
 
     def _share(self, order: torch.Tensor, plan: StepPlan) -> tuple[list[int], bool]:
         """This process's indices of the step ``plan``, and whether it is the epoch's last."""
-        size = int(self.batch_size or 1)
-        total = len(order)
-        per_step = plan.size * self.group_size * size
+        total, step = len(order), self.global_batch
         start = self.samples_seen
-        self._step_indices = order[start : min(total, start + per_step)].tolist()
-        first = start + (plan.rank * self.group_size + self.group_rank) * size
-        positions = [(first + k) % total for k in range(size)]  # past the end: the epoch's start
-        return [int(order[p]) for p in positions], start + per_step >= total
+        self._step_indices = order[start : min(total, start + step)].tolist()
+        parts = plan.size * self.group_size
+        part = plan.rank * self.group_size + self.group_rank
+        low, high = part * step // parts, (part + 1) * step // parts
+        positions = [(start + k) % total for k in range(low, high)]  # past the end: the start
+        return [int(order[p]) for p in positions], start + step >= total
 
     def _step_closed(self, plan: StepPlan, committed: bool) -> None:
         """Advance the position by the step's samples when it committed (or when skipping)."""

@@ -28,7 +28,8 @@ logger = logging.getLogger("accel_ft")
 STOP_FILE = "stop"
 """In the run folder: the line a group that lost its quorum stopped with (the supervisor stops all)."""
 DONE_FILE = "done"
-"""In the run folder: written by a group that finished the script (a restarted group then exits)."""
+"""In the run folder: written by the supervisor once a group finished the script (a group
+restarted after that exits at once)."""
 QUORUM_LOST_EXIT = 3
 """Exit status of a worker that waited ``ft_quorum_timeout`` without a quorum."""
 
@@ -71,9 +72,12 @@ class ReplicaSession:
         self.min_replicas = int(settings["ft_min_replicas"])
         self.quorum_timeout = float(settings["ft_quorum_timeout"])
         self.failed_step = str(settings["ft_failed_step"])
+        self.batch_groups = int(settings.get("ft_batch_groups") or settings["ft_replica_groups"])
+        """Replica groups whose batches make one global batch (the data loaders read it)."""
         run_dir = settings.get("ft_run_dir")
         self.run_dir = Path(run_dir) if run_dir else None
         self._capture, self._restore = capture, restore
+        self._leave_if_finished()
         lighthouse = settings.get("ft_lighthouse")
         if not lighthouse:
             raise RuntimeError(
@@ -133,6 +137,7 @@ class ReplicaSession:
         """Join the next step's quorum (healing from a peer if behind); the open step if one is open."""
         if self.plan is not None:
             return self.plan
+        self._leave_if_finished()
         start = time.monotonic()
         self._healed = None
         try:
@@ -196,8 +201,9 @@ class ReplicaSession:
         before = set(self.members)
         if not before:
             names = ", ".join(map(str, sorted(members)))
+            plural = "s" if len(members) > 1 else ""
             logger.warning(
-                f"replica groups {names} in quorum at step {step}: training with "
+                f"replica group{plural} {names} in quorum at step {step}: training with "
                 f"{len(members)} of {total}"
             )
         for group in sorted(before - set(members)):
@@ -217,6 +223,17 @@ class ReplicaSession:
                     f"(live copy, {micros / 1e6:.1f} s)"
                 )
 
+    def _leave_if_finished(self) -> None:
+        """A group restarted after another finished the script leaves: the run is done.
+
+        Without this, a group that comes back after its peers ended would find no one to
+        heal from and train the whole run again alone.
+        """
+        if self.run_dir is not None and (self.run_dir / DONE_FILE).exists():
+            logger.warning(f"replica group {self.group}: the run has finished; leaving")
+            sys.stderr.flush()
+            os._exit(0)
+
     def _stop(self, exc: BaseException) -> None:
         """Below the minimum quorum for ``ft_quorum_timeout``: one line, and the run stops."""
         line = (
@@ -230,10 +247,8 @@ class ReplicaSession:
         sys.stderr.flush()
         os._exit(QUORUM_LOST_EXIT)
 
-    def finished(self) -> None:
-        """The script ended normally: say so to the supervisor and leave the quorum."""
-        if self.run_dir is not None and self.group_rank == 0:
-            (self.run_dir / DONE_FILE).write_text(f"{self.group}\n")
+    def shutdown(self) -> None:
+        """Leave the quorum (at interpreter exit)."""
         self.manager.shutdown(wait=False)
 
 

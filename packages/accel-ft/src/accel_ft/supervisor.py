@@ -7,7 +7,8 @@ own torchrun and heals from a live peer; the other groups never stop. Each group
 get the launch's settings (``ACCEL_LAUNCH_CONFIG``) with their ``ft_config`` completed:
 ``ft_replica_group``, ``ft_lighthouse`` and ``ft_run_dir``, the folder where a group that
 lost its quorum leaves its one line (the supervisor then stops every group) and where the
-first group to finish the script says so (a group restarted after that exits at once).
+supervisor marks the run finished once a group's torchrun exited 0 (a group restarted
+after that exits at once instead of training alone).
 """
 
 from __future__ import annotations
@@ -158,6 +159,8 @@ def _wait(children: dict[int, subprocess.Popen], run_dir: Path) -> int:
             print(stop.read_text().strip(), file=sys.stderr, flush=True)
             return 1
         codes = {g: c.poll() for g, c in children.items()}
+        if 0 in codes.values() and not (run_dir / DONE_FILE).exists():
+            (run_dir / DONE_FILE).write_text("")  # a group finished the script: the run is done
         if all(code is not None for code in codes.values()):
             failed = {g: code for g, code in codes.items() if code}
             if failed and not (run_dir / DONE_FILE).exists():

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 from accel import Accelerator
-from accel.utils import DataLoaderConfiguration
+from accel.utils import DataLoaderConfiguration, ProjectConfiguration
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--out", required=True)
@@ -25,7 +25,17 @@ parser.add_argument("--samples", type=int, default=960)
 parser.add_argument("--batch_size", type=int, default=8)
 parser.add_argument("--epochs", type=int, default=2)
 parser.add_argument("--step_sleep", type=float, default=0.0)
+parser.add_argument(
+    "--slow_until", default=None, help="sleep --step_sleep per step until this file exists"
+)
 parser.add_argument("--lr", type=float, default=0.05)
+parser.add_argument("--max_steps", type=int, default=0, help="stop after this many steps (0: all)")
+parser.add_argument(
+    "--checkpoint_every",
+    type=int,
+    default=0,
+    help="without --ft (accel's restart-and-resume path): save_state every N steps, resume()",
+)
 args = parser.parse_args()
 
 
@@ -56,7 +66,12 @@ def digest(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> str:
     return h.hexdigest()[:16]
 
 
-accelerator = Accelerator(dataloader_config=DataLoaderConfiguration(data_seed=7))
+out = Path(args.out)
+project = ProjectConfiguration(project_dir=str(out / "project"), automatic_checkpoint_naming=True)
+accelerator = Accelerator(
+    dataloader_config=DataLoaderConfiguration(data_seed=7),
+    project_config=project if args.checkpoint_every else None,
+)
 torch.manual_seed(0)
 dataset = Regression(args.samples)
 model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
@@ -64,63 +79,64 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
 scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=50, gamma=0.9)
 loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, shuffle=True)
 model, optimizer, loader, scheduler = accelerator.prepare(model, optimizer, loader, scheduler)
+if args.checkpoint_every:
+    accelerator.resume()
 
-session = accelerator.backend.session  # only to record what happened: the loop is the usual one
-out = Path(args.out)
+# only to record what happened (accel-ft's session, if any): the loop is the usual one
+session = getattr(accelerator.backend, "session", None)
+group = session.group if session is not None else accelerator.process_index
 out.mkdir(parents=True, exist_ok=True)
-record = open(out / f"group{session.group}.jsonl", "a", buffering=1)
+record = open(out / f"group{group}.jsonl", "a", buffering=1)
 restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
 record.write(json.dumps({"event": "start", "pid": os.getpid(), "restart": restart}) + "\n")
+global_batch = args.batch_size * (
+    session.batch_groups if session is not None else accelerator.num_processes
+)
 
+
+def position() -> tuple[int, int, int]:
+    """(epoch, samples of the epoch trained, global step) of the loader's position."""
+    state = loader.state_dict()
+    epoch, seen = state["epoch"], state["samples_seen"]
+    per_epoch = -(-args.samples // global_batch)
+    return epoch, seen, epoch * per_epoch + -(-seen // global_batch)
+
+
+done = False
 for _epoch in range(args.epochs):  # the usual loop: a healed group skips finished epochs
     for ids, x, y in loader:
-        plan = session.plan
-        position = loader.state_dict()
+        epoch, start, step = position()
+        if args.max_steps and step >= args.max_steps:
+            done = True
+            break
+        members = list(session.plan.members) if session is not None else [group]
         # written before the step: a group killed during it still says what it trained
-        record.write(
-            json.dumps(
-                {
-                    "event": "fetch",
-                    "epoch": position["epoch"],
-                    "start": position["samples_seen"],
-                    "members": list(plan.members),
-                    "step": plan.step,
-                    "ids": ids.tolist(),
-                }
-            )
-            + "\n"
-        )
+        fetch = {"event": "fetch", "epoch": epoch, "start": start, "members": members}
+        record.write(json.dumps({**fetch, "step": step, "ids": ids.tolist()}) + "\n")
         loss = torch.nn.functional.mse_loss(model(x), y)
         accelerator.backward(loss)
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad()
-        if args.step_sleep:
+        if args.step_sleep and not (args.slow_until and os.path.exists(args.slow_until)):
             time.sleep(args.step_sleep)
         committed = not optimizer.step_was_skipped
-        record.write(
-            json.dumps(
-                {
-                    "event": "step",
-                    "epoch": position["epoch"],
-                    "start": position["samples_seen"],
-                    "members": list(plan.members),
-                    "step": plan.step,
-                    "committed": committed,
-                    "loss": loss.item(),
-                    "time": time.time(),
-                    "digest": digest(accelerator.unwrap_model(model), optimizer)
-                    if committed
-                    else None,
-                }
-            )
-            + "\n"
-        )
+        state = digest(accelerator.unwrap_model(model), optimizer) if committed else None
+        row = {**fetch, "event": "step", "step": step, "committed": committed}
+        row.update(loss=loss.item(), time=time.time(), digest=state)
+        record.write(json.dumps(row) + "\n")
+        if args.checkpoint_every and committed and (step + 1) % args.checkpoint_every == 0:
+            accelerator.save_state()
+    if done:
+        break
 
-if session.members and session.members[0] == session.group:
+if session is None or (session.members and session.members[0] == session.group):
     with torch.no_grad():
         full = torch.nn.functional.mse_loss(accelerator.unwrap_model(model)(dataset.x), dataset.y)
     record.write(
-        json.dumps({"event": "end", "full_loss": full.item(), "skipped": loader.skipped}) + "\n"
+        json.dumps(
+            {"event": "end", "full_loss": full.item(), "skipped": getattr(loader, "skipped", [])}
+        )
+        + "\n"
     )
 record.write(json.dumps({"event": "exit"}) + "\n")
