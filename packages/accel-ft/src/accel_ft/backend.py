@@ -93,6 +93,7 @@ class FTBackend(Backend):
             group_size=ctx.num_processes,
             device=ctx.device if device_placement else None,
             seed=0 if seed is None else int(seed),
+            gradient_state=ctx.gradient_state,
         )
 
     def tracker_values(self) -> dict[str, Any]:

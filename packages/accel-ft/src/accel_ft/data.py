@@ -27,7 +27,6 @@ from typing import Any
 import torch
 from accel.data.loader_state import DataLoaderStateMixin
 from accel.distributed.operations import send_to_device
-from accel.state import GradientState
 from torch.utils.data import DataLoader, RandomSampler, SequentialSampler
 
 from .session import ReplicaSession, StepPlan
@@ -48,6 +47,7 @@ class QuorumDataLoader(DataLoaderStateMixin, DataLoader):
         group_size: int,
         device: torch.device | None,
         seed: int,
+        gradient_state: Any,
     ):
         if loader.batch_size is None or not hasattr(loader.dataset, "__getitem__"):
             raise ValueError(
@@ -60,7 +60,7 @@ class QuorumDataLoader(DataLoaderStateMixin, DataLoader):
         self.group_rank, self.group_size = group_rank, group_size
         self.device = device
         self.seed = int(seed)
-        self.gradient_state = GradientState()
+        self.gradient_state = gradient_state  # the run's: end_of_dataloader, active loader
         self.epoch = 0
         """The epoch the position is in."""
         self.samples_seen = 0
