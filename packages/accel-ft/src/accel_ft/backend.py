@@ -5,7 +5,8 @@
 (torchft's Manager) and prepares:
 
 - models in torchft's ``DistributedDataParallel`` (gradients averaged over the groups of the
-  step's quorum); with several processes per group, DDP over the group first, then across;
+  step's quorum, a member dying mid-way failing the step rather than the survivors); with
+  several processes per group, DDP over the group first, then across;
 - optimizers through torchft's ``OptimizerWrapper``: a step commits only when the quorum
   agrees, and a step that did not commit is skipped (the scheduler does not advance either);
 - data loaders as :class:`~accel_ft.data.QuorumDataLoader`: each step's share of the global
@@ -61,9 +62,7 @@ class FTBackend(Backend):
             return model
         manager = self.session.manager
         if self.context.num_processes == 1:
-            from torchft.ddp import DistributedDataParallel
-
-            return DistributedDataParallel(manager, model)
+            return _replica_ddp(model, manager)
         return _two_level_ddp(model, manager, self.context.num_processes)
 
     def prepare_optimizer(
@@ -137,20 +136,45 @@ def _commit_gated(session: ReplicaSession, optimizer: torch.optim.Optimizer) -> 
     return CommitGatedOptimizer(session.manager, optimizer)
 
 
+def _averaged(manager: Any, buffer: torch.Tensor) -> torch.futures.Future[torch.Tensor]:
+    """``buffer`` averaged over the quorum, as a completed future.
+
+    A member that dies during the all-reduce makes the wait fail: torchft records the error
+    (the step will not commit) and the buffer's content no longer matters.
+    """
+    if not manager.allreduce(buffer).wait():
+        buffer.zero_()
+    future: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+    future.set_result(buffer)
+    return future
+
+
+def _replica_ddp(model: torch.nn.Module, manager: Any) -> torch.nn.Module:
+    """torchft's DDP, whose gradient hook survives a member dying during the all-reduce.
+
+    torchft 0.2.0's own hook asserts on the failed work's future and so crashes the
+    survivors; this one lets the step fail instead (it does not commit, and is retried).
+    """
+    from torchft.ddp import DistributedDataParallel
+
+    class ReplicaDDP(DistributedDataParallel):
+        @staticmethod
+        def _comm_hook(state, bucket):  # type: ignore[no-untyped-def]  # DDP checks annotations
+            return _averaged(state, bucket.buffer())
+
+    return ReplicaDDP(manager, model)
+
+
 def _two_level_ddp(model: torch.nn.Module, manager: Any, group_size: int) -> torch.nn.Module:
     """DDP over the group's processes whose gradient buckets are then averaged across groups."""
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    def hook(state: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    def hook(state, bucket):  # type: ignore[no-untyped-def]  # DDP checks annotations
         buffer = bucket.buffer()
         dist.all_reduce(buffer)
         buffer.div_(group_size)
-        work = manager.allreduce(buffer)
-        work.wait()
-        future: torch.futures.Future[torch.Tensor] = torch.futures.Future()
-        future.set_result(buffer)
-        return future
+        return _averaged(manager, buffer)
 
     # buckets fixed from the start: a healed group's must match its peers'
     wrapped = DistributedDataParallel(model, find_unused_parameters=True)

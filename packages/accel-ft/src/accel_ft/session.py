@@ -241,9 +241,10 @@ class ReplicaSession:
             f"replica groups within {self.quorum_timeout:g} s at step "
             f"{self.manager.current_step()}: stopping the run ({str(exc).splitlines()[0][:200]})"
         )
-        logger.error(line)
         if self.run_dir is not None:
-            (self.run_dir / STOP_FILE).write_text(line + "\n")
+            (self.run_dir / STOP_FILE).write_text(line + "\n")  # the supervisor prints it
+        else:
+            logger.error(line)
         sys.stderr.flush()
         os._exit(QUORUM_LOST_EXIT)
 

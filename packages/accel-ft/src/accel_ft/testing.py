@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .supervisor import die_with_parent
+
 HEAL_LINE = re.compile(
     r"replica group (\d+) healed from group (\d+) at step (\d+) \(live copy, ([\d.]+) s\)"
 )
@@ -81,7 +83,9 @@ class FaultRun:
         ]
         env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
         log = open(self.out / "launch.log", "wb")
-        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        self.process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=die_with_parent
+        )
 
     def records(self) -> dict[int, list[dict[str, Any]]]:
         """The records written so far."""
