@@ -132,9 +132,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=180.0)
     parser.add_argument("--interval", type=float, default=20.0)
-    parser.add_argument("--clean_steps", type=int, default=600)
+    parser.add_argument(
+        "--clean_steps", type=int, default=3000, help="steps of accel-ft's run without failures"
+    )
+    parser.add_argument(
+        "--ddp_clean_steps", type=int, default=600, help="steps of the DDP run without failures"
+    )
     parser.add_argument("--checkpoint_every", type=int, default=50)
-    parser.add_argument("--samples", type=int, default=24000)
+    parser.add_argument("--samples", type=int, default=48000)
     parser.add_argument("--keep", default=None, help="keep the runs' records here")
     args = parser.parse_args()
     root = Path(args.keep or tempfile.mkdtemp(prefix="ft-bench-"))
@@ -153,7 +158,9 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
     clean_rate = rate(clean_points)
     print(f"  without failures: {clean_rate:.2f} steps/s", flush=True)
 
-    steps = int(clean_rate * (args.duration + 60))  # the run outlasts the failure window
+    # the run outlasts the failure window (with a group down the others may run faster: on a
+    # 2-core machine they get its cores)
+    steps = int(2 * clean_rate * (args.duration + 60))
     faulty, begin, end = run_with_kills(
         root / "ft-kills", True, steps, args.samples, args.duration, args.interval, []
     )
@@ -163,7 +170,8 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
     kills = len(faulty.kills)
     result = analyse(faulty.out, args.samples, GROUPS * BATCH)
     killed = {g: sum(1 for k, _ in faulty.kills if k == g) for g in range(GROUPS)}
-    restarted_unkilled = {g for g in range(GROUPS) if result.starts.get(g, 0) != killed[g] + 1}
+    # a group restarts once per kill at most (a restart after the run ended leaves at once)
+    restarted_unkilled = {g for g in range(GROUPS) if result.starts.get(g, 0) > killed[g] + 1}
     heals = [h for h in heal_lines(faulty.log()) if h[2] > 0]
     down = _downtimes(faulty)
     duplicates = {e: len(v) - len(set(v)) for e, v in result.trained.items()}
@@ -197,10 +205,10 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
 
     print("accel's restart-and-resume path: the same job as 3 DDP processes", flush=True)
     extra = ["--checkpoint_every", str(args.checkpoint_every)]
-    ddp_clean = run_clean(root / "ddp-clean", False, args.clean_steps, args.samples, extra)
+    ddp_clean = run_clean(root / "ddp-clean", False, args.ddp_clean_steps, args.samples, extra)
     ddp_rate = rate(step_times(ddp_clean.out))
     print(f"  without failures: {ddp_rate:.2f} steps/s", flush=True)
-    ddp_steps = int(ddp_rate * (args.duration + 60))
+    ddp_steps = int(ddp_rate * (args.duration + 60))  # restarts only slow it down
     ddp, begin, end = run_with_kills(
         root / "ddp-kills", False, ddp_steps, args.samples, args.duration, args.interval, extra
     )
