@@ -15,7 +15,8 @@ loopback) four ways and prints side by side:
    --max_restarts``: DDP, ``save_state`` every ``--checkpoint_every`` steps, ``resume()``),
    with and without kills: the time lost per failure, against accel-ft's.
 
-Time lost per failure, both ways: (wall time - committed steps / fault-free steps/s) / kills.
+Time lost per failure, both ways: the stalls of new progress after each kill (the failure,
+then the restart and resume, or the heal), beyond the usual step time.
 On a shared 2-core machine a restarting group's start-up competes with the survivors for
 the cores; the figures say so rather than hide it.
 """
@@ -119,12 +120,30 @@ def run_with_kills(
 
 
 def lost_per_failure(
-    points: list[tuple[int, float, list[float]]], begin: float, end: float, clean: float, kills: int
+    points: list[tuple[int, float, list[float]]], kills: list[tuple[int, float]], end: float
 ) -> float:
-    """(wall time - progress / fault-free rate) / kills over [begin, end]."""
-    inside = [s for s, t, _ in points if begin <= t <= end]
-    progress = (max(inside) - min(inside)) if inside else 0
-    return ((end - begin) - progress / clean) / max(1, kills)
+    """Mean seconds without new progress that each failure caused.
+
+    The progress timeline is the first time each step committed (a step redone after a
+    resume is not new progress). After each kill, until the next one, every gap between
+    consecutive new steps longer than 3 median gaps counts its excess over the median: the
+    stall of the failure itself, of the restart and resume or of the heal.
+    """
+    times = sorted(t for _, t, _ in points)
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    if not gaps or not kills:
+        return float("nan")
+    usual = statistics.median(gaps)
+    moments = sorted(t for _, t in kills) + [end]
+    lost = 0.0
+    for start, stop in zip(moments, moments[1:]):
+        inside = [t for t in times if start <= t <= stop]
+        before = [t for t in times if t < start]
+        timeline = before[-1:] + inside
+        for a, b in zip(timeline, timeline[1:]):
+            if b - a > 3 * usual:
+                lost += (b - a) - usual
+    return lost / len(kills)
 
 
 def main() -> int:
@@ -201,7 +220,7 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
         f"  loss curve vs without failures (first {len(clean_points)} steps, 20-step "
         f"windows): mean {100 * deviation[0]:.2f}%, max {100 * deviation[1]:.2f}% (target < 1%)"
     )
-    lost_ft = lost_per_failure(points, begin, end, clean_rate, kills)
+    lost_ft = lost_per_failure(points, faulty.kills, end)
 
     print("accel's restart-and-resume path: the same job as 3 DDP processes", flush=True)
     extra = ["--checkpoint_every", str(args.checkpoint_every)]
@@ -213,7 +232,7 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
         root / "ddp-kills", False, ddp_steps, args.samples, args.duration, args.interval, extra
     )
     ddp_points = step_times(ddp.out)
-    lost_ddp = lost_per_failure(ddp_points, begin, end, ddp_rate, len(ddp.kills))
+    lost_ddp = lost_per_failure(ddp_points, ddp.kills, end)
     inside = [s for s, t, _ in ddp_points if begin <= t <= end]
     ddp_faulty_rate = (max(inside) - min(inside)) / (end - begin)
     print(
