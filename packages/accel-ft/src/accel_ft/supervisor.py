@@ -99,12 +99,16 @@ def group_environment(config: dict[str, Any], section: dict[str, Any]) -> dict[s
     alias = accel_environment.accelerate_name(name)
     if alias and alias in env:
         env[alias] = text
-    env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # the groups' gloo traffic stays on loopback
+    lighthouse_host = str(section.get("ft_lighthouse", "")).split("://")[-1].rpartition(":")[0]
+    if lighthouse_host in ("127.0.0.1", "localhost"):
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # one machine: gloo stays on loopback
+    env.setdefault("RUST_LOG", "warn")  # torchft's Rust side logs every quorum at INFO
     return env
 
 
 def supervise(script: list[str]) -> int:
     """Start the lighthouse and the groups; return the run's exit status."""
+    os.environ.setdefault("RUST_LOG", "warn")  # before torchft's lighthouse starts logging
     config = launched_config()
     settings = FT_SECTION.read(config.get("ft_config") or {})
     run_dir = Path(tempfile.mkdtemp(prefix="accel-ft-"))
