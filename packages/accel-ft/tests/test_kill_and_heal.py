@@ -62,8 +62,9 @@ def test_killed_groups_heal_live_while_the_others_keep_training(tmp_path: Path) 
     assert result.starts == {0: 1, 1: 2, 2: 2}  # group 0 never restarted
     assert all(steps > 0 for steps in progress_while_down), progress_while_down
     assert {g for g, *_ in lost_lines(log)} == {1, 2}, log[-3000:]
-    healed = [(g, src, step) for g, src, step, _ in heal_lines(log) if step > 0]
-    assert {g for g, _, _ in healed} == {1, 2}, log[-3000:]
+    # a group slow to start also heals when it first joins: the killed ones must be among them
+    healed = {g for g, _, step, _ in heal_lines(log) if step > 0}
+    assert {1, 2} <= healed, log[-3000:]
     assert not result.digest_mismatches, result.digest_mismatches[:3]
     assert result.healed_steps_checked >= 4  # both healed groups, compared step by step
     for epoch in range(EPOCHS):

@@ -2,7 +2,7 @@
 
 It starts torchft's lighthouse (or joins ``ft_lighthouse``), then one
 ``torch.distributed.run`` per replica group of this machine, each with its own rendezvous
-on 127.0.0.1 and ``--max_restarts ft_max_restarts``: a group that fails is restarted by its
+on localhost (``--standalone``) and ``--max_restarts ft_max_restarts``: a group that fails is restarted by its
 own torchrun and heals from a live peer; the other groups never stop. Each group's workers
 get the launch's settings (``ACCEL_LAUNCH_CONFIG``) with their ``ft_config`` completed:
 ``ft_replica_group``, ``ft_lighthouse`` and ``ft_run_dir``, the folder where a group that
@@ -65,15 +65,12 @@ def die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
 
 
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1 (a group's rendezvous)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def group_command(config: dict[str, Any], script: list[str]) -> list[str]:
+    """The torchrun argv of one replica group: its own rendezvous, its own restarts.
 
-
-def group_command(config: dict[str, Any], script: list[str], port: int) -> list[str]:
-    """The torchrun argv of one replica group: its own rendezvous, its own restarts."""
+    ``--standalone``: torchrun binds its rendezvous to a free port on localhost itself, so
+    no port is chosen here and then lost to another process before torchrun binds it.
+    """
     settings = FT_SECTION.read(config.get("ft_config") or {})
     group = {
         **config,
@@ -82,8 +79,8 @@ def group_command(config: dict[str, Any], script: list[str], port: int) -> list[
         "num_machines": 1,
         "max_num_machines": None,
         "machine_rank": 0,
-        "main_process_ip": "127.0.0.1",
-        "main_process_port": port,
+        "main_process_ip": None,
+        "main_process_port": None,
         "rdzv_backend": "static",
         "max_restarts": settings["ft_max_restarts"],
     }
@@ -140,7 +137,7 @@ def supervise(script: list[str]) -> int:
                 "ft_run_dir": str(run_dir),
             }
             children[group] = subprocess.Popen(
-                group_command(config, script, free_port()),
+                group_command(config, script),
                 env=group_environment(config, section),
                 start_new_session=True,
                 preexec_fn=die_with_parent,
