@@ -123,6 +123,7 @@ CASES = [
         {},
         ["--ray_address", "accel-ray"],
     ),
+    ("ft-absent", ["launch", "--ft", "s.py"], {}, {}, ["--ft", "accel-ft", "pip install"]),
     (
         "zero-stage-absent",
         ["launch", "--zero_stage=3", "s.py"],

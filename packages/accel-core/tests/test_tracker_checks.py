@@ -100,3 +100,30 @@ def test_trackers_without_a_directory_need_none(registered):
     accelerator = Accelerator(cpu=True, log_with=["no_directory_tracker", instance])
     accelerator.init_trackers("run")
     assert [t.name for t in accelerator.trackers] == ["no_directory_tracker", instance.name]
+
+
+class Recording(NoDirectory):
+    name = "recording_tracker"
+
+    def __init__(self):
+        GeneralTracker.__init__(self)
+        self.logged = []
+
+    def log(self, values, step=None, **kwargs):
+        self.logged.append((values, step))
+
+
+def test_the_backend_s_tracker_values_come_with_every_log(monkeypatch):
+    tracker = Recording()
+    accelerator = Accelerator(cpu=True, log_with=[tracker])
+    accelerator.init_trackers("run")
+    accelerator.log({"loss": 1.0}, step=3)
+    assert tracker.logged == [({"loss": 1.0}, 3)]  # core's backend adds nothing
+    monkeypatch.setattr(accelerator.backend, "tracker_values", lambda: {"ft/quorum_size": 2})
+    accelerator.tracking.value_sources[:] = [accelerator.backend.tracker_values]
+    accelerator.log({"loss": 0.5, "ft/quorum_size": 9}, step=4)
+    accelerator.log({"loss": 0.25}, step=5)
+    assert tracker.logged[1:] == [
+        ({"ft/quorum_size": 9, "loss": 0.5}, 4),  # the script's own value wins
+        ({"ft/quorum_size": 2, "loss": 0.25}, 5),
+    ]

@@ -71,6 +71,8 @@ PLUGIN_FLAG_OWNERS: list[tuple[str, str]] = [
     ("--sagemaker_", "accel-cluster"),
     ("--ray", "accel-ray"),
     ("--ray_", "accel-ray"),
+    ("--ft", "accel-ft"),
+    ("--ft_", "accel-ft"),
 ]
 """Well-known plugin flags and their package, for a clear error when the plugin is absent."""
 

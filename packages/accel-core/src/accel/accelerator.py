@@ -179,6 +179,7 @@ class Accelerator(CheckpointingMixin):
         )
         """Samples, tokens and optimizer steps per second, FLOPs and MFU (docs/fitting-the-machine.md)."""
         self.micro_batching.counters.append(self.throughput)  # a retried batch counts once
+        self.tracking.value_sources.append(self.backend.tracker_values)
         from accel.faults import preemption
 
         self.preemption = preemption.install(

@@ -149,6 +149,7 @@ CONFIG_SECTIONS: dict[str, Provided] = _table(
     Provided("mpirun_config", "MPI launching", "accel-cluster"),
     Provided("slurm_config", "SLURM launching", "accel-cluster"),
     Provided("ray_config", "Ray launching", "accel-ray"),
+    Provided("ft_config", "fault-tolerant training", "accel-ft"),
 )
 """Config-file sections owned by plugins."""
 

@@ -96,6 +96,11 @@ class Backend:
         """
         return contextlib.nullcontext()
 
+    def tracker_values(self) -> dict[str, Any]:
+        """Values added to every ``accelerator.log`` call (e.g. a fault-tolerant backend's quorum
+        size); default: none. Called on each ``log``: keep it cheap."""
+        return {}
+
     # -- prepare ----------------------------------------------------------
     def prepare(self, objects: list[Any], device_placement: list[bool]) -> list[Any]:
         """Prepare every object; models first (optimizers may need their wrapped parameters)."""

@@ -32,6 +32,10 @@ class TrackerManager:
         self.project_configuration = project_configuration
         self.trackers: list[Any] = []
         """The started trackers (only those that run on this process)."""
+        self.value_sources: list[Callable[[], dict[str, Any]]] = []
+        """Functions whose values are added to every :meth:`log` call (the values passed to
+        ``log`` win on a shared name); the Accelerator adds its backend's
+        :meth:`~accel.backends.Backend.tracker_values`."""
 
     @property
     def logging_dir(self) -> str | None:
@@ -109,6 +113,10 @@ class TrackerManager:
     ) -> None:
         """Log ``values`` at ``step`` to every tracker."""
         log_kwargs = log_kwargs or {}
+        for source in self.value_sources:
+            extra = source()
+            if extra:
+                values = {**extra, **values}
         for tracker in self.trackers:
             tracker.log(values, step=step, **log_kwargs.get(tracker.name, {}))
 
