@@ -170,3 +170,33 @@ def test_the_run_is_summed_over_the_records():
     one = [{**base, "rank": 0, "steps": 1, "timed_steps": 0, "samples": 0, "tokens": 0,
             "flops": 0.0, "seconds": 0.0}]  # fmt: skip
     assert "too few steps to time (the first 1 are warm-up)" in summary.summary_line(one)
+
+
+class _CommitGatedWrapper(torch.optim.Optimizer):
+    """Like torchft's OptimizerWrapper: an Optimizer subclass that skips ``Optimizer.__init__``
+    and steps the real optimizer (``.optim``) only when told to."""
+
+    def __init__(self, optim: torch.optim.Optimizer):
+        self.optim = optim
+        self.commit = True
+
+    def step(self, closure=None):
+        if self.commit:
+            self.optim.step()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optim.zero_grad(set_to_none)
+
+
+def test_steps_are_counted_on_the_optimizer_under_a_wrapper_without_hook_table():
+    """A wrapper without ``Optimizer.__init__`` is unwrapped: only the steps taken count."""
+    accelerator = Accelerator(cpu=True)
+    model = torch.nn.Linear(2, 1)
+    wrapper = _CommitGatedWrapper(torch.optim.SGD(model.parameters(), lr=0.1))
+    model, optimizer = accelerator.prepare(model, wrapper)
+    for commit in (True, False, True):
+        wrapper.commit = commit
+        accelerator.backward(model(torch.ones(4, 2)).sum())
+        optimizer.step()
+        optimizer.zero_grad()
+    assert accelerator.throughput.steps == 2

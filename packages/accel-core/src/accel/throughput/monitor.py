@@ -145,6 +145,23 @@ class _Counts:
             self.tokens_on_device = None
 
 
+def _stepping_optimizer(obj: Any) -> torch.optim.Optimizer | None:
+    """The torch optimizer that really steps under ``obj``, or None.
+
+    Unwraps accel's ``AcceleratedOptimizer`` (``.optimizer``) and wrappers that subclass
+    ``Optimizer`` without running its ``__init__`` and hold the real one as ``.optim`` (torchft's
+    ``OptimizerWrapper``, which steps it only when the quorum commits): only an optimizer built
+    by ``Optimizer.__init__`` has the table of step hooks.
+    """
+    for _ in range(4):  # a few layers of wrappers at most
+        if isinstance(obj, torch.optim.Optimizer) and hasattr(obj, "_optimizer_step_post_hooks"):
+            return obj
+        obj = getattr(obj, "optimizer", None) or getattr(obj, "optim", None)
+        if obj is None:
+            return None
+    return None
+
+
 class ThroughputMonitor:
     """Throughput and model-FLOPs utilisation of a training run (``accelerator.throughput``).
 
@@ -209,9 +226,9 @@ class ThroughputMonitor:
             return
         if isinstance(obj, torch.nn.Module):
             obj.register_forward_pre_hook(_Hook(self, "_on_forward"), with_kwargs=True)
-        elif (self._optimizer is None or self._optimizer() is None) and isinstance(
-            inner := getattr(obj, "optimizer", obj), torch.optim.Optimizer
-        ):
+        elif (self._optimizer is None or self._optimizer() is None) and (
+            inner := _stepping_optimizer(obj)
+        ) is not None:
             self._optimizer = weakref.ref(inner)
             inner.register_step_post_hook(_Hook(self, "optimizer_step"))
 
