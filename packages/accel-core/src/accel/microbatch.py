@@ -8,7 +8,9 @@ kept (and saved in checkpoints) and tried larger again after a number of steps.
 
 Every process agrees on each attempt's outcome before any gradient is reduced: the micro-batches
 run under the backend's ``no_sync``, and the processes exchange a small all-reduce before each
-backward and at the end of the attempt (:class:`_Agreement`). See docs/fitting-the-machine.md.
+backward, before each forward of the modules the backend names (FSDP2's units, whose forward
+starts with an all-gather) and at the end of the attempt (:class:`_Agreement`). See
+docs/fitting-the-machine.md.
 """
 
 from __future__ import annotations
@@ -96,6 +98,17 @@ def _first_tensor(data: Any) -> torch.Tensor | None:
     return None
 
 
+def _grad_tensors(data: Any) -> list[torch.Tensor]:
+    """The tensors of ``data`` (nested dicts, lists, tuples) that require a gradient."""
+    if isinstance(data, torch.Tensor):
+        return [data] if data.requires_grad else []
+    if isinstance(data, Mapping):
+        data = list(data.values())
+    if isinstance(data, (list, tuple)):
+        return [t for value in data for t in _grad_tensors(value)]
+    return []
+
+
 def _slice(data: Any, start: int, stop: int, length: int) -> Any:
     """``data`` with every tensor whose first dimension is ``length`` cut to ``[start:stop]``."""
     if isinstance(data, torch.Tensor):
@@ -135,8 +148,9 @@ def split_batch(batch: Any, parts: int) -> list[tuple[Any, int]]:
 class _Agreement:
     """The collective that makes every process see the same outcome of an attempt.
 
-    Each process calls :meth:`point` before each backward and :meth:`outcome` once at the end of
-    its attempt (failed or not). Both are all-reduces (a sum) of ``[failed, finished]``: a point
+    Each process calls :meth:`point` before each backward and before each forward of the
+    backend's :meth:`~accel.backends.base.Backend.agreement_modules`, and :meth:`outcome` once at
+    the end of its attempt (failed or not). Both are all-reduces (a sum) of ``[failed, finished]``: a point
     sends ``[0, 0]`` and raises :class:`_PeerOutOfMemory` when it sees a failure; the end sends
     ``[failed, 1]`` until every process has finished. The calls pair up in order whatever the
     number of micro-batches of each process, so no process waits in a collective another
@@ -277,6 +291,12 @@ class MicroBatching:
         world = self.context.num_processes
         self._agreement = _Agreement(self.context.device, world)
         self._maybe_grow(length)
+        # prepended: before the backend's own hooks and their collectives
+        units = [module for model in models for module in backend.agreement_modules(model)]
+        hooks = [
+            unit.register_forward_pre_hook(self._forward_point, prepend=True) for unit in units
+        ]
+        hooks += [unit.register_forward_hook(self._after_forward, prepend=True) for unit in units]
         try:
             while True:
                 parts = self.num_micro_batches(length)
@@ -292,6 +312,27 @@ class MicroBatching:
                 self._split_after_failure(length, parts)
         finally:
             self._agreement = None
+            for hook in hooks:
+                hook.remove()
+
+    def _forward_point(self, module: torch.nn.Module, args: Any) -> None:
+        """Forward pre-hook on the backend's agreement modules during :meth:`run`."""
+        if self._agreement is not None:
+            self._agreement.point()
+
+    def _after_forward(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        """Forward hook on the agreement modules: an agreement point at the start of their backward.
+
+        Registered on the output before the backend's own pre-backward hooks (FSDP2's, which
+        all-gather again when the unit was resharded after forward), so it runs first.
+        """
+        tensors = _grad_tensors(output)
+        if tensors and torch.is_grad_enabled():
+            torch.autograd.graph.register_multi_grad_hook(tensors, self._backward_point, mode="any")
+
+    def _backward_point(self, grad: Any) -> None:
+        if self._agreement is not None:
+            self._agreement.point()
 
     def _total_items(self, batch: Any, count_items: Callable[[Any], Any]) -> float:
         """Items (tokens) of the whole batch over every data-parallel process."""
@@ -398,6 +439,8 @@ class MicroBatching:
                 "earlier steps were merged in: this attempt cannot be retried; start from a "
                 "smaller split (accelerator.micro_batching.micro_batch_size)"
             )
+        for model in models:  # a forward or backward may have stopped part-way
+            backend.reset_after_failed_attempt(model)
         for saved in set_aside:
             saved.discard()
         gc.collect()

@@ -250,6 +250,31 @@ class FSDPBackend(NDParallelMixin, Backend):
                     unsharded.append(param)
         return SetAsideGroup([SetAsideGradients(model.parameters()), SetAsideGradients(unsharded)])
 
+    def agreement_modules(self, model: torch.nn.Module) -> list[torch.nn.Module]:
+        """FSDP2's units (``fully_shard``-ed modules): each forward starts with an all-gather."""
+        from torch.distributed.fsdp import FSDPModule
+
+        return [m for m in model.modules() if isinstance(m, FSDPModule)]
+
+    def reset_after_failed_attempt(self, model: torch.nn.Module) -> None:
+        """FSDP2's ``reset_iter_state`` on the root: every unit resharded, training states idle.
+
+        A forward left part-way keeps some units unsharded and in their forward state; without
+        this, the retry would skip those units' all-gathers on this process only. Torch without
+        ``reset_iter_state``: every unit is resharded.
+        """
+        from torch.distributed.fsdp import FSDPModule
+
+        if not isinstance(model, FSDPModule):
+            return
+        reset = getattr(model, "reset_iter_state", None)
+        if reset is not None:
+            reset()
+            return
+        for unit in model.modules():
+            if isinstance(unit, FSDPModule):
+                unit.reshard()
+
     @contextlib.contextmanager
     def no_sync(self, model: torch.nn.Module) -> Generator[None, None, None]:
         """Skip gradient reduction (FSDP2: ``set_requires_gradient_sync``; FSDP1: ``no_sync``)."""

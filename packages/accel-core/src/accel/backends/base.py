@@ -241,6 +241,20 @@ class Backend:
         """
         return SetAsideGradients(model.parameters())
 
+    def agreement_modules(self, model: torch.nn.Module) -> list[torch.nn.Module]:
+        """Submodules of ``model`` whose forward starts with a collective (FSDP2's units).
+
+        While ``train_step`` runs, every process agrees on the attempt before each of their
+        forwards, so that an out-of-memory error in the middle of a forward on some processes
+        meets the others before they enter the next collective. Default: none.
+        """
+        return []
+
+    def reset_after_failed_attempt(self, model: torch.nn.Module) -> None:
+        """Bring ``model`` back to its state between steps after an attempt of ``train_step``
+        failed (a forward or backward left part-way). Called before its gradients are discarded.
+        Default: nothing."""
+
     def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
         """Back-propagate ``loss`` (already divided for accumulation) through the precision."""
         self.context.precision.backward(loss, **kwargs)
