@@ -11,7 +11,11 @@ torch==<the workspace's torch>`` plus what each reference needs (uv's cache make
 Each reference runs a script of tools/reference_scripts/ there (one process: ``python``; more:
 ``accelerate launch --multi_gpu --num_processes N``: torchrun, gloo on a machine
 without GPUs) and the script writes
-``integration-tests/reference/accelerate-<major.minor>/<name>.json``; those files are committed.
+``integration-tests/reference/accelerate-<major.minor>/cpu-<capability>/<name>.json``; those
+files are committed. The last bits of float results depend on the CPU kernels torch picks
+(``torch.backends.cpu.get_cpu_capability()``: AVX2 and AVX-512 sum in other orders), so each
+capability has its own folder; a reference without a file for this machine's capability is the
+one in ``accelerate-<major.minor>/`` itself, written before the capability was recorded.
 integration-tests/reference/test_accelerate_numbers.py runs the same scripts under accel
 (``accel launch``) and asserts the same numbers.
 
@@ -67,8 +71,16 @@ class Reference:
 
     @property
     def output(self) -> Path:
-        """Where the committed JSON lives."""
-        return OUTPUT / f"{self.name}.json"
+        """The committed JSON for this machine: its CPU capability's, else the unrecorded one."""
+        specific = capability_folder() / f"{self.name}.json"
+        return specific if specific.exists() else OUTPUT / f"{self.name}.json"
+
+
+def capability_folder() -> Path:
+    """Where this machine's references live: ``cpu-<torch's CPU capability>`` (e.g. ``cpu-avx2``)."""
+    import torch
+
+    return OUTPUT / f"cpu-{torch.backends.cpu.get_cpu_capability().lower()}"
 
 
 TRAINER_REQUIREMENTS = ("transformers==5.24.0", "datasets==5.2.0")
@@ -239,7 +251,10 @@ def main() -> int:
     parser.add_argument("--list", action="store_true", help="list the references and exit")
     parser.add_argument("--venv", type=Path, default=VENV, help=f"default: {VENV}")
     parser.add_argument(
-        "--output-dir", type=Path, default=OUTPUT, help="write the JSON here instead"
+        "--output-dir",
+        type=Path,
+        default=None,
+        help="write the JSON here instead of this CPU capability's folder",
     )
     args = parser.parse_args()
     if args.list:
@@ -249,6 +264,7 @@ def main() -> int:
     refs = by_name([n for item in args.only for n in item.split(",") if n])
     python = ensure_venv(args.venv, requirements_for(refs))
     launcher = python.with_name("accelerate")
+    args.output_dir = args.output_dir or capability_folder()
     args.output_dir.mkdir(parents=True, exist_ok=True)
     failed = 0
     for ref in refs:

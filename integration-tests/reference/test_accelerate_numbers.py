@@ -3,7 +3,8 @@
 Every reference of tools/accelerate_reference.py (its ``REFERENCES``) runs here under accel:
 the same script, the same number of processes, launched with ``accel launch --cpu``; each
 process's record of each case must equal the committed JSON that the real Accelerate wrote
-(accelerate-1.15/<name>.json). A reference added to the registry is tested here as soon as
+on a CPU of the same capability (accelerate-1.15/cpu-<capability>/<name>.json, else
+accelerate-1.15/<name>.json: see tools/accelerate_reference.py). A reference added to the registry is tested here as soon as
 its JSON is committed. Then accel's own addition: a run stopped with ``save_state`` inside an
 epoch and resumed with ``load_state`` in new processes goes on with Accelerate's
 uninterrupted losses.
