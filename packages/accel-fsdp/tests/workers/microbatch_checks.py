@@ -26,11 +26,11 @@ import sys
 import torch
 from accel import Accelerator, FullyShardedDataParallelPlugin
 from accel.state import AcceleratorState, GradientState
+from accel.testing.token_data import GLOBAL, VOCAB, WIDTH, token_batch, token_loss
 from torch.distributed.fsdp import FSDPModule
 
 torch.set_num_threads(1)
 STEPS = 3
-VOCAB, WIDTH, LENGTH, GLOBAL = 11, 8, 6, 8
 OOM = "[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes."
 
 
@@ -57,22 +57,6 @@ def token_model(units: bool = False) -> torch.nn.Module:
         )
     return torch.nn.Sequential(
         torch.nn.Embedding(VOCAB, WIDTH), torch.nn.Tanh(), torch.nn.Linear(WIDTH, VOCAB)
-    )
-
-
-def token_batch(step: int) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(100 + step)
-    ids = torch.randint(0, VOCAB, (GLOBAL, LENGTH), generator=g)
-    lengths = torch.randint(1, LENGTH + 1, (GLOBAL,), generator=g)
-    labels = torch.randint(0, VOCAB, (GLOBAL, LENGTH), generator=g)
-    labels[torch.arange(LENGTH)[None, :] >= lengths[:, None]] = -100
-    return {"input_ids": ids, "labels": labels}
-
-
-def token_loss(model: torch.nn.Module, batch: dict) -> torch.Tensor:
-    logits = model(batch["input_ids"])
-    return torch.nn.functional.cross_entropy(
-        logits.reshape(-1, VOCAB), batch["labels"].reshape(-1), ignore_index=-100
     )
 
 
