@@ -250,70 +250,60 @@ class MicroBatching:
         """
         self._backend = backend
         try:
-            return self._run(step, batch, models, count_items, reduction, num_items_in_batch)
+            if reduction not in REDUCTIONS:
+                raise UsageError(
+                    f"train_step(reduction={reduction!r}): use 'mean' (the step returns the mean loss "
+                    "of its micro-batch) or 'sum' (losses that add up over micro-batches)"
+                )
+            refusal = backend.micro_batching_refusal
+            if refusal:
+                raise UsageError(refusal)
+            length = batch_length(batch)
+            if num_items_in_batch is not None and count_items is None:
+                raise UsageError(
+                    "train_step(num_items_in_batch=...) needs count_items=, the function counting "
+                    "the items of a micro-batch"
+                )
+            total_items = None
+            if num_items_in_batch is not None:
+                # items of the whole optimizer step: undo backward's division by the accumulation steps
+                total_items = float(num_items_in_batch) / self.context.gradient_accumulation_steps
+            elif count_items is not None:
+                total_items = self._total_items(batch, count_items)
+            world = self.context.num_processes
+            self._agreement = _Agreement(self.context.device, world)
+            self._maybe_grow(length)
+            # prepended: before the backend's own hooks and their collectives
+            units = [module for model in models for module in backend.agreement_modules(model)]
+            hooks = [
+                unit.register_forward_pre_hook(self._forward_point, prepend=True) for unit in units
+            ]
+            hooks += [
+                unit.register_forward_hook(self._after_forward, prepend=True) for unit in units
+            ]
+            try:
+                while True:
+                    parts = self.num_micro_batches(length)
+                    marks = [(counter, counter.mark()) for counter in self.counters]
+                    result, failed = self._attempt(
+                        step, batch, parts, models, count_items, total_items, reduction
+                    )
+                    if not failed:
+                        self.steps_at_size += 1
+                        return result
+                    for counter, mark in marks:  # the retry counts the batch again
+                        counter.rewind(mark)
+                    self._split_after_failure(length, parts)
+            finally:
+                self._agreement = None
+                for hook in hooks:
+                    hook.remove()
         finally:
             self._backend = None
 
     def _backend_of(self) -> Backend:
         assert self._backend is not None  # set by run()
         return self._backend
-
-    def _run(
-        self,
-        step: Callable[[Any], Any],
-        batch: Any,
-        models: Sequence[torch.nn.Module],
-        count_items: Callable[[Any], Any] | None,
-        reduction: str,
-        num_items_in_batch: Any,
-    ) -> Any:
-        if reduction not in REDUCTIONS:
-            raise UsageError(
-                f"train_step(reduction={reduction!r}): use 'mean' (the step returns the mean loss "
-                "of its micro-batch) or 'sum' (losses that add up over micro-batches)"
-            )
-        backend = self._backend_of()
-        refusal = backend.micro_batching_refusal
-        if refusal:
-            raise UsageError(refusal)
-        length = batch_length(batch)
-        if num_items_in_batch is not None and count_items is None:
-            raise UsageError(
-                "train_step(num_items_in_batch=...) needs count_items=, the function counting "
-                "the items of a micro-batch"
-            )
-        total_items = None
-        if num_items_in_batch is not None:
-            # items of the whole optimizer step: undo backward's division by the accumulation steps
-            total_items = float(num_items_in_batch) / self.context.gradient_accumulation_steps
-        elif count_items is not None:
-            total_items = self._total_items(batch, count_items)
-        world = self.context.num_processes
-        self._agreement = _Agreement(self.context.device, world)
-        self._maybe_grow(length)
-        # prepended: before the backend's own hooks and their collectives
-        units = [module for model in models for module in backend.agreement_modules(model)]
-        hooks = [
-            unit.register_forward_pre_hook(self._forward_point, prepend=True) for unit in units
-        ]
-        hooks += [unit.register_forward_hook(self._after_forward, prepend=True) for unit in units]
-        try:
-            while True:
-                parts = self.num_micro_batches(length)
-                marks = [(counter, counter.mark()) for counter in self.counters]
-                result, failed = self._attempt(
-                    step, batch, parts, models, count_items, total_items, reduction
-                )
-                if not failed:
-                    self.steps_at_size += 1
-                    return result
-                for counter, mark in marks:  # the retry counts the batch again
-                    counter.rewind(mark)
-                self._split_after_failure(length, parts)
-        finally:
-            self._agreement = None
-            for hook in hooks:
-                hook.remove()
 
     def _forward_point(self, module: torch.nn.Module, args: Any) -> None:
         """Forward pre-hook on the backend's agreement modules during :meth:`run`."""
