@@ -132,13 +132,6 @@ def test_everything_core_calls_on_a_backend_is_declared_on_backend():
                 used.setdefault(node.attr, f"{path.name}:{node.lineno}")
             if (
                 isinstance(node, ast.Call)
-                and getattr(node.func, "id", None) in ("forward_method", "forward_property")
-                and isinstance(node.args[0], ast.Constant)
-                and node.args[0].value == "backend"
-            ):
-                used.setdefault(node.args[1].value, f"{path.name}:{node.lineno}")
-            if (
-                isinstance(node, ast.Call)
                 and getattr(node.func, "id", None) in ("getattr", "hasattr")
                 and ast.unparse(node.args[0]).endswith("backend")
             ):

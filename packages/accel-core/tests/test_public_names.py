@@ -6,7 +6,6 @@ import importlib
 import importlib.util
 import subprocess
 import sys
-from pathlib import Path
 
 import accel
 import accel.utils
@@ -152,15 +151,3 @@ def test_every_public_name_resolves(namespace, name, module):
     value = getattr(namespace_module, name)
     assert value is getattr(importlib.import_module(module), name)
     assert value.__doc__, f"{namespace}.{name} has no docstring"
-
-
-def test_editors_see_every_lazy_name_from_its_module():
-    """accel/__init__.py's TYPE_CHECKING imports (what editors read) match the lazy table."""
-    import ast
-
-    tree = ast.parse(Path(accel.__file__).read_text())
-    block = next(
-        n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"
-    )
-    typed = {alias.name: node.module for node in block.body for alias in node.names}
-    assert typed == accel._NAMES

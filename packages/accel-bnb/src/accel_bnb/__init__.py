@@ -8,8 +8,18 @@ Names are imported on first use, so ``import accel_bnb`` loads neither torch nor
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import TYPE_CHECKING
+
+from accel.lazy import exports
+
+if TYPE_CHECKING:  # what type checkers and editors follow; at run time names load on first use
+    from accel_bnb.config import BnbQuantizationConfig as BnbQuantizationConfig
+    from accel_bnb.memory import MemoryReport as MemoryReport
+    from accel_bnb.memory import get_memory_footprint as get_memory_footprint
+    from accel_bnb.memory import memory_report as memory_report
+    from accel_bnb.quantizer import BnbQuantizer as BnbQuantizer
+    from accel_bnb.replace import default_skip_modules as default_skip_modules
+    from accel_bnb.replace import replace_with_bnb_layers as replace_with_bnb_layers
 
 _NAMES = {
     "BnbQuantizationConfig": "accel_bnb.config",
@@ -20,16 +30,8 @@ _NAMES = {
     "default_skip_modules": "accel_bnb.replace",
     "replace_with_bnb_layers": "accel_bnb.replace",
 }
+"""Public names and the module defining each, imported on first use."""
 
 __all__ = sorted(_NAMES)
 
-
-def __getattr__(name: str) -> Any:
-    module = _NAMES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'accel_bnb' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return __all__
+__getattr__, __dir__ = exports(__name__, _NAMES)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from accel.hookspecs import hookimpl
+from accel.lazy import catalog_exports
 
 
 @hookimpl
@@ -15,8 +16,12 @@ def accel_quantizers() -> list[type]:
 
 @hookimpl
 def accel_exports() -> dict[str, str]:
-    """``accel.utils.BnbQuantizationConfig``."""
-    return {"BnbQuantizationConfig": "accel_bnb.config:BnbQuantizationConfig"}
+    """``accel.utils.BnbQuantizationConfig``.
+
+    The rows of :data:`accel.catalog.EXPORTS` for this distribution, each served by
+    ``accel_bnb``'s lazy names.
+    """
+    return catalog_exports("accel-bnb", "accel_bnb")
 
 
 @hookimpl

@@ -4,12 +4,15 @@ to-fsdp2.
 Importing this package is cheap: every subcommand imports what it needs when it runs.
 """
 
+from __future__ import annotations
 
-def __getattr__(name: str) -> str:
-    """``__version__``: accel-cli's installed version, read from its metadata on first use."""
-    if name != "__version__":
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from accel.imports import installed_version
+from typing import TYPE_CHECKING
 
-    value = globals()["__version__"] = installed_version("accel-cli")
-    return value
+from accel.lazy import exports, installed_version
+
+if TYPE_CHECKING:
+    __version__: str
+
+__getattr__, __dir__ = exports(
+    __name__, {}, computed={"__version__": installed_version("accel-cli")}
+)

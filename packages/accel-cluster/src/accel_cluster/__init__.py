@@ -8,12 +8,15 @@ Each registers through the ``accel`` entry-point group; importing this package i
 neither torch nor the SageMaker SDK.
 """
 
+from __future__ import annotations
 
-def __getattr__(name: str) -> str:
-    """``__version__``: the installed distribution's version (read on first use)."""
-    if name != "__version__":
-        raise AttributeError(f"module 'accel_cluster' has no attribute {name!r}")
-    from accel.imports import installed_version
+from typing import TYPE_CHECKING
 
-    value = globals()["__version__"] = installed_version("accel-cluster")
-    return value
+from accel.lazy import exports, installed_version
+
+if TYPE_CHECKING:
+    __version__: str
+
+__getattr__, __dir__ = exports(
+    __name__, {}, computed={"__version__": installed_version("accel-cluster")}
+)

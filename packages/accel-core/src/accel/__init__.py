@@ -1,16 +1,16 @@
 """accel: one PyTorch training script on a CPU, GPUs, many machines, FSDP, DeepSpeed, ...
 
 Importing ``accel`` is cheap: every public name is imported on first use
-(module ``__getattr__``). Names owned by a plugin (``FullyShardedDataParallelPlugin``,
+(:func:`accel.lazy.exports`). Names owned by a plugin (``FullyShardedDataParallelPlugin``,
 ``DistributedDataParallelKwargs``, ...) come from that plugin when it is installed;
 otherwise using them raises an ImportError naming the package to install.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from accel.lazy import exports, installed_version, plugin_export, plugin_export_names
 
 if TYPE_CHECKING:  # what editors and type checkers see; at run time each name loads on first use
     from accel.accelerator import (
@@ -107,6 +107,8 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
         DistributedType as DistributedType,
     )
 
+    __version__: str
+
 _NAMES: dict[str, str] = {
     "Accelerator": "accel.accelerator",
     "PartialState": "accel.state",
@@ -143,32 +145,10 @@ _NAMES: dict[str, str] = {
 
 __all__ = sorted(_NAMES) + ["__version__"]
 
-
-def _installed_version() -> str:
-    """accel-core's version as installed (the root VERSION file feeds every pyproject)."""
-    from accel.imports import installed_version
-
-    return installed_version("accel-core")
-
-
-def __getattr__(name: str) -> Any:
-    if name == "__version__":  # read on first use: importlib.metadata is not free to import
-        value = globals()["__version__"] = _installed_version()
-        return value
-    module = _NAMES.get(name)
-    if module is not None:
-        value = getattr(importlib.import_module(module), name)
-        globals()[name] = value
-        return value
-    if name.startswith("_") or importlib.util.find_spec(f"{__name__}.{name}") is not None:
-        raise AttributeError(name)  # a submodule not imported yet: let the import system load it
-    try:
-        return importlib.import_module("accel._lazy").resolve(name)
-    except AttributeError:
-        raise AttributeError(f"module 'accel' has no attribute {name!r}") from None
-
-
-def __dir__() -> list[str]:
-    from accel._lazy import exported_names
-
-    return sorted(set(globals()) | set(_NAMES) | exported_names())
+__getattr__, __dir__ = exports(
+    __name__,
+    _NAMES,
+    computed={"__version__": installed_version("accel-core")},
+    fallback=plugin_export,
+    fallback_names=plugin_export_names,
+)

@@ -11,14 +11,14 @@ import contextlib
 import operator
 import os
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from accel import environment
 from accel.accelerator_checkpointing import CheckpointingMixin
+from accel.accelerator_process import ProcessMixin
 from accel.backends.base import Backend
-from accel.backends.context import BackendContext
 from accel.checkpoint.manager import CheckpointManager
 from accel.checkpoint.view import RunView
 from accel.config.keys import KEYS, PROCESS_SECTION
@@ -31,7 +31,6 @@ from accel.distributed.operations import (
     recursively_apply,
 )
 from accel.errors import MissingPluginError, UsageError, report_refusals_in_one_line
-from accel.forwarding import forward_method, forward_property
 from accel.kwargs import (
     DataLoaderConfiguration,
     GradientAccumulationPlugin,
@@ -44,14 +43,25 @@ from accel.microbatch import MicroBatching
 from accel.optimizer import fused_backward
 from accel.precision.base import Precision
 from accel.prepared import PreparedObjects
-from accel.state import AcceleratorState, GradientState, PartialState, split_inputs
+from accel.state import AcceleratorState, GradientState, split_inputs
 from accel.throughput.monitor import ThroughputKwargs, ThroughputMonitor
 from accel.tracking.manager import TrackerManager
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from accel.tracking.base import GeneralTracker
+    from accel.types import LoggerType
+
+    LogWith: TypeAlias = (
+        "str | LoggerType | GeneralTracker | list[str | LoggerType | GeneralTracker] | None"
+    )
+    """What ``Accelerator(log_with=...)`` takes: tracker names, ``"all"``, tracker instances."""
 
 logger = get_logger(__name__)  # kept as a module attribute (Accelerate's module has one)
 
 
-class Accelerator(CheckpointingMixin):
+class Accelerator(ProcessMixin, CheckpointingMixin):
     """Prepare models, optimizers, data loaders and schedulers for the configured hardware and strategy.
 
     Arguments follow Accelerate's: ``mixed_precision``, ``gradient_accumulation_steps``,
@@ -207,40 +217,7 @@ class Accelerator(CheckpointingMixin):
             steps = env_steps
         return GradientAccumulationPlugin(num_steps=steps)
 
-    # -- who this process is (the backend context's process facts) --------------
-    device = forward_property("backend_context", "device", BackendContext)
-    distributed_type = forward_property("backend_context", "distributed_type", BackendContext)
-    num_processes = forward_property("backend_context", "num_processes", BackendContext)
-    process_index = forward_property("backend_context", "process_index", BackendContext)
-    local_process_index = forward_property("backend_context", "local_process_index", BackendContext)
-    is_main_process = forward_property("backend_context", "is_main_process", BackendContext)
-    is_local_main_process = forward_property(
-        "backend_context", "is_local_main_process", BackendContext
-    )
-    is_last_process = forward_property("backend_context", "is_last_process", BackendContext)
-    use_distributed = forward_property("backend_context", "use_distributed", BackendContext)
-    mixed_precision = forward_property("backend_context", "mixed_precision", BackendContext)
-
-    @mixed_precision.setter
-    def mixed_precision(self, value: Any) -> None:
-        raise AttributeError(
-            "mixed_precision is fixed when the Accelerator is created (as in Accelerate): "
-            "pass Accelerator(mixed_precision=...) or ACCEL_MIXED_PRECISION"
-        )
-
-    parallelism_config = forward_property("backend_context", "parallelism_config", BackendContext)
-    torch_device_mesh = forward_property("backend_context", "torch_device_mesh", BackendContext)
-
-    # -- code for some processes only (the process-wide state's helpers) ---------
-    print = forward_method("state", "print", PartialState)
-    on_main_process = forward_method("state", "on_main_process", PartialState)
-    on_local_main_process = forward_method("state", "on_local_main_process", PartialState)
-    on_last_process = forward_method("state", "on_last_process", PartialState)
-    on_process = forward_method("state", "on_process", PartialState)
-    on_local_process = forward_method("state", "on_local_process", PartialState)
-    main_process_first = forward_method("state", "main_process_first", PartialState)
-    local_main_process_first = forward_method("state", "local_main_process_first", PartialState)
-
+    # -- who this process is, and code for some processes only: ProcessMixin ------
     @contextlib.contextmanager
     def split_between_processes(
         self, inputs: Any, apply_padding: bool = False
@@ -254,42 +231,6 @@ class Accelerator(CheckpointingMixin):
         """
         num_shards, shard = self.backend.data_parallel_shard()
         yield split_inputs(inputs, num_shards, shard, apply_padding)
-
-    # -- configuration and training state (shared with the backend context) -----
-    dataloader_config = forward_property(
-        "backend_context", "dataloader_config", BackendContext, writable=True
-    )
-    rng_types = forward_property("backend_context", "rng_types", BackendContext, writable=True)
-    step_scheduler_with_optimizer = forward_property(
-        "backend_context", "step_scheduler_with_optimizer", BackendContext, writable=True
-    )
-    split_batches = forward_property("backend_context", "split_batches", BackendContext)
-    # The other DataLoaderConfiguration fields, read-only as in Accelerate (transformers reads them).
-    dispatch_batches = forward_property("dataloader_config", "dispatch_batches")
-    use_seedable_sampler = forward_property("dataloader_config", "use_seedable_sampler")
-    non_blocking = forward_property("dataloader_config", "non_blocking")
-    use_stateful_dataloader = forward_property("dataloader_config", "use_stateful_dataloader")
-
-    def _set_even_batches(self, value: bool) -> None:
-        self.dataloader_config.even_batches = value
-
-    even_batches = forward_property("backend_context", "even_batches", BackendContext).setter(
-        _set_even_batches
-    )
-
-    def _set_gradient_accumulation_steps(self, steps: int) -> None:
-        self.gradient_state.plugin_kwargs["num_steps"] = steps
-
-    gradient_accumulation_steps = forward_property(
-        "backend_context", "gradient_accumulation_steps", BackendContext
-    ).setter(_set_gradient_accumulation_steps)
-
-    def _set_sync_gradients(self, value: bool) -> None:
-        self.gradient_state._set_sync_gradients(value)
-
-    sync_gradients = forward_property("backend_context", "sync_gradients", BackendContext).setter(
-        _set_sync_gradients
-    )
 
     @property
     def project_dir(self) -> str | None:
@@ -680,20 +621,65 @@ class Accelerator(CheckpointingMixin):
         """``dl`` cut to this rank's sequence slice under DeepSpeed sequence parallelism, else ``dl``."""
         return self.backend.deepspeed_ulysses_dl_adapter(dl, model)
 
-    unwrap_model = forward_method("backend", "unwrap_model", Backend)
-    get_state_dict = forward_method("backend", "get_state_dict", Backend)
+    def unwrap_model(
+        self,
+        model: torch.nn.Module,
+        keep_fp32_wrapper: bool = True,
+        keep_torch_compile: bool = True,
+    ) -> torch.nn.Module:
+        """Remove the wrappers accel added (DDP-like ``.module``, compilation, precision): the
+        backend's :meth:`~accel.backends.Backend.unwrap_model`."""
+        return self.backend.unwrap_model(model, keep_fp32_wrapper, keep_torch_compile)
 
-    # -- trackers and profiling -------------------------------------------------
-    init_trackers = forward_method("tracking", "init_trackers", TrackerManager)
-    get_tracker = forward_method("tracking", "get_tracker", TrackerManager)
-    log = forward_method("tracking", "log", TrackerManager)
-    trackers = forward_property("tracking", "trackers", writable=True, doc="The started trackers.")
-    log_with = forward_property(
-        "tracking",
-        "log_with",
-        writable=True,
-        doc='What ``log_with`` was given (tracker names, ``"all"``, tracker instances).',
-    )
+    def get_state_dict(
+        self, model: torch.nn.Module, unwrap: bool = True
+    ) -> dict[str, torch.Tensor]:
+        """A full state dict of ``model`` (gathered if it is sharded): the backend's
+        :meth:`~accel.backends.Backend.get_state_dict`."""
+        return self.backend.get_state_dict(model, unwrap)
+
+    # -- trackers and profiling (the tracker manager's) ---------------------------
+    def init_trackers(
+        self,
+        project_name: str,
+        config: dict[str, Any] | None = None,
+        init_kwargs: dict[str, dict] | None = None,
+    ) -> None:
+        """Start every tracker of ``log_with`` for ``project_name`` and store ``config``."""
+        self.tracking.init_trackers(project_name, config, init_kwargs)
+
+    def get_tracker(self, name: str, unwrap: bool = False) -> Any:
+        """The tracker called ``name`` (its run object with ``unwrap``); a no-op tracker elsewhere.
+
+        ``Any``: with ``unwrap`` it is the tracking library's own run object."""
+        return self.tracking.get_tracker(name, unwrap)
+
+    def log(
+        self,
+        values: dict[str, Any],
+        step: int | None = None,
+        log_kwargs: dict[str, dict] | None = None,
+    ) -> None:
+        """Log ``values`` at ``step`` to every tracker."""
+        self.tracking.log(values, step, log_kwargs)
+
+    @property
+    def trackers(self) -> list[GeneralTracker]:
+        """The started trackers (only those that run on this process)."""
+        return self.tracking.trackers
+
+    @trackers.setter
+    def trackers(self, value: list[GeneralTracker]) -> None:
+        self.tracking.trackers = value
+
+    @property
+    def log_with(self) -> LogWith:
+        """What ``log_with`` was given (tracker names, ``"all"``, tracker instances)."""
+        return self.tracking.log_with
+
+    @log_with.setter
+    def log_with(self, value: LogWith) -> None:
+        self.tracking.log_with = value
 
     def end_training(self) -> None:
         """Finish every tracker, wait for pending checkpoint writes, and wait for all processes."""
@@ -711,11 +697,50 @@ class Accelerator(CheckpointingMixin):
         return context
 
     # -- Accelerate's private names, kept for user code that reads (or replaces) them --
-    _models = forward_property("prepared", "models", writable=True)
-    _optimizers = forward_property("prepared", "optimizers", writable=True)
-    _schedulers = forward_property("prepared", "schedulers", writable=True)
-    _dataloaders = forward_property("prepared", "dataloaders", writable=True)
-    _custom_objects = forward_property("prepared", "custom_objects", writable=True)
+    @property
+    def _models(self) -> list[torch.nn.Module]:
+        """``prepared.models``."""
+        return self.prepared.models
+
+    @_models.setter
+    def _models(self, value: list[torch.nn.Module]) -> None:
+        self.prepared.models = value
+
+    @property
+    def _optimizers(self) -> list[object]:
+        """``prepared.optimizers``."""
+        return self.prepared.optimizers
+
+    @_optimizers.setter
+    def _optimizers(self, value: list[object]) -> None:
+        self.prepared.optimizers = value
+
+    @property
+    def _schedulers(self) -> list[object]:
+        """``prepared.schedulers``."""
+        return self.prepared.schedulers
+
+    @_schedulers.setter
+    def _schedulers(self, value: list[object]) -> None:
+        self.prepared.schedulers = value
+
+    @property
+    def _dataloaders(self) -> list[object]:
+        """``prepared.dataloaders``."""
+        return self.prepared.dataloaders
+
+    @_dataloaders.setter
+    def _dataloaders(self, value: list[object]) -> None:
+        self.prepared.dataloaders = value
+
+    @property
+    def _custom_objects(self) -> list[object]:
+        """``prepared.custom_objects``."""
+        return self.prepared.custom_objects
+
+    @_custom_objects.setter
+    def _custom_objects(self, value: list[object]) -> None:
+        self.prepared.custom_objects = value
 
     # -- memory --------------------------------------------------------------
     def free_memory(self, *objects: Any) -> list[None]:

@@ -8,14 +8,15 @@ attributes (``checkpoints``, ``backend``, ``prepared``, ``step``, ...).
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from accel.checkpoint import elastic
-from accel.checkpoint.manager import CheckpointManager
+from accel.checkpoint.manager import CheckpointManager, HookHandle
 from accel.checkpoint.view import RunView
-from accel.forwarding import forward_method, forward_property
 from accel.logging import get_logger
 
 if TYPE_CHECKING:
@@ -39,13 +40,24 @@ class CheckpointingMixin:
         checkpoints: CheckpointManager
         gradient_state: GradientState
         micro_batching: MicroBatching
-        num_processes: int
-        gradient_accumulation_steps: int
+
+        @property
+        def num_processes(self) -> int: ...
+
+        @property
+        def gradient_accumulation_steps(self) -> int: ...
+
         prepared: PreparedObjects
         project_configuration: ProjectConfiguration
         step: int
 
-    save = forward_method("checkpoints", "save", CheckpointManager)
+    def save(self, obj: object, f: str | os.PathLike, safe_serialization: bool = False) -> None:
+        """Save ``obj`` (``torch.save``, or safetensors for a tensor dict) atomically, from one
+        process: :meth:`CheckpointManager.save <accel.checkpoint.manager.CheckpointManager.save>`.
+
+        The main process writes it; with ``save_on_each_node`` each machine's local main one.
+        """
+        self.checkpoints.save(obj, f, safe_serialization)
 
     def save_model(
         self,
@@ -79,15 +91,17 @@ class CheckpointingMixin:
             model, save_directory, max_shard_size, safe_serialization, state_dict=state_dict
         )
 
-    register_for_checkpointing = forward_method(
-        "checkpoints", "register_for_checkpointing", CheckpointManager
-    )
-    register_save_state_pre_hook = forward_method(
-        "checkpoints", "register_save_state_pre_hook", CheckpointManager
-    )
-    register_load_state_pre_hook = forward_method(
-        "checkpoints", "register_load_state_pre_hook", CheckpointManager
-    )
+    def register_for_checkpointing(self, *objects: object) -> None:
+        """Include objects with ``state_dict``/``load_state_dict`` in :meth:`save_state`."""
+        self.checkpoints.register_for_checkpointing(*objects)
+
+    def register_save_state_pre_hook(self, hook: Callable) -> HookHandle:
+        """``hook(models, weights, output_dir)`` runs before :meth:`save_state` writes; returns a removable handle."""
+        return self.checkpoints.register_save_state_pre_hook(hook)
+
+    def register_load_state_pre_hook(self, hook: Callable) -> HookHandle:
+        """``hook(models, input_dir)`` runs before :meth:`load_state` reads; returns a removable handle."""
+        return self.checkpoints.register_load_state_pre_hook(hook)
 
     def save_state(
         self,
@@ -198,5 +212,10 @@ class CheckpointingMixin:
         return self.project_configuration.iteration
 
     # Accelerate's private names, kept for user code that reads them
-    _save_model_state_pre_hook = forward_property("checkpoints", "save_state_pre_hooks")
-    _load_model_state_pre_hook = forward_property("checkpoints", "load_state_pre_hooks")
+    @property
+    def _save_model_state_pre_hook(self) -> OrderedDict[int, Callable]:
+        return self.checkpoints.save_state_pre_hooks
+
+    @property
+    def _load_model_state_pre_hook(self) -> OrderedDict[int, Callable]:
+        return self.checkpoints.load_state_pre_hooks

@@ -230,16 +230,29 @@ EXPORTS: dict[str, Provided] = _table(
         "MegatronLMDummyDataLoader",
     ),
     *_exports(
-        "accel-fp8", "FP8RecipeKwargs", "AORecipeKwargs", "TERecipeKwargs", "MSAMPRecipeKwargs"
+        "accel-fp8",
+        "FP8RecipeKwargs",
+        "AORecipeKwargs",
+        "TERecipeKwargs",
+        "MSAMPRecipeKwargs",
+        "convert_model_to_fp8_ao",
+        "has_ao_layers",
+        "has_transformer_engine_layers",
     ),
     *_exports("accel-bnb", "BnbQuantizationConfig"),
     *_exports("accel-profiler", "ProfileKwargs"),
 )
-"""Public names of ``accel`` / ``accel.utils`` owned by first-party plugins.
+"""Public names of ``accel`` / ``accel.utils`` owned by first-party plugins: the one list of them.
 
-The installed plugin provides the object through its ``accel_exports`` hook; this table
-only names the package to install when no installed plugin exports the name.
+A first-party plugin's ``accel_exports`` hook returns its rows
+(:func:`accel.lazy.catalog_exports`), each served by the plugin package's own lazy table;
+when no installed plugin exports a name, this table names the package to install.
 """
+
+
+def exports_of(package: str) -> tuple[str, ...]:
+    """The names of :data:`EXPORTS` that distribution ``package`` provides."""
+    return tuple(name for name, row in EXPORTS.items() if row.package == package)
 
 
 def provider(name: str) -> Provided | None:

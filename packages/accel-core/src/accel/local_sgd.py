@@ -1,21 +1,15 @@
 """Accelerate's module path ``accelerate.local_sgd``: :class:`LocalSGD` comes from accel-ddp.
 
-Resolved on first use through the plugins' ``accel_exports`` hook; without accel-ddp
-the import raises an ImportError naming the package to install.
+Loaded on first use; without accel-ddp the import raises an ImportError naming the package
+to install.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from accel.lazy import exports
 
+_NAMES = {"LocalSGD": "accel_ddp.local_sgd"}
 
-def __getattr__(name: str) -> Any:
-    if name == "LocalSGD":
-        from accel._lazy import resolve
+__all__ = sorted(_NAMES)
 
-        return resolve(name)
-    raise AttributeError(f"module 'accel.local_sgd' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return ["LocalSGD"]
+__getattr__, __dir__ = exports(__name__, _NAMES)

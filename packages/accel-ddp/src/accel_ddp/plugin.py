@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from accel.hookspecs import hookimpl
+from accel.lazy import catalog_exports
 
 
 @hookimpl
@@ -21,8 +22,9 @@ def accel_env_info() -> dict[str, str]:
 
 @hookimpl
 def accel_exports() -> dict[str, str]:
-    """``DistributedDataParallelKwargs``, ``DDPCommunicationHookType`` and ``LocalSGD`` under ``accel``."""
-    return {
-        name: f"accel_ddp:{name}"
-        for name in ("DistributedDataParallelKwargs", "DDPCommunicationHookType", "LocalSGD")
-    }
+    """``DistributedDataParallelKwargs``, ``DDPCommunicationHookType`` and ``LocalSGD`` under ``accel``.
+
+    The rows of :data:`accel.catalog.EXPORTS` for this distribution, each served by
+    ``accel_ddp``'s lazy names.
+    """
+    return catalog_exports("accel-ddp", "accel_ddp")

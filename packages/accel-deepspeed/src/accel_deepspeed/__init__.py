@@ -5,53 +5,47 @@ Importing this package does not import torch or DeepSpeed.
 
 from __future__ import annotations
 
-_LIGHT = {
-    "DeepSpeedPlugin": "config",
-    "DummyOptim": "dummy",
-    "DummyScheduler": "dummy",
-    "HfDeepSpeedConfig": "hf_config",
+from typing import TYPE_CHECKING
+
+from accel.lazy import exports
+
+if TYPE_CHECKING:  # what type checkers and editors follow; at run time names load on first use
+    from accel_deepspeed.config import DeepSpeedPlugin as DeepSpeedPlugin
+    from accel_deepspeed.dummy import DummyOptim as DummyOptim
+    from accel_deepspeed.dummy import DummyScheduler as DummyScheduler
+    from accel_deepspeed.fp32 import (
+        convert_zero_checkpoint_to_fp32_state_dict as convert_zero_checkpoint_to_fp32_state_dict,
+    )
+    from accel_deepspeed.fp32 import (
+        get_fp32_state_dict_from_zero_checkpoint as get_fp32_state_dict_from_zero_checkpoint,
+    )
+    from accel_deepspeed.fp32 import (
+        load_state_dict_from_zero_checkpoint as load_state_dict_from_zero_checkpoint,
+    )
+    from accel_deepspeed.hf_config import HfDeepSpeedConfig as HfDeepSpeedConfig
+    from accel_deepspeed.sequence_parallel import sequence_parallel_group as sequence_parallel_group
+    from accel_deepspeed.sequence_parallel import sequence_parallel_loss as sequence_parallel_loss
+    from accel_deepspeed.wrappers import DeepSpeedEngineWrapper as DeepSpeedEngineWrapper
+    from accel_deepspeed.wrappers import DeepSpeedOptimizerWrapper as DeepSpeedOptimizerWrapper
+    from accel_deepspeed.wrappers import DeepSpeedSchedulerWrapper as DeepSpeedSchedulerWrapper
+
+_NAMES = {
+    "DeepSpeedPlugin": "accel_deepspeed.config",
+    "DummyOptim": "accel_deepspeed.dummy",
+    "DummyScheduler": "accel_deepspeed.dummy",
+    "HfDeepSpeedConfig": "accel_deepspeed.hf_config",
+    "DeepSpeedEngineWrapper": "accel_deepspeed.wrappers",
+    "DeepSpeedOptimizerWrapper": "accel_deepspeed.wrappers",
+    "DeepSpeedSchedulerWrapper": "accel_deepspeed.wrappers",
+    "convert_zero_checkpoint_to_fp32_state_dict": "accel_deepspeed.fp32",
+    "get_fp32_state_dict_from_zero_checkpoint": "accel_deepspeed.fp32",
+    "load_state_dict_from_zero_checkpoint": "accel_deepspeed.fp32",
+    "sequence_parallel_group": "accel_deepspeed.sequence_parallel",
+    "sequence_parallel_loss": "accel_deepspeed.sequence_parallel",
 }
-"""Torch-free names, loaded on first use too (``accel launch`` imports the plugin module only)."""
+"""Public names and the module defining each, imported on first use (the wrappers, fp32 and
+sequence-parallel modules import torch)."""
 
-__all__ = [
-    "DeepSpeedPlugin",
-    "DummyOptim",
-    "DummyScheduler",
-    "HfDeepSpeedConfig",
-    "DeepSpeedEngineWrapper",
-    "DeepSpeedOptimizerWrapper",
-    "DeepSpeedSchedulerWrapper",
-    "convert_zero_checkpoint_to_fp32_state_dict",
-    "get_fp32_state_dict_from_zero_checkpoint",
-    "load_state_dict_from_zero_checkpoint",
-    "sequence_parallel_group",
-    "sequence_parallel_loss",
-]
+__all__ = list(_NAMES)
 
-_SEQUENCE_PARALLEL = {"sequence_parallel_group", "sequence_parallel_loss"}
-_WRAPPERS = {"DeepSpeedEngineWrapper", "DeepSpeedOptimizerWrapper", "DeepSpeedSchedulerWrapper"}
-_FP32 = {
-    "convert_zero_checkpoint_to_fp32_state_dict",
-    "get_fp32_state_dict_from_zero_checkpoint",
-    "load_state_dict_from_zero_checkpoint",
-}
-
-
-def __getattr__(name: str):
-    if name in _LIGHT:
-        import importlib
-
-        return getattr(importlib.import_module(f".{_LIGHT[name]}", __name__), name)
-    if name in _FP32:  # imports torch: only when asked for
-        from . import fp32
-
-        return getattr(fp32, name)
-    if name in _SEQUENCE_PARALLEL:  # imports torch: only when asked for
-        from . import sequence_parallel
-
-        return getattr(sequence_parallel, name)
-    if name in _WRAPPERS:  # imports torch: only when asked for
-        from . import wrappers
-
-        return getattr(wrappers, name)
-    raise AttributeError(f"module 'accel_deepspeed' has no attribute {name!r}")
+__getattr__, __dir__ = exports(__name__, _NAMES)

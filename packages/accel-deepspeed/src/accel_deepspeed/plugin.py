@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from accel.hookspecs import hookimpl
+from accel.lazy import catalog_exports
 
 
 @hookimpl
@@ -28,17 +29,12 @@ def accel_launchers() -> list[type]:
 
 @hookimpl
 def accel_exports() -> dict[str, str]:
-    """Names re-exported from ``accel`` / ``accel.utils``."""
-    names = {
-        "DeepSpeedPlugin": "accel_deepspeed.config",
-        "HfDeepSpeedConfig": "accel_deepspeed.hf_config",
-        "DummyOptim": "accel_deepspeed.dummy",
-        "DummyScheduler": "accel_deepspeed.dummy",
-        "DeepSpeedEngineWrapper": "accel_deepspeed.wrappers",
-        "DeepSpeedOptimizerWrapper": "accel_deepspeed.wrappers",
-        "DeepSpeedSchedulerWrapper": "accel_deepspeed.wrappers",
-    }
-    return {name: f"{module}:{name}" for name, module in names.items()}
+    """``DeepSpeedPlugin``, the dummy optimizer and scheduler, the engine wrappers under ``accel`` / ``accel.utils``.
+
+    The rows of :data:`accel.catalog.EXPORTS` for this distribution, each served by
+    ``accel_deepspeed``'s lazy names.
+    """
+    return catalog_exports("accel-deepspeed", "accel_deepspeed")
 
 
 @hookimpl

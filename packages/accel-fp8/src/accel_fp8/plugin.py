@@ -7,20 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from accel.hookspecs import hookimpl
-
-_EXPORTS = {
-    "FP8RecipeKwargs": "accel_fp8.recipes",
-    "TERecipeKwargs": "accel_fp8.recipes",
-    "MSAMPRecipeKwargs": "accel_fp8.recipes",
-    "AORecipeKwargs": "accel_fp8.recipes",
-    "is_fp8_available": "accel_fp8.availability",
-    "is_torchao_available": "accel_fp8.availability",
-    "is_transformer_engine_available": "accel_fp8.availability",
-    "is_msamp_available": "accel_fp8.availability",
-    "convert_model_to_fp8_ao": "accel_fp8.ao",
-    "has_ao_layers": "accel_fp8.ao",
-    "has_transformer_engine_layers": "accel_fp8.te",
-}
+from accel.lazy import catalog_exports
 
 
 @hookimpl
@@ -33,8 +20,12 @@ def accel_precisions() -> list[type]:
 
 @hookimpl
 def accel_exports() -> dict[str, str]:
-    """The recipe kwargs handlers and FP8 helpers, under ``accel`` and ``accel.utils``."""
-    return {name: f"{module}:{name}" for name, module in _EXPORTS.items()}
+    """The recipe kwargs handlers and FP8 model helpers under ``accel`` / ``accel.utils``.
+
+    The rows of :data:`accel.catalog.EXPORTS` for this distribution, each served by
+    ``accel_fp8``'s lazy names.
+    """
+    return catalog_exports("accel-fp8", "accel_fp8")
 
 
 @hookimpl

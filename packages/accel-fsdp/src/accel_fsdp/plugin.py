@@ -6,6 +6,7 @@ from typing import Any
 
 from accel.config.sections import Option, Section
 from accel.hookspecs import hookimpl
+from accel.lazy import catalog_exports
 
 
 @hookimpl
@@ -93,25 +94,10 @@ def accel_env_info() -> dict[str, str]:
 @hookimpl
 def accel_exports() -> dict[str, str]:
     """Accelerate's FSDP names under ``accel`` / ``accel.utils`` (and so ``accel.utils.fsdp_utils``,
-    ``accel.utils.constants``, ``accel.utils.dataclasses``): the plugin class, the checkpoint
-    functions transformers' Trainer calls, PEFT's and TRL's helpers, the ``FSDP_*`` constants."""
-    from .constants import __all__ as constants
+    ``accel.utils.constants``): the plugin class, the checkpoint functions transformers' Trainer
+    calls, PEFT's and TRL's helpers, the ``FSDP_*`` constants.
 
-    exports = {
-        "FullyShardedDataParallelPlugin": "accel_fsdp:FullyShardedDataParallelPlugin",
-        "merge_fsdp_weights": "accel_fsdp.merge:merge_fsdp_weights",
-        "get_module_class_from_name": "accel_fsdp.wrap:get_module_class_from_name",
-        "get_parameters_from_modules": "accel_fsdp.wrap:get_parameters_from_modules",
-        "enable_fsdp_ram_efficient_loading": "accel_fsdp.config:enable_fsdp_ram_efficient_loading",
-        "disable_fsdp_ram_efficient_loading": "accel_fsdp.config:disable_fsdp_ram_efficient_loading",
-    }
-    for name in (
-        "save_fsdp_model",
-        "load_fsdp_model",
-        "save_fsdp_optimizer",
-        "load_fsdp_optimizer",
-    ):
-        exports[name] = f"accel_fsdp.checkpointing:{name}"
-    for name in constants:
-        exports[name] = f"accel_fsdp.constants:{name}"
-    return exports
+    The rows of :data:`accel.catalog.EXPORTS` for this distribution, each served by
+    ``accel_fsdp``'s lazy names.
+    """
+    return catalog_exports("accel-fsdp", "accel_fsdp")

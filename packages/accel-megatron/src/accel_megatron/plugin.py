@@ -8,8 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from accel.hookspecs import hookimpl
-
-_EXPORTS = ("MegatronLMPlugin", "MegatronLMDummyScheduler", "MegatronLMDummyDataLoader")
+from accel.lazy import catalog_exports
 
 
 @hookimpl
@@ -22,8 +21,12 @@ def accel_backends() -> list[type]:
 
 @hookimpl
 def accel_exports() -> dict[str, str]:
-    """``from accel.utils import MegatronLMPlugin, MegatronLMDummyScheduler, ...``."""
-    return {name: f"accel_megatron:{name}" for name in _EXPORTS}
+    """``from accel.utils import MegatronLMPlugin, MegatronLMDummyScheduler, ...``.
+
+    The rows of :data:`accel.catalog.EXPORTS` for this distribution, each served by
+    ``accel_megatron``'s lazy names.
+    """
+    return catalog_exports("accel-megatron", "accel_megatron")
 
 
 @hookimpl

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from accel.hookspecs import hookimpl
+from accel.lazy import catalog_exports
 
 
 @hookimpl
@@ -28,5 +29,9 @@ def accel_env_info() -> dict[str, str]:
 
 @hookimpl
 def accel_exports() -> dict[str, str]:
-    """``ProfileKwargs`` under ``accel`` / ``accel.utils``."""
-    return {"ProfileKwargs": "accel_profiler:ProfileKwargs"}
+    """``ProfileKwargs`` under ``accel`` / ``accel.utils``.
+
+    The rows of :data:`accel.catalog.EXPORTS` for this distribution, each served by
+    ``accel_profiler``'s lazy names.
+    """
+    return catalog_exports("accel-profiler", "accel_profiler")

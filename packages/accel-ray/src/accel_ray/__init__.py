@@ -13,29 +13,28 @@ Importing this package imports neither Ray nor torch.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-_LAZY = {
+from accel.lazy import exports, installed_version
+
+if TYPE_CHECKING:  # what type checkers and editors follow; at run time names load on first use
+    from accel_ray.checkpoints import in_ray_train_worker as in_ray_train_worker
+    from accel_ray.checkpoints import report_checkpoint as report_checkpoint
+    from accel_ray.checkpoints import restore_checkpoint as restore_checkpoint
+    from accel_ray.checkpoints import save_and_report as save_and_report
+
+    __version__: str
+
+_NAMES = {
     "report_checkpoint": "accel_ray.checkpoints",
     "save_and_report": "accel_ray.checkpoints",
     "restore_checkpoint": "accel_ray.checkpoints",
     "in_ray_train_worker": "accel_ray.checkpoints",
 }
+"""Public names and the module defining each, imported on first use."""
 
-__all__ = sorted(_LAZY)
+__all__ = sorted(_NAMES)
 
-
-def __getattr__(name: str) -> Any:
-    """The helpers of :mod:`accel_ray.checkpoints` (loaded on first use), and ``__version__``."""
-    if name == "__version__":
-        from accel.imports import installed_version
-
-        value = globals()["__version__"] = installed_version("accel-ray")
-        return value
-    if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'accel_ray' has no attribute {name!r}")
+__getattr__, __dir__ = exports(
+    __name__, _NAMES, computed={"__version__": installed_version("accel-ray")}
+)

@@ -9,23 +9,37 @@ locally (see each class and the README). Importing this package imports no track
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-from accel.forwarding import module_attributes
+from accel.lazy import exports
+
+if TYPE_CHECKING:  # what type checkers and editors follow; at run time names load on first use
+    from accel_trackers._base import LibraryTracker as LibraryTracker
+    from accel_trackers._base import TrackerLibraryMissingError as TrackerLibraryMissingError
+    from accel_trackers.aim_tracker import AimTracker as AimTracker
+    from accel_trackers.clearml_tracker import ClearMLTracker as ClearMLTracker
+    from accel_trackers.comet_tracker import CometMLTracker as CometMLTracker
+    from accel_trackers.dvclive_tracker import DVCLiveTracker as DVCLiveTracker
+    from accel_trackers.mlflow_tracker import MLflowTracker as MLflowTracker
+    from accel_trackers.tensorboard_tracker import TensorBoardTracker as TensorBoardTracker
+    from accel_trackers.wandb_tracker import WandBTracker as WandBTracker
+
+    TRACKERS: tuple[type[LibraryTracker], ...]
 
 _NAMES = {
-    "LibraryTracker": "_base",
-    "TrackerLibraryMissingError": "_base",
-    "AimTracker": "aim_tracker",
-    "ClearMLTracker": "clearml_tracker",
-    "CometMLTracker": "comet_tracker",
-    "DVCLiveTracker": "dvclive_tracker",
-    "MLflowTracker": "mlflow_tracker",
-    "TensorBoardTracker": "tensorboard_tracker",
-    "WandBTracker": "wandb_tracker",
+    "LibraryTracker": "accel_trackers._base",
+    "TrackerLibraryMissingError": "accel_trackers._base",
+    "AimTracker": "accel_trackers.aim_tracker",
+    "ClearMLTracker": "accel_trackers.clearml_tracker",
+    "CometMLTracker": "accel_trackers.comet_tracker",
+    "DVCLiveTracker": "accel_trackers.dvclive_tracker",
+    "MLflowTracker": "accel_trackers.mlflow_tracker",
+    "TensorBoardTracker": "accel_trackers.tensorboard_tracker",
+    "WandBTracker": "accel_trackers.wandb_tracker",
 }
-"""Public names and their module, loaded on first use (``accel launch`` imports the plugin
-module without them)."""
+"""Public names and the module defining each, imported on first use."""
+
+__all__ = sorted(["TRACKERS", *_NAMES])
 
 _ORDER = (
     "TensorBoardTracker",
@@ -37,15 +51,12 @@ _ORDER = (
     "DVCLiveTracker",
 )
 
-__all__ = sorted(["TRACKERS", *_NAMES])
+
+def _trackers() -> tuple[type, ...]:
+    """Every tracker class, in ``accel env``'s order."""
+    import importlib
+
+    return tuple(getattr(importlib.import_module(_NAMES[name]), name) for name in _ORDER)
 
 
-_public = module_attributes(__name__, _NAMES)
-
-
-def __getattr__(name: str) -> Any:
-    if name != "TRACKERS":
-        return _public(name)
-    value = tuple(_public(tracker) for tracker in _ORDER)  # in `accel env`'s order
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = exports(__name__, _NAMES, computed={"TRACKERS": _trackers})

@@ -18,7 +18,9 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from accel.lazy import exports
 
 #: The Accelerate release whose API this distribution mirrors.
 MIRRORED_API = "1.15.0"
@@ -173,28 +175,32 @@ def _distribution_version() -> str:
         return compat_version(installed_version("accel-core"))
 
 
-def __getattr__(name: str) -> Any:
-    if name == "__version__":
-        value = globals()["__version__"] = _distribution_version()
-        return value
-    if name.startswith("__"):
-        raise AttributeError(name)
-    if name == "Accelerator":  # Accelerate's rules where accel's differ
-        from accelerate.compat_accelerator import Accelerator
-
-        globals()[name] = Accelerator
-        return Accelerator
+def _from_accel(name: str) -> object:
+    """Every other public name is accel's own object."""
     import accel
 
-    try:
-        value = getattr(accel, name)
-    except AttributeError:
-        raise AttributeError(f"module 'accelerate' has no attribute {name!r}") from None
-    globals()[name] = value
-    return value
+    return getattr(accel, name)
 
 
-def __dir__() -> list[str]:
+def _accel_names() -> list[str]:
     import accel
 
-    return sorted(set(globals()) | set(dir(accel)))
+    return dir(accel)
+
+
+if TYPE_CHECKING:  # what type checkers and editors follow
+    from accelerate.compat_accelerator import Accelerator as Accelerator
+
+    __version__: str
+
+_NAMES = {"Accelerator": "accelerate.compat_accelerator"}
+"""Names this package defines itself: ``Accelerator`` keeps Accelerate's rules where accel's
+differ."""
+
+__getattr__, __dir__ = exports(
+    __name__,
+    _NAMES,
+    computed={"__version__": _distribution_version},
+    fallback=_from_accel,
+    fallback_names=_accel_names,
+)

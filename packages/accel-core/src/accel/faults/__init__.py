@@ -11,22 +11,25 @@ Importing this package imports neither torch nor its submodules.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import TYPE_CHECKING
+
+from accel.lazy import exports
+
+if TYPE_CHECKING:  # what editors see; at run time each name loads on first use
+    from accel.faults.preemption import KILLED_EXIT_CODE as KILLED_EXIT_CODE
+    from accel.faults.preemption import PREEMPTED_EXIT_CODE as PREEMPTED_EXIT_CODE
+    from accel.faults.preemption import PreemptionKwargs as PreemptionKwargs
+    from accel.faults.preemption import preemption_point as preemption_point
+    from accel.faults.report import hang_report as hang_report
 
 _NAMES = {
-    "PreemptionKwargs": "preemption",
-    "PREEMPTED_EXIT_CODE": "preemption",
-    "KILLED_EXIT_CODE": "preemption",
-    "preemption_point": "preemption",
-    "hang_report": "report",
+    "PreemptionKwargs": "accel.faults.preemption",
+    "PREEMPTED_EXIT_CODE": "accel.faults.preemption",
+    "KILLED_EXIT_CODE": "accel.faults.preemption",
+    "preemption_point": "accel.faults.preemption",
+    "hang_report": "accel.faults.report",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _NAMES:
-        return getattr(importlib.import_module(f"{__name__}.{_NAMES[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = sorted(_NAMES)
+
+__getattr__, __dir__ = exports(__name__, _NAMES)

@@ -27,32 +27,34 @@ tests on missing devices; Accelerate's path for it, ``accel.test_utils``, re-exp
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-_CLASSES = {
-    "BackendConformance": "backend",
-    "PrecisionConformance": "precision",
-    "TrackerConformance": "tracker",
-    "LauncherConformance": "launcher",
+from accel.lazy import exports
+
+if TYPE_CHECKING:  # what editors see; at run time each name loads on first use (the kit
+    # classes import pytest and torch)
+    from accel.testing.backend import BackendConformance as BackendConformance
+    from accel.testing.hardware import get_backend as get_backend
+    from accel.testing.hardware import require_cuda as require_cuda
+    from accel.testing.hardware import require_multi_gpu as require_multi_gpu
+    from accel.testing.launcher import LauncherConformance as LauncherConformance
+    from accel.testing.precision import PrecisionConformance as PrecisionConformance
+    from accel.testing.processes import WorkerFailure as WorkerFailure
+    from accel.testing.processes import run_processes as run_processes
+    from accel.testing.tracker import TrackerConformance as TrackerConformance
+
+_NAMES = {
+    "BackendConformance": "accel.testing.backend",
+    "PrecisionConformance": "accel.testing.precision",
+    "TrackerConformance": "accel.testing.tracker",
+    "LauncherConformance": "accel.testing.launcher",
+    "run_processes": "accel.testing.processes",
+    "WorkerFailure": "accel.testing.processes",
+    "get_backend": "accel.testing.hardware",
+    "require_cuda": "accel.testing.hardware",
+    "require_multi_gpu": "accel.testing.hardware",
 }
 
-_HARDWARE = ("get_backend", "require_cuda", "require_multi_gpu")
+__all__ = list(_NAMES)
 
-__all__ = [*_CLASSES, "run_processes", "WorkerFailure", *_HARDWARE]
-
-
-def __getattr__(name: str) -> Any:
-    """Import the kit classes on first use (they import pytest and torch)."""
-    if name in _CLASSES:
-        from importlib import import_module
-
-        return getattr(import_module(f"{__name__}.{_CLASSES[name]}"), name)
-    if name in ("run_processes", "WorkerFailure"):
-        from . import processes
-
-        return getattr(processes, name)
-    if name in _HARDWARE:
-        from . import hardware
-
-        return getattr(hardware, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = exports(__name__, _NAMES)

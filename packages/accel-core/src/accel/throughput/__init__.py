@@ -14,8 +14,9 @@ Importing this package imports nothing: names load on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from accel.lazy import exports
 
 if TYPE_CHECKING:  # what editors see; at run time each name loads on first use
     from accel.throughput.flops import measure_flops as measure_flops
@@ -26,20 +27,14 @@ if TYPE_CHECKING:  # what editors see; at run time each name loads on first use
     from accel.throughput.peaks import peak_flops as peak_flops
 
 _NAMES = {
-    "ThroughputKwargs": "monitor",
-    "ThroughputMonitor": "monitor",
-    "measure_flops": "flops",
-    "PEAKS": "peaks",
-    "peak_flops": "peaks",
-    "compute_dtype": "peaks",
+    "ThroughputKwargs": "accel.throughput.monitor",
+    "ThroughputMonitor": "accel.throughput.monitor",
+    "measure_flops": "accel.throughput.flops",
+    "PEAKS": "accel.throughput.peaks",
+    "peak_flops": "accel.throughput.peaks",
+    "compute_dtype": "accel.throughput.peaks",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _NAMES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'accel.throughput' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"accel.throughput.{module}"), name)
-
-
 __all__ = sorted(_NAMES)
+
+__getattr__, __dir__ = exports(__name__, _NAMES)

@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Iterator, MutableMapping
 from typing import Any
 
-from accel._lazy import plugin_attribute
+from accel.lazy import exports
 from accel.tracking.base import GeneralTracker, NoOpTracker, on_main_process
 
 __all__ = [
@@ -266,9 +266,7 @@ TRACKER_CLASSES = {
     "ClearMLTracker": "accel_trackers",
     "DVCLiveTracker": "accel_trackers",
 }
+"""Tracker classes importable from here (Accelerate's path), served by accel-trackers when it is
+installed; without it, importing one raises an error naming the package."""
 
-
-def __getattr__(name: str) -> Any:
-    if name in TRACKER_CLASSES:
-        return plugin_attribute(name, TRACKER_CLASSES[name], "accel-trackers")
-    raise AttributeError(f"module 'accel.tracking' has no attribute {name!r}")
+__getattr__, __dir__ = exports(__name__, TRACKER_CLASSES)
