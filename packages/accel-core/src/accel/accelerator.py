@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 import operator
 import os
-from collections.abc import Callable, Generator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Generator, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
@@ -50,6 +50,9 @@ from accel.tracking.manager import TrackerManager
 if TYPE_CHECKING:
     from typing import TypeAlias
 
+    from accel.kwargs import AutocastKwargs
+    from accel.optimizer import AcceleratedOptimizer
+    from accel.scheduler import AcceleratedScheduler
     from accel.tracking.base import GeneralTracker
     from accel.types import LoggerType
 
@@ -57,6 +60,11 @@ if TYPE_CHECKING:
         "str | LoggerType | GeneralTracker | list[str | LoggerType | GeneralTracker] | None"
     )
     """What ``Accelerator(log_with=...)`` takes: tracker names, ``"all"``, tracker instances."""
+
+T = TypeVar("T")
+"""A value returned as the same kind it was given (a tensor, or nested tensors; a data loader)."""
+B = TypeVar("B")
+"""A batch, as the data loader yields it."""
 
 logger = get_logger(__name__)  # kept as a module attribute (Accelerate's module has one)
 
@@ -97,11 +105,11 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
         gradient_accumulation_steps: int = 1,
         cpu: bool = False,
         dataloader_config: DataLoaderConfiguration | None = None,
-        deepspeed_plugin: Any = None,
-        fsdp_plugin: Any = None,
-        megatron_lm_plugin: Any = None,
+        deepspeed_plugin: object = None,
+        fsdp_plugin: object = None,
+        megatron_lm_plugin: object = None,
         rng_types: list[str] | None = None,
-        log_with: Any = None,
+        log_with: LogWith = None,
         project_dir: str | os.PathLike | None = None,
         project_config: ProjectConfiguration | None = None,
         gradient_accumulation_plugin: GradientAccumulationPlugin | None = None,
@@ -110,7 +118,7 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
         dynamo_backend: str | None = None,
         dynamo_plugin: TorchDynamoPlugin | None = None,
         debug: bool | None = None,
-        **plugin_objects: Any,
+        **plugin_objects: object,
     ):
         self.project_configuration = project_config or ProjectConfiguration()
         if project_dir is not None:
@@ -220,8 +228,8 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
     # -- who this process is, and code for some processes only: ProcessMixin ------
     @contextlib.contextmanager
     def split_between_processes(
-        self, inputs: Any, apply_padding: bool = False
-    ) -> Generator[Any, None, None]:
+        self, inputs: T, apply_padding: bool = False
+    ) -> Generator[T, None, None]:
         """This process's contiguous share of ``inputs`` (list, tuple, dict of sequences, tensor).
 
         Split over the backend's data-parallel ranks (``backend.data_parallel_shard()``), as
@@ -248,7 +256,7 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
         return any(getattr(o, "step_was_skipped", False) for o in self.prepared.optimizers)
 
     @property
-    def scaler(self) -> Any:
+    def scaler(self) -> torch.amp.GradScaler | None:
         """The fp16 gradient scaler, if any."""
         return self.precision.scaler
 
@@ -257,7 +265,7 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
         buffers: list[torch.Tensor] | None = None,
         buffer_seq_dims: list[int] | None = None,
         no_restore_buffers: set[torch.Tensor] | None = None,
-    ) -> Any:
+    ) -> contextlib.AbstractContextManager:
         """Context in which ``buffers`` are split along their sequence dims over the ``cp`` group.
 
         A no-op unless ``parallelism_config.cp_size > 1`` (the backend applies it).
@@ -271,8 +279,11 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
         self.backend.wait_for_everyone()
 
     # -- prepare ------------------------------------------------------------
-    def prepare(self, *args: Any, device_placement: list[bool] | None = None) -> Any:
+    def prepare(self, *args: object, device_placement: list[bool] | None = None) -> Any:
         """Prepare any number of models, optimizers, data loaders and schedulers, in any order.
+
+        ``Any``: what comes back depends on the objects and the backend (a wrapped model, an
+        :class:`~accel.optimizer.AcceleratedOptimizer`, a prepared loader, ...), one or a tuple.
 
         Returns them in the same order (a single object when one is passed). An object
         prepared before (or the prepared object itself) is returned as it was prepared.
@@ -295,7 +306,7 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
                 result[i] = obj
         return result[0] if len(result) == 1 else tuple(result)
 
-    def _check_devices(self, objects: tuple[Any, ...]) -> None:
+    def _check_devices(self, objects: tuple[object, ...]) -> None:
         for obj in objects:
             if (
                 isinstance(obj, torch.nn.Module)
@@ -323,7 +334,7 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
 
     def prepare_optimizer(
         self, optimizer: torch.optim.Optimizer, device_placement: bool | None = None
-    ) -> Any:
+    ) -> AcceleratedOptimizer:
         """Prepare one optimizer."""
         return self.prepare(
             optimizer,
@@ -334,7 +345,7 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
 
     def prepare_data_loader(
         self, data_loader: torch.utils.data.DataLoader, device_placement: bool | None = None
-    ) -> Any:
+    ) -> torch.utils.data.DataLoader:
         """Prepare one data loader."""
         return self.prepare(
             data_loader,
@@ -343,20 +354,20 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
             ],
         )
 
-    def prepare_scheduler(self, scheduler: Any) -> Any:
+    def prepare_scheduler(self, scheduler: object) -> AcceleratedScheduler:
         """Prepare one learning-rate scheduler (after its optimizer)."""
         return self.prepare(scheduler)
 
     # -- training step ------------------------------------------------------
     def train_step(
         self,
-        step: Callable[[Any], Any],
-        batch: Any,
+        step: Callable[[B], torch.Tensor],
+        batch: B,
         *models: torch.nn.Module,
-        count_items: Callable[[Any], Any] | None = None,
+        count_items: Callable[[B], int | torch.Tensor] | None = None,
         reduction: str = "mean",
-        num_items_in_batch: Any = None,
-    ) -> Any:
+        num_items_in_batch: int | torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Run ``step(batch)`` (forward, loss, ``accelerator.backward``), splitting the batch on out-of-memory.
 
         On an out-of-memory error on any process, every process drops the attempt's gradients
@@ -383,7 +394,7 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
             step, batch, models, count_items, reduction, num_items_in_batch, backend=self.backend
         )
 
-    def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
+    def backward(self, loss: torch.Tensor, **kwargs: object) -> None:
         """``loss.backward()`` with loss scaling and division by the accumulation steps.
 
         ``learning_rate=`` is for LOMO / AdaLomo optimizers (``lomo-optim``), which update the
@@ -517,18 +528,24 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
             yield
 
     @contextlib.contextmanager
-    def autocast(self, autocast_handler: Any = None) -> Generator[None, None, None]:
+    def autocast(
+        self, autocast_handler: AutocastKwargs | None = None
+    ) -> Generator[None, None, None]:
         """Run the block under this Accelerator's mixed precision."""
         with self.precision.autocast(autocast_handler):
             yield
 
     def join_uneven_inputs(
-        self, joinables: list[Any], even_batches: bool | None = None
+        self,
+        joinables: list[torch.nn.Module | torch.optim.Optimizer],
+        even_batches: bool | None = None,
     ) -> contextlib.AbstractContextManager:
         """Train with uneven inputs across processes (the DDP backend joins; elsewhere a no-op)."""
         return self.backend.join_uneven_inputs(joinables, even_batches)
 
-    def unscale_gradients(self, optimizer: Any = None) -> None:
+    def unscale_gradients(
+        self, optimizer: torch.optim.Optimizer | list[torch.optim.Optimizer] | None = None
+    ) -> None:
         """Unscale fp16 gradients of ``optimizer`` (all prepared ones by default)."""
         optimizers = (
             self.prepared.optimizers
@@ -539,14 +556,14 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
             self.precision.unscale_(getattr(opt, "optimizer", opt))
 
     def clip_grad_norm_(
-        self, parameters: Any, max_norm: float, norm_type: float = 2.0
+        self, parameters: Iterable[torch.Tensor], max_norm: float, norm_type: float = 2.0
     ) -> torch.Tensor | None:
         """Unscale then clip gradients by total norm; returns the norm."""
         parameters = list(parameters)
         self._unscale_for(parameters)
         return self.backend.clip_grad_norm_(parameters, max_norm, norm_type=norm_type)
 
-    def clip_grad_value_(self, parameters: Any, clip_value: float) -> None:
+    def clip_grad_value_(self, parameters: Iterable[torch.Tensor], clip_value: float) -> None:
         """Unscale then clip each gradient element to ``[-clip_value, clip_value]``."""
         parameters = list(parameters)
         self._unscale_for(parameters)
@@ -562,11 +579,11 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
                 self.precision.unscale_(inner)
 
     # -- collectives ----------------------------------------------------------
-    def gather(self, tensor: Any) -> Any:
+    def gather(self, tensor: T) -> T:
         """Concatenate ``tensor`` (nested) from every process."""
         return self.backend.gather(tensor)
 
-    def gather_for_metrics(self, input_data: Any, use_gather_object: bool = False) -> Any:
+    def gather_for_metrics(self, input_data: T, use_gather_object: bool = False) -> T:
         """Gather evaluation outputs from every process, each sample exactly once.
 
         The samples a prepared data loader added to even out its last round are
@@ -590,13 +607,13 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
             return data[:remainder]
         return recursively_apply(lambda t: t[:remainder], data)
 
-    def reduce(self, tensor: Any, reduction: str = "sum", scale: float = 1.0) -> Any:
+    def reduce(self, tensor: T, reduction: str = "sum", scale: float = 1.0) -> T:
         """All-reduce ``tensor`` (``sum`` or ``mean``)."""
         return self.backend.reduce(tensor, reduction, scale)
 
     def pad_across_processes(
-        self, tensor: Any, dim: int = 0, pad_index: int = 0, pad_first: bool = False
-    ) -> Any:
+        self, tensor: T, dim: int = 0, pad_index: int = 0, pad_first: bool = False
+    ) -> T:
         """Pad to the largest size across processes along ``dim``."""
         return pad_across_processes(tensor, dim=dim, pad_index=pad_index, pad_first=pad_first)
 
@@ -617,7 +634,7 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
         return False
 
     # -- models (saving and resuming: accel.accelerator_checkpointing.CheckpointingMixin) --
-    def deepspeed_ulysses_dl_adapter(self, dl: Any, model: Any) -> Any:
+    def deepspeed_ulysses_dl_adapter(self, dl: T, model: torch.nn.Module) -> T:
         """``dl`` cut to this rank's sequence slice under DeepSpeed sequence parallelism, else ``dl``."""
         return self.backend.deepspeed_ulysses_dl_adapter(dl, model)
 
@@ -686,7 +703,9 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
         self.tracking.finish()
         self.wait_for_everyone()
 
-    def profile(self, profile_handler: Any = None) -> Any:
+    def profile(
+        self, profile_handler: KwargsHandler | None = None
+    ) -> contextlib.AbstractContextManager:
         """A context manager profiling the block (needs a profiler plugin such as accel-profiler)."""
         from accel.plugins import hook
 
@@ -743,7 +762,7 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
         self.prepared.custom_objects = value
 
     # -- memory --------------------------------------------------------------
-    def free_memory(self, *objects: Any) -> list[None]:
+    def free_memory(self, *objects: object) -> list[None]:
         """Drop every reference the Accelerator holds, then release ``objects``."""
         from accel.memory import release_memory
 
@@ -751,11 +770,11 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
         self.step = 0
         return release_memory(*objects)
 
-    def clear(self, *objects: Any) -> list[None]:
+    def clear(self, *objects: object) -> list[None]:
         """Alias of :meth:`free_memory`."""
         return self.free_memory(*objects)
 
-    def release_memory(self, *objects: Any) -> list[None]:
+    def release_memory(self, *objects: object) -> list[None]:
         """Release ``objects`` and clear the device cache."""
         from accel.memory import release_memory
 

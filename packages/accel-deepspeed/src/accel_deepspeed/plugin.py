@@ -5,10 +5,16 @@ Torch-free and DeepSpeed-free: everything heavy is imported by the returned clas
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accel.hookspecs import hookimpl
 from accel.lazy import catalog_exports
+
+if TYPE_CHECKING:
+    import argparse
+
+    from accel.config.sections import Section
+    from accel.hookspecs import Questions
 
 
 @hookimpl
@@ -38,7 +44,7 @@ def accel_exports() -> dict[str, str]:
 
 
 @hookimpl
-def accel_config_sections() -> dict[str, Any]:
+def accel_config_sections() -> dict[str, Section]:
     """The ``deepspeed_config`` section, declared in :data:`accel_deepspeed.config.DEEPSPEED_SECTION`."""
     from .options import DEEPSPEED_SECTION
 
@@ -46,7 +52,7 @@ def accel_config_sections() -> dict[str, Any]:
 
 
 @hookimpl
-def accel_launch_arguments(parser: Any) -> None:
+def accel_launch_arguments(parser: argparse._ArgumentGroup) -> None:
     """``--use_deepspeed`` and the DeepSpeed flags of ``accel launch`` (values go to ``deepspeed_config``)."""
     from .options import DEEPSPEED_STRATEGY
 
@@ -65,7 +71,7 @@ def accel_launch_environment(config: dict) -> dict[str, str]:
 
 
 @hookimpl
-def accel_config_questions(ask: Any, config: dict) -> None:
+def accel_config_questions(ask: Questions, config: dict[str, Any]) -> None:
     """``accel config`` questions for DeepSpeed (asked unless another strategy was chosen)."""
     from .options import DEEPSPEED_STRATEGY
 

@@ -4,10 +4,16 @@ FP8 library."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from accel.hookspecs import hookimpl
 from accel.lazy import catalog_exports
+
+if TYPE_CHECKING:
+    import argparse
+
+    from accel.config.sections import Section
+    from accel.hookspecs import Questions
 
 
 @hookimpl
@@ -29,7 +35,7 @@ def accel_exports() -> dict[str, str]:
 
 
 @hookimpl
-def accel_config_sections() -> dict[str, Any]:
+def accel_config_sections() -> dict[str, Section]:
     """The ``fp8_config`` section, declared in :data:`accel_fp8.config.FP8_SECTION`."""
     from .config import FP8_SECTION
 
@@ -37,7 +43,7 @@ def accel_config_sections() -> dict[str, Any]:
 
 
 @hookimpl
-def accel_launch_arguments(parser: Any) -> None:
+def accel_launch_arguments(parser: argparse._ArgumentGroup) -> None:
     """``--fp8_backend``, ``--fp8_opt_level``, ... (into the ``fp8_config`` section)."""
     from .config import FP8_SECTION
 
@@ -45,7 +51,7 @@ def accel_launch_arguments(parser: Any) -> None:
 
 
 @hookimpl
-def accel_config_questions(ask: Any, config: dict) -> None:
+def accel_config_questions(ask: Questions, config: dict[str, object]) -> None:
     """``accel config`` FP8 questions, asked when mixed precision is ``fp8``."""
     if config.get("mixed_precision") != "fp8":
         return

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from accel.config.sections import Option, Section
 from accel.hookspecs import hookimpl
 from accel.lazy import catalog_exports
+
+if TYPE_CHECKING:
+    import argparse
+
+    from accel.config.sections import Section
+    from accel.hookspecs import Questions
 
 
 @hookimpl
@@ -18,7 +24,7 @@ def accel_backends() -> list[type]:
 
 
 @hookimpl
-def accel_config_sections() -> dict[str, Any]:
+def accel_config_sections() -> dict[str, Section]:
     """The ``fsdp_config`` section, declared once in :data:`accel_fsdp.config.FSDP_SECTION`."""
     from .config import FSDP_SECTION
     from .nd_config import PARALLELISM_SECTION
@@ -44,7 +50,7 @@ USE_PARALLELISM = Section(
 
 
 @hookimpl
-def accel_launch_arguments(parser: Any) -> None:
+def accel_launch_arguments(parser: argparse._ArgumentGroup) -> None:
     """``--use_fsdp`` and the ``--fsdp_*`` flags of ``accel launch`` (from the declaration)."""
     from .config import FSDP_STRATEGY
     from .nd_config import PARALLELISM_SECTION
@@ -75,7 +81,7 @@ def accel_launch_environment(config: dict) -> dict[str, str]:
 
 
 @hookimpl
-def accel_config_questions(ask: Any, config: dict) -> None:
+def accel_config_questions(ask: Questions, config: dict[str, object]) -> None:
     """``accel config`` questions for FSDP (asked unless another strategy was already chosen)."""
     from .config import FSDP_STRATEGY
 

@@ -5,10 +5,16 @@ Imports neither torch nor megatron-core: everything heavy loads when first used.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from accel.hookspecs import hookimpl
 from accel.lazy import catalog_exports
+
+if TYPE_CHECKING:
+    import argparse
+
+    from accel.config.sections import Section
+    from accel.hookspecs import Questions
 
 
 @hookimpl
@@ -30,7 +36,7 @@ def accel_exports() -> dict[str, str]:
 
 
 @hookimpl
-def accel_config_sections() -> dict[str, Any]:
+def accel_config_sections() -> dict[str, Section]:
     """The ``megatron_lm_config`` section, declared in :data:`accel_megatron.config.MEGATRON_SECTION`."""
     from .config import MEGATRON_SECTION
 
@@ -38,7 +44,7 @@ def accel_config_sections() -> dict[str, Any]:
 
 
 @hookimpl
-def accel_launch_arguments(parser: Any) -> None:
+def accel_launch_arguments(parser: argparse._ArgumentGroup) -> None:
     """``--use_megatron_lm`` and one ``--megatron_lm_*`` flag per ``megatron_lm_config`` key."""
     from .config import MEGATRON_STRATEGY
 
@@ -46,7 +52,7 @@ def accel_launch_arguments(parser: Any) -> None:
 
 
 @hookimpl
-def accel_config_questions(ask: Any, config: dict) -> None:
+def accel_config_questions(ask: Questions, config: dict[str, object]) -> None:
     """``accel config`` questions for Megatron-LM (asked unless another strategy was chosen)."""
     from .config import MEGATRON_STRATEGY
 

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from accel.hookspecs import hookimpl
 from accel.lazy import catalog_exports
 
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from accel.checkpoint.view import RunView
+
+    from .kwargs import ProfileKwargs
+
 
 @hookimpl
-def accel_profile(run: Any, profile_kwargs: Any) -> Any:
+def accel_profile(run: RunView, profile_kwargs: ProfileKwargs | None) -> AbstractContextManager:
     """A context manager running ``torch.profiler.profile`` configured by ``profile_kwargs``
     (``run``: core's :class:`~accel.checkpoint.view.RunView`)."""
     from .profiler import profile

@@ -6,9 +6,16 @@ it is called, and the checkpoint hooks return at once in a process that never lo
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from accel.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    import argparse
+
+    from accel.checkpoint.view import RunView
+    from accel.config.sections import Section
+    from accel.hookspecs import Questions
 
 
 @hookimpl
@@ -20,7 +27,7 @@ def accel_launchers() -> list[type]:
 
 
 @hookimpl
-def accel_config_sections() -> dict[str, Any]:
+def accel_config_sections() -> dict[str, Section]:
     """The ``ray_config`` section, declared in :data:`accel_ray.config.RAY_SECTION`."""
     from .config import RAY_SECTION
 
@@ -28,7 +35,7 @@ def accel_config_sections() -> dict[str, Any]:
 
 
 @hookimpl
-def accel_launch_arguments(parser: Any) -> None:
+def accel_launch_arguments(parser: argparse._ArgumentGroup) -> None:
     """``--ray`` and the ``--ray_*`` flags."""
     from .config import RAY_SECTION
 
@@ -36,7 +43,7 @@ def accel_launch_arguments(parser: Any) -> None:
 
 
 @hookimpl
-def accel_config_questions(ask: Any, config: dict) -> None:
+def accel_config_questions(ask: Questions, config: dict[str, object]) -> None:
     """For local multi-process jobs: whether ``accel launch`` runs them on a Ray cluster, and where."""
     if config.get("compute_environment", "LOCAL_MACHINE") != "LOCAL_MACHINE":
         return
@@ -62,7 +69,7 @@ def accel_config_questions(ask: Any, config: dict) -> None:
 
 
 @hookimpl
-def accel_checkpoint_saved(run: Any, path: str) -> None:
+def accel_checkpoint_saved(run: RunView, path: str) -> None:
     """Inside a Ray Train worker with reporting on: report the checkpoint to Ray.
 
     ``run`` is core's :class:`accel.checkpoint.view.RunView` (process facts, step, barrier).
@@ -73,7 +80,7 @@ def accel_checkpoint_saved(run: Any, path: str) -> None:
 
 
 @hookimpl
-def accel_before_resume(run: Any, checkpoint_root: str) -> None:
+def accel_before_resume(run: RunView, checkpoint_root: str) -> None:
     """Inside a Ray Train worker: copy in the checkpoint Ray restored after a restart."""
     from .checkpoints import restore_checkpoint
 

@@ -3,10 +3,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from accel.config.sections import Option, Section
 from accel.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    import argparse
+
+    from accel.hookspecs import CliCommand, Questions
 
 
 @hookimpl
@@ -26,7 +31,7 @@ def accel_launchers() -> list[type]:
 
 
 @hookimpl
-def accel_cli_commands() -> list[Any]:
+def accel_cli_commands() -> list[CliCommand]:
     """``accel tpu-config``."""
     from .tpu_config import TPUConfigCommand
 
@@ -45,7 +50,7 @@ XLA_SELECTORS = Section(
 
 
 @hookimpl
-def accel_launch_arguments(parser: Any) -> None:
+def accel_launch_arguments(parser: argparse._ArgumentGroup) -> None:
     """``--tpu`` / ``--use_xla`` and the TPU pod flags of ``accel launch`` (Accelerate's names):
     the flags of core's ``tpu_*`` keys, declared in :data:`accel.config.keys.CORE_SECTION`."""
     from accel.config.keys import CORE_SECTION
@@ -55,7 +60,7 @@ def accel_launch_arguments(parser: Any) -> None:
 
 
 @hookimpl
-def accel_config_questions(ask: Any, config: dict) -> None:
+def accel_config_questions(ask: Questions, config: dict[str, object]) -> None:
     """``accel config`` questions for XLA devices (asked when no other strategy was chosen)."""
     if str(config.get("distributed_type", "NO")).upper() not in ("NO", "XLA", "TPU"):
         return
@@ -86,7 +91,7 @@ def accel_config_questions(ask: Any, config: dict) -> None:
         _pod_questions(ask, config)
 
 
-def _pod_questions(ask: Any, config: dict) -> None:
+def _pod_questions(ask: Questions, config: dict[str, object]) -> None:
     from .pod import TPU_NAME, TPU_ZONE
 
     config["tpu_name"] = ask.text(

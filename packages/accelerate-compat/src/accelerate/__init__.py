@@ -18,7 +18,9 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
-from typing import TYPE_CHECKING, Any
+import types
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from accel.lazy import exports
 
@@ -53,16 +55,16 @@ class _AliasLoader(importlib.abc.Loader):
 
     def __init__(self, target: str) -> None:
         self.target = target
-        self._attributes: dict[str, Any] = {}
+        self._attributes: dict[str, object] = {}
 
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         module = importlib.import_module(self.target)
         self._attributes = {
             name: vars(module)[name] for name in _IMPORT_ATTRIBUTES if name in vars(module)
         }
         return module
 
-    def exec_module(self, module: Any) -> None:
+    def exec_module(self, module: types.ModuleType) -> None:
         """Restore what the import system changed: accel already ran the module."""
         for name in _IMPORT_ATTRIBUTES:
             if name in self._attributes:
@@ -78,7 +80,12 @@ class _AliasFinder(importlib.abc.MetaPathFinder):
     path finder would load a second copy of ``accel.X.Y`` under the name ``accelerate.X.Y``.
     """
 
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None = None,
+        target: types.ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
         if not fullname.startswith("accelerate."):
             return None
         rest = fullname[len("accelerate.") :]

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from accel.quantization.base import Quantizer
 
 
-def quantizer_for(config: Any) -> Quantizer:
+def quantizer_for(config: object) -> Quantizer:
     """The installed quantizer accepting ``config``, or an error naming the package to install."""
     from accel.plugins import registry
 
@@ -22,14 +20,14 @@ def quantizer_for(config: Any) -> Quantizer:
 
 def load_and_quantize_model(
     model: torch.nn.Module,
-    bnb_quantization_config: Any = None,
+    bnb_quantization_config: object = None,
     weights_location: str | None = None,
-    device_map: Any = None,
+    device_map: str | dict[str, int | str | torch.device] | None = None,
     no_split_module_classes: list[str] | None = None,
     max_memory: dict | None = None,
     offload_folder: str | None = None,
     offload_state_dict: bool = False,
-    quantization_config: Any = None,
+    quantization_config: object = None,
 ) -> torch.nn.Module:
     """Quantize ``model`` with the plugin matching the config (``bnb_quantization_config`` or ``quantization_config``)."""
     config = quantization_config if quantization_config is not None else bnb_quantization_config

@@ -10,7 +10,6 @@ from __future__ import annotations
 import sys
 import warnings
 from collections.abc import Iterator, MutableMapping
-from typing import Any
 
 from accel.lazy import exports
 from accel.tracking.base import GeneralTracker, NoOpTracker, on_main_process
@@ -167,7 +166,7 @@ def _needs_directory(name: str) -> ValueError:
     )
 
 
-def _check_entry(item: Any) -> None:
+def _check_entry(item: object) -> None:
     """ValueError unless ``item`` is a tracker name (``str``, ``LoggerType``) or a tracker instance."""
     if isinstance(item, (str, GeneralTracker)):
         return
@@ -183,7 +182,7 @@ def _check_entry(item: Any) -> None:
     )
 
 
-def check_log_with(log_with: Any, logging_dir: str | None = None) -> None:
+def check_log_with(log_with: object, logging_dir: str | None = None) -> None:
     """What ``Accelerator(log_with=...)`` checks when it is created, as Accelerate does.
 
     Each entry must be a tracker name (``str`` / ``LoggerType``, ``"all"``) or a
@@ -206,7 +205,7 @@ def check_log_with(log_with: Any, logging_dir: str | None = None) -> None:
             raise _needs_directory(str(item))
 
 
-def filter_trackers(log_with: Any, logging_dir: str | None = None) -> list[Any]:
+def filter_trackers(log_with: object, logging_dir: str | None = None) -> list[str | GeneralTracker]:
     """Resolve ``log_with`` (names, ``LoggerType``, ``"all"``, tracker instances) into tracker entries.
 
     Returns names and instances. ``"all"`` adds every tracker whose library is installed
@@ -218,7 +217,7 @@ def filter_trackers(log_with: Any, logging_dir: str | None = None) -> list[Any]:
     if log_with is None:
         return []
     items = log_with if isinstance(log_with, (list, tuple)) else [log_with]
-    result: list[Any] = []
+    result: list[str | GeneralTracker] = []
     for item in items:
         if isinstance(item, GeneralTracker):
             result.append(item)
