@@ -8,7 +8,7 @@ attributes (``checkpoints``, ``backend``, ``prepared``, ``step``, ...).
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -19,6 +19,8 @@ from accel.forwarding import forward_method, forward_property
 from accel.logging import get_logger
 
 if TYPE_CHECKING:
+    from torch.utils.data import DataLoader
+
     from accel.backends.base import Backend
     from accel.kwargs import ProjectConfiguration
     from accel.microbatch import MicroBatching
@@ -40,6 +42,7 @@ class CheckpointingMixin:
         gradient_state: GradientState
         micro_batching: MicroBatching
         num_processes: int
+        split_batches: bool
         gradient_accumulation_steps: int
         prepared: PreparedObjects
         project_configuration: ProjectConfiguration
@@ -94,7 +97,7 @@ class CheckpointingMixin:
         output_dir: str | os.PathLike | None = None,
         safe_serialization: bool = True,
         async_save: bool = False,
-        **save_kwargs: Any,
+        **save_kwargs: object,
     ) -> str:
         """Save everything needed to resume: models, optimizers, schedulers, data positions, scaler, RNG, registered objects.
 
@@ -136,7 +139,7 @@ class CheckpointingMixin:
         input_dir: str | os.PathLike | None = None,
         weights_only: bool = True,
         strict: bool = True,
-        **load_kwargs: Any,
+        **load_kwargs: object,
     ) -> None:
         """Restore a :meth:`save_state` checkpoint (the newest one when ``input_dir`` is None and naming is automatic).
 
@@ -186,7 +189,7 @@ class CheckpointingMixin:
         )
         return str(latest)
 
-    def skip_first_batches(self, dataloader: Any, num_batches: int = 0) -> Any:
+    def skip_first_batches(self, dataloader: DataLoader, num_batches: int = 0) -> DataLoader:
         """The data loader, starting after its first ``num_batches`` batches on its next iteration."""
         from accel.data.loader import skip_first_batches
 
