@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -20,6 +20,8 @@ from accel.checkpoint.view import RunView
 from accel.logging import get_logger
 
 if TYPE_CHECKING:
+    from torch.utils.data import DataLoader
+
     from accel.backends.base import Backend
     from accel.kwargs import ProjectConfiguration
     from accel.microbatch import MicroBatching
@@ -36,6 +38,14 @@ class CheckpointingMixin:
 
         @property
         def backend(self) -> Backend: ...
+        @property
+        def process_index(self) -> int: ...
+        @property
+        def local_process_index(self) -> int: ...
+        @property
+        def is_main_process(self) -> bool: ...
+        @property
+        def is_local_main_process(self) -> bool: ...
 
         checkpoints: CheckpointManager
         gradient_state: GradientState
@@ -108,7 +118,7 @@ class CheckpointingMixin:
         output_dir: str | os.PathLike | None = None,
         safe_serialization: bool = True,
         async_save: bool = False,
-        **save_kwargs: Any,
+        **save_kwargs: object,
     ) -> str:
         """Save everything needed to resume: models, optimizers, schedulers, data positions, scaler, RNG, registered objects.
 
@@ -150,7 +160,7 @@ class CheckpointingMixin:
         input_dir: str | os.PathLike | None = None,
         weights_only: bool = True,
         strict: bool = True,
-        **load_kwargs: Any,
+        **load_kwargs: object,
     ) -> None:
         """Restore a :meth:`save_state` checkpoint (the newest one when ``input_dir`` is None and naming is automatic).
 
@@ -200,7 +210,7 @@ class CheckpointingMixin:
         )
         return str(latest)
 
-    def skip_first_batches(self, dataloader: Any, num_batches: int = 0) -> Any:
+    def skip_first_batches(self, dataloader: DataLoader, num_batches: int = 0) -> DataLoader:
         """The data loader, starting after its first ``num_batches`` batches on its next iteration."""
         from accel.data.loader import skip_first_batches
 

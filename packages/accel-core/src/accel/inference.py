@@ -13,8 +13,8 @@ stages (GPipe schedule), so all processes work at once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import torch
 
@@ -23,15 +23,22 @@ from accel.distributed.operations import send_to_device
 from accel.logging import get_plain_logger
 from accel.state import PartialState
 
+if TYPE_CHECKING:
+    from torch.distributed.pipelining import ScheduleGPipe
+
+    from accel.big_model.device_map import Device
+
 logger = get_plain_logger(__name__)
+
+T = TypeVar("T")
 
 
 def generate_device_map(
     model: torch.nn.Module,
     num_processes: int = 1,
     no_split_module_classes: Iterable[str] | None = None,
-    max_memory: Mapping[Any, int | str] | None = None,
-) -> dict[str, Any]:
+    max_memory: Mapping[Any, int | str] | None = None,  # keys: devices (Mapping keys are invariant)
+) -> dict[str, Device]:
     """A device map spreading ``model`` evenly over ``num_processes`` stages (indices 0..n-1).
 
     Only sizes are used: no device is touched, so this works on CPU-only machines too.
@@ -48,7 +55,9 @@ def generate_device_map(
     )
 
 
-def find_pippy_batch_size(args: Any, kwargs: Mapping[str, Any] | None) -> int | None:
+def find_pippy_batch_size(
+    args: Iterable[object] | None, kwargs: Mapping[str, object] | None
+) -> int | None:
     """The size of the first dimension of the first tensor in ``args`` / ``kwargs``."""
     for item in [*(args or ()), *((kwargs or {}).values())]:
         if isinstance(item, torch.Tensor):
@@ -56,14 +65,14 @@ def find_pippy_batch_size(args: Any, kwargs: Mapping[str, Any] | None) -> int | 
     return None
 
 
-def _split_points_from_map(model: torch.nn.Module, device_map: Mapping[str, Any]) -> list[str]:
+def _split_points_from_map(model: torch.nn.Module, device_map: Mapping[str, object]) -> list[str]:
     """The first module placed on each new device, in registration order.
 
     Entries sent back to an earlier device (a head tied to the embedding) do not start a stage.
     """
     modules = {name for name, _ in model.named_modules()}
     points: list[str] = []
-    seen: set[Any] = set()
+    seen: set[object] = set()
     for name, device in device_map.items():
         if device in seen:
             continue
@@ -78,23 +87,27 @@ def _split_points_from_map(model: torch.nn.Module, device_map: Mapping[str, Any]
     return points
 
 
-def _first_chunk(data: Any, num_chunks: int) -> Any:
+def _first_chunk(data: T, num_chunks: int) -> T:
+    return cast(T, _first_chunk_of(data, num_chunks))
+
+
+def _first_chunk_of(data: object, num_chunks: int) -> object:
     if isinstance(data, torch.Tensor):
         return torch.tensor_split(data, num_chunks)[0] if data.dim() > 0 else data
     if isinstance(data, (list, tuple)):
-        return type(data)(_first_chunk(d, num_chunks) for d in data)
+        return type(data)(_first_chunk_of(d, num_chunks) for d in data)
     if isinstance(data, Mapping):
-        return {k: _first_chunk(v, num_chunks) for k, v in data.items()}
+        return {k: _first_chunk_of(v, num_chunks) for k, v in data.items()}
     return data
 
 
 def build_pipeline(
     model: torch.nn.Module,
     split_points: list[str],
-    example_args: tuple[Any, ...],
-    example_kwargs: Mapping[str, Any] | None,
+    example_args: tuple[object, ...],
+    example_kwargs: Mapping[str, object] | None,
     num_chunks: int,
-) -> Any:
+) -> ScheduleGPipe:
     """Trace ``model``, cut it before each of ``split_points`` and return this process's schedule."""
     from torch.distributed.pipelining import ScheduleGPipe, SplitPoint, pipeline
 
@@ -111,7 +124,13 @@ def build_pipeline(
     return ScheduleGPipe(stage, num_chunks)
 
 
-def pippy_forward(forward: Any, num_chunks: int, gather_output: bool, *args: Any, **kwargs: Any):
+def pippy_forward(
+    forward: Callable[..., object],
+    num_chunks: int,
+    gather_output: bool,
+    *args: object,
+    **kwargs: object,
+) -> object:
     """Run one batch through the pipeline; the output lands on the last process."""
     import torch.distributed as dist
 
@@ -139,8 +158,8 @@ def prepare_pippy(
     model: torch.nn.Module,
     split_points: str | list[str] | None = "auto",
     no_split_module_classes: list[str] | None = None,
-    example_args: tuple[Any, ...] | None = (),
-    example_kwargs: Mapping[str, Any] | None = None,
+    example_args: tuple[object, ...] | None = (),
+    example_kwargs: Mapping[str, object] | None = None,
     num_chunks: int | None = None,
     gather_output: bool = False,
 ) -> torch.nn.Module:
@@ -181,7 +200,7 @@ def prepare_pippy(
     schedule = build_pipeline(model, split_points, example_args or (), example_kwargs, num_chunks)
     step = getattr(schedule, "eval", None) or schedule.step
 
-    def forward(*args: Any, **kwargs: Any) -> Any:
+    def forward(*args: object, **kwargs: object) -> object:
         with torch.no_grad():
             return pippy_forward(step, num_chunks, gather_output, *args, **kwargs)
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import warnings
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeGuard, TypeVar, cast
 
 import torch
 
@@ -26,6 +26,9 @@ from accel.types import CustomDtype
 logger = get_plain_logger(__name__)
 
 Device = int | str
+DeviceLike = int | str | torch.device
+"""A device as a device map or ``max_memory`` may name it: ``0``, ``"cuda:0"``, ``"cpu"``, ``"disk"``, a ``torch.device``."""
+V = TypeVar("V")
 _ACCELERATOR_KINDS = tuple(catalog.DEVICE_KINDS)
 _OTHER_DEVICES = ("mps",)
 
@@ -33,7 +36,7 @@ _OTHER_DEVICES = ("mps",)
 # -- devices and budgets ------------------------------------------------------------------
 
 
-def normalize_device(device: Any) -> Device:
+def normalize_device(device: object) -> Device:
     """``0`` / ``"0"`` / ``"cuda:0"`` / ``torch.device("cuda", 0)`` -> ``0``; ``"cpu"``, ``"disk"``, ``"mps"`` kept."""
     if isinstance(device, torch.device):
         if device.type in _ACCELERATOR_KINDS:
@@ -101,7 +104,10 @@ def _detected_memory() -> dict[Device, int]:
     return memory
 
 
-def get_max_memory(max_memory: Mapping[Any, int | str] | None = None) -> dict[Device, int]:
+def get_max_memory(
+    max_memory: Mapping[Any, int | str]
+    | None = None,  # keys: DeviceLike (Mapping keys are invariant)
+) -> dict[Device, int]:
     """Memory budget in bytes per device, fastest device first (indices, ``mps``, ``cpu``, ``disk``).
 
     Without ``max_memory``: the free memory of every accelerator and the available RAM. Given a
@@ -218,7 +224,7 @@ def compute_module_total_buffer_size(
     return compute_module_sizes(model, dtype, special_dtypes, buffers_only=True).get("", 0)
 
 
-Entry = tuple[str, Any]
+Entry = tuple[str, "torch.nn.Module | torch.Tensor"]
 """One item the planner places: ``(name, module or tensor)``."""
 
 
@@ -249,7 +255,7 @@ def _class_names(classes: str | Iterable[str] | None) -> list[str]:
     return list(classes)
 
 
-def _can_split(obj: Any, no_split: Iterable[str]) -> bool:
+def _can_split(obj: object, no_split: Iterable[str]) -> TypeGuard[torch.nn.Module]:
     return (
         isinstance(obj, torch.nn.Module)
         and len(obj._modules) > 0
@@ -258,7 +264,7 @@ def _can_split(obj: Any, no_split: Iterable[str]) -> bool:
 
 
 def get_max_layer_size(
-    modules: torch.nn.Module | list[Entry],
+    modules: torch.nn.Module | Sequence[Entry],
     module_sizes: Mapping[str, float],
     no_split_module_classes: Iterable[str] | None = None,
 ) -> tuple[float, list[str]]:
@@ -294,7 +300,8 @@ def _module_leaves(names: Iterable[str]) -> list[str]:
 
 def get_balanced_memory(
     model: torch.nn.Module,
-    max_memory: Mapping[Any, int | str] | None = None,
+    max_memory: Mapping[Any, int | str]
+    | None = None,  # keys: DeviceLike (Mapping keys are invariant)
     no_split_module_classes: Iterable[str] | None = None,
     dtype: str | torch.dtype | None = None,
     special_dtypes: Mapping[str, str | torch.dtype] | None = None,
@@ -349,8 +356,8 @@ def get_balanced_memory(
     return budgets
 
 
-def _get(model: torch.nn.Module, name: str) -> Any:
-    obj: Any = model
+def _get(model: torch.nn.Module, name: str) -> object:
+    obj: object = model
     for part in name.split("."):
         obj = getattr(obj, part)
     return obj
@@ -396,7 +403,7 @@ def get_module_size_with_ties(
         if holder is None:
             raise ValueError(f"no module of modules_to_treat holds the tied parameter {tied!r}")
         names.append(holder[0])
-        modules.append(holder[1])
+        modules.append(cast(torch.nn.Module, holder[1]))  # a holder of tensors is a module
         size += module_sizes[holder[0]] - module_sizes[tied]
     return size, names, modules
 
@@ -406,7 +413,8 @@ def get_module_size_with_ties(
 
 def infer_auto_device_map(
     model: torch.nn.Module,
-    max_memory: Mapping[Any, int | str] | None = None,
+    max_memory: Mapping[Any, int | str]
+    | None = None,  # keys: DeviceLike (Mapping keys are invariant)
     no_split_module_classes: Iterable[str] | None = None,
     dtype: str | torch.dtype | None = None,
     special_dtypes: Mapping[str, str | torch.dtype] | None = None,
@@ -450,7 +458,9 @@ def infer_auto_device_map(
         buffer_sizes: dict[Device, float] = defaultdict(int)
         for name, device in planner.placed_modules:
             buffer_sizes[device] += compute_module_total_buffer_size(
-                _get(model, name) if name else model, dtype=dtype, special_dtypes=special_dtypes
+                cast(torch.nn.Module, _get(model, name)) if name else model,
+                dtype=dtype,
+                special_dtypes=special_dtypes,
             )
         offloaded = buffer_sizes.get("cpu", 0) + buffer_sizes.get("disk", 0)
         accelerators = [d for d in budgets if d not in ("cpu", "disk")]
@@ -659,7 +669,8 @@ class _Planner:
             parent = ".".join(parts[:depth])
             index = next((i for i, e in enumerate(self.todo) if e[0] == parent), None)
             if index is not None:
-                self.todo[index : index + 1] = _split_entries(self.todo[index][1], parent)
+                ancestor = cast(torch.nn.Module, self.todo[index][1])  # holds ``name``
+                self.todo[index : index + 1] = _split_entries(ancestor, parent)
         index = next(i for i, e in enumerate(self.todo) if e[0] == name)
         return self.todo.pop(index)
 
@@ -712,7 +723,7 @@ def clean_device_map(device_map: dict[str, Device], module_name: str = "") -> di
     return device_map
 
 
-def device_for(name: str, device_map: Mapping[str, Any]) -> Any:
+def device_for(name: str, device_map: Mapping[str, V]) -> V:
     """The device ``device_map`` gives to the tensor or module ``name`` (longest matching entry)."""
     while True:
         if name in device_map:
@@ -722,7 +733,7 @@ def device_for(name: str, device_map: Mapping[str, Any]) -> Any:
         name = name.rpartition(".")[0]
 
 
-def check_device_map(model: torch.nn.Module, device_map: Mapping[str, Any]) -> None:
+def check_device_map(model: torch.nn.Module, device_map: Mapping[str, object]) -> None:
     """Raise ValueError unless every parameter and buffer of ``model`` is covered by ``device_map``;
     warn about entries that name no module or tensor of the model (they are ignored)."""
     names = {n for n, _ in model.named_parameters(remove_duplicate=False)}
@@ -750,7 +761,7 @@ def check_device_map(model: torch.nn.Module, device_map: Mapping[str, Any]) -> N
         )
 
 
-def main_device(device_map: Mapping[str, Any]) -> Device:
+def main_device(device_map: Mapping[str, object]) -> Device:
     """The fastest device used by ``device_map`` (where offloaded layers run): an accelerator, else the CPU."""
     devices = {normalize_device(d) for d in device_map.values()}
     devices.discard("disk")
@@ -760,7 +771,7 @@ def main_device(device_map: Mapping[str, Any]) -> Device:
 
 
 def check_tied_parameters_on_same_device(
-    tied_params: list[list[str]], device_map: dict[str, Any]
+    tied_params: list[list[str]], device_map: Mapping[str, object]
 ) -> None:
     """Warn for every group of tied parameters that ``device_map`` puts on several devices."""
     for group in tied_params:

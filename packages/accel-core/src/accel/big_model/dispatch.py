@@ -20,6 +20,8 @@ from typing import Any
 import torch
 
 from accel.big_model.device_map import (
+    Device,
+    DeviceLike,
     check_device_map,
     device_for,
     get_balanced_memory,
@@ -46,6 +48,7 @@ from accel.big_model.modeling import (
 from accel.big_model.module_hooks import TIED_ATTR
 from accel.big_model.offload import (
     OffloadedWeightsLoader,
+    OffloadEntry,
     load_offloaded_weight,
     offload_state_dict,
     offload_weight,
@@ -88,7 +91,9 @@ def init_on_device(
     original_parameter = torch.nn.Module.register_parameter
     original_buffer = torch.nn.Module.register_buffer
 
-    def register_parameter(module: torch.nn.Module, name: str, param: Any) -> None:
+    def register_parameter(
+        module: torch.nn.Module, name: str, param: torch.nn.Parameter | None
+    ) -> None:
         original_parameter(module, name, param)
         param = module._parameters.get(name)
         if param is not None and param.device != device:
@@ -103,7 +108,7 @@ def init_on_device(
                 )
 
     def register_buffer(
-        module: torch.nn.Module, name: str, tensor: Any, persistent: bool = True
+        module: torch.nn.Module, name: str, tensor: torch.Tensor | None, persistent: bool = True
     ) -> None:
         original_buffer(module, name, tensor, persistent=persistent)
         buffer = module._buffers.get(name)
@@ -211,7 +216,7 @@ def disk_offload(
 def _guard_moves(model: torch.nn.Module) -> None:
     """Make ``model.to(...)`` and friends fail clearly on a model spread over devices."""
 
-    def refuse(name: str, *args: Any, **kwargs: Any) -> None:
+    def refuse(name: str, *args: object, **kwargs: object) -> None:
         raise RuntimeError(
             f"model.{name}() on a model dispatched over several devices (or offloaded) would "
             "break its placement; remove the hooks first with "
@@ -226,11 +231,11 @@ def _guard_moves(model: torch.nn.Module) -> None:
 
 def dispatch_model(
     model: torch.nn.Module,
-    device_map: Mapping[str, Any],
+    device_map: Mapping[str, DeviceLike],
     main_device: int | str | torch.device | None = None,
     state_dict: Mapping[str, torch.Tensor] | None = None,
     offload_dir: str | os.PathLike | None = None,
-    offload_index: Mapping[str, Any] | None = None,
+    offload_index: Mapping[str, OffloadEntry] | None = None,
     offload_buffers: bool = False,
     skip_keys: str | list[str] | None = None,
     preload_module_classes: Iterable[str] | None = None,
@@ -298,8 +303,8 @@ def dispatch_model(
 
 def _move_tied_once(
     model: torch.nn.Module,
-    device_map: Mapping[str, Any],
-    execution: Mapping[str, Any],
+    device_map: Mapping[str, Device],
+    execution: Mapping[str, Device],
     offload: Mapping[str, bool],
 ) -> None:
     """Move each tied group kept on one device there once, so it is not copied per owner."""
@@ -314,7 +319,7 @@ def _move_tied_once(
         retie_parameters(model, [group])
 
 
-def _move_whole(model: torch.nn.Module, device: Any) -> None:
+def _move_whole(model: torch.nn.Module, device: Device) -> None:
     if device in ("cpu", "mps"):
         model.to(device)
     else:
@@ -325,11 +330,11 @@ def _move_whole(model: torch.nn.Module, device: Any) -> None:
 
 def _offloaded_weights(
     model: torch.nn.Module,
-    device_map: Mapping[str, Any],
+    device_map: Mapping[str, Device],
     offload: Mapping[str, bool],
     state_dict: Mapping[str, torch.Tensor] | None,
     offload_dir: str | os.PathLike | None,
-    offload_index: Mapping[str, Any] | None,
+    offload_index: Mapping[str, OffloadEntry] | None,
     offload_buffers: bool,
 ) -> OffloadedWeightsLoader:
     """The weights offloaded entries load from: RAM for CPU entries, ``offload_dir`` for disk ones.
@@ -370,7 +375,7 @@ def _offloaded_weights(
     return OffloadedWeightsLoader(state_dict=in_ram, save_folder=offload_dir, index=index)
 
 
-def _entry_of(name: str, device_map: Mapping[str, Any]) -> str:
+def _entry_of(name: str, device_map: Mapping[str, object]) -> str:
     while name not in device_map:
         if not name:
             raise KeyError(name)
@@ -401,7 +406,7 @@ def _as_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
 def load_checkpoint_in_model(
     model: torch.nn.Module,
     checkpoint: str | os.PathLike,
-    device_map: Mapping[str, Any] | None = None,
+    device_map: Mapping[str, DeviceLike] | None = None,
     offload_folder: str | os.PathLike | None = None,
     dtype: str | torch.dtype | None = None,
     offload_state_dict: bool = False,
@@ -440,11 +445,11 @@ def load_checkpoint_in_model(
     expected = set(model_tensors)
     loaded: set[str] = set()
     unexpected: list[str] = []
-    offload_index: dict[str, Any] = {}
+    offload_index: dict[str, OffloadEntry] = {}
     staging = tempfile.mkdtemp(prefix="accel-state-") if offload_state_dict else None
-    staging_index: dict[str, Any] = {}
+    staging_index: dict[str, OffloadEntry] = {}
 
-    def target_of(name: str) -> Any:
+    def target_of(name: str) -> DeviceLike:
         if device_map is not None:
             device = device_for(name, device_map)
             if device == "disk" and name in buffers and not offload_buffers:
@@ -541,12 +546,12 @@ def _load_one(
     reader: FileReader,
     key: str,
     name: str,
-    device: Any,
+    device: DeviceLike,
     dtype: torch.dtype,
     offload_folder: str | os.PathLike | None,
-    offload_index: dict[str, Any],
+    offload_index: dict[str, OffloadEntry],
     staging: str | None,
-    staging_index: dict[str, Any],
+    staging_index: dict[str, OffloadEntry],
 ) -> None:
     """Read checkpoint tensor ``key`` into model tensor ``name`` on ``device`` as ``dtype``."""
     if device == "disk":
@@ -570,7 +575,9 @@ def _load_one(
     set_module_tensor_to_device(model, name, device, value=reader.get(key), dtype=dtype)
 
 
-def _retie(model: torch.nn.Module, tied: list[list[str]], offload_index: dict[str, Any]) -> None:
+def _retie(
+    model: torch.nn.Module, tied: list[list[str]], offload_index: dict[str, OffloadEntry]
+) -> None:
     """Point every name of a tied group at one parameter (the one that was loaded)."""
     for group in tied:
         params = [model.get_parameter(name) for name in group]
@@ -583,7 +590,7 @@ def _retie(model: torch.nn.Module, tied: list[list[str]], offload_index: dict[st
             file_of = next(n for n in group if n in offload_index)
             for name in group:
                 if name not in offload_index:
-                    entry = dict(indexed)
+                    entry = indexed.copy()
                     if "safetensors_file" not in entry:
                         entry.setdefault("file", f"{file_of}.dat")
                     offload_index[name] = entry
@@ -592,8 +599,8 @@ def _retie(model: torch.nn.Module, tied: list[list[str]], offload_index: dict[st
 def load_checkpoint_and_dispatch(
     model: torch.nn.Module,
     checkpoint: str | os.PathLike,
-    device_map: str | Mapping[str, Any] | None = None,
-    max_memory: Mapping[Any, int | str] | None = None,
+    device_map: str | Mapping[str, DeviceLike] | None = None,
+    max_memory: Mapping[Any, int | str] | None = None,  # keys: DeviceLike
     no_split_module_classes: list[str] | None = None,
     offload_folder: str | os.PathLike | None = None,
     offload_buffers: bool = False,

@@ -10,13 +10,13 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Generator, Iterable, Mapping
-from typing import Any
 
 import torch
 
 from accel import devices
-from accel.big_model.device_map import device_for
+from accel.big_model.device_map import DeviceLike, device_for
 from accel.big_model.modeling import (
+    TiedParamsMap,
     check_device_same,
     get_non_persistent_buffers,
     named_module_tensors,
@@ -40,7 +40,7 @@ from accel.memory import clear_device_cache
 logger = get_plain_logger(__name__)
 
 
-def find_device(data: Any) -> torch.device | None:
+def find_device(data: object) -> torch.device | None:
     """The device of the first tensor found in ``data`` (nested lists, tuples, dicts)."""
     if isinstance(data, torch.Tensor):
         return data.device
@@ -54,7 +54,7 @@ def find_device(data: Any) -> torch.device | None:
     return None
 
 
-def _as_torch_device(device: Any) -> torch.device | None:
+def _as_torch_device(device: DeviceLike | None) -> torch.device | None:
     if device is None or isinstance(device, torch.device):
         return device
     if isinstance(device, int):
@@ -101,7 +101,7 @@ class AlignDevicesHook(ModelHook):
         offload_buffers: bool = False,
         place_submodules: bool = False,
         skip_keys: str | list[str] | None = None,
-        tied_params_map: dict[int, dict[Any, torch.Tensor]] | None = None,
+        tied_params_map: TiedParamsMap | None = None,
     ):
         self.execution_device = _as_torch_device(execution_device)
         self.offload = offload
@@ -172,8 +172,8 @@ class AlignDevicesHook(ModelHook):
         return weights[statistics] if weights is not None and statistics in weights else None
 
     def pre_forward(
-        self, module: torch.nn.Module, *args: Any, **kwargs: Any
-    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        self, module: torch.nn.Module, *args: object, **kwargs: object
+    ) -> tuple[tuple[object, ...], dict[str, object]]:
         """Note the input device, load offloaded weights, move the inputs."""
         if self.io_same_device:
             self.input_device = find_device([args, kwargs])
@@ -204,7 +204,7 @@ class AlignDevicesHook(ModelHook):
             kwargs = send_to_device(kwargs, self.execution_device, skip_keys=self.skip_keys)
         return args, kwargs
 
-    def post_forward(self, module: torch.nn.Module, output: Any) -> Any:
+    def post_forward(self, module: torch.nn.Module, output: object) -> object:
         """Drop offloaded weights again; send the output back to the input's device."""
         if self.offload:
             for name in self._offloaded:
@@ -308,8 +308,8 @@ class CpuOffload(ModelHook):
         return module.to("cpu")
 
     def pre_forward(
-        self, module: torch.nn.Module, *args: Any, **kwargs: Any
-    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        self, module: torch.nn.Module, *args: object, **kwargs: object
+    ) -> tuple[tuple[object, ...], dict[str, object]]:
         """Offload the previous model, bring this one to the execution device with its inputs.
 
         As in Accelerate, nothing moves when the previous model is already on the CPU or
@@ -362,10 +362,10 @@ def _prefix(module_name: str) -> str:
 
 def attach_execution_device_hook(
     module: torch.nn.Module,
-    execution_device: int | str | torch.device | Mapping[str, Any],
+    execution_device: DeviceLike | Mapping[str, DeviceLike],
     skip_keys: str | list[str] | None = None,
     preload_module_classes: Iterable[str] | None = None,
-    tied_params_map: dict[int, dict[Any, torch.Tensor]] | None = None,
+    tied_params_map: TiedParamsMap | None = None,
     module_name: str = "",
 ) -> None:
     """Add a hook moving the inputs to the execution device to every submodule that has weights.
@@ -409,7 +409,7 @@ def attach_align_device_hook(
     module_name: str = "",
     skip_keys: str | list[str] | None = None,
     preload_module_classes: Iterable[str] | None = None,
-    tied_params_map: dict[int, dict[Any, torch.Tensor]] | None = None,
+    tied_params_map: TiedParamsMap | None = None,
 ) -> None:
     """Give ``module`` and each submodule that has its own weights an :class:`AlignDevicesHook`.
 
@@ -431,9 +431,9 @@ class _AttachOptions:
     def __init__(
         self,
         offload_buffers: bool,
-        skip_keys: Any,
+        skip_keys: str | list[str] | None,
         preload: set[str],
-        tied_params_map: dict[int, dict[Any, torch.Tensor]] | None,
+        tied_params_map: TiedParamsMap | None,
     ):
         self.offload_buffers = offload_buffers
         self.skip_keys = skip_keys
@@ -443,7 +443,7 @@ class _AttachOptions:
 
 def _attach_align(
     module: torch.nn.Module,
-    execution_device: Any,
+    execution_device: DeviceLike | None,
     offload: bool,
     weights_map: Mapping[str, torch.Tensor] | None,
     module_name: str,
@@ -476,14 +476,14 @@ def _attach_align(
 
 def attach_align_device_hook_on_blocks(
     module: torch.nn.Module,
-    execution_device: Any = None,
+    execution_device: DeviceLike | Mapping[str, DeviceLike] | None = None,
     offload: bool | Mapping[str, bool] = False,
     weights_map: Mapping[str, torch.Tensor] | None = None,
     offload_buffers: bool = False,
     module_name: str = "",
     skip_keys: str | list[str] | None = None,
     preload_module_classes: Iterable[str] | None = None,
-    tied_params_map: dict[int, dict[Any, torch.Tensor]] | None = None,
+    tied_params_map: TiedParamsMap | None = None,
 ) -> None:
     """Hooks for a model split in blocks: ``execution_device`` and ``offload`` are dicts keyed by
     block name (module or tensor names, as in a device map), or single values for all.
@@ -497,7 +497,7 @@ def attach_align_device_hook_on_blocks(
     options = _AttachOptions(
         offload_buffers, skip_keys, set(preload_module_classes or ()), tied_params_map
     )
-    devices: Mapping[str, Any]
+    devices: Mapping[str, DeviceLike | None]
     offloads: Mapping[str, bool]
     if isinstance(execution_device, Mapping):
         devices = execution_device
@@ -511,7 +511,7 @@ def attach_align_device_hook_on_blocks(
 
 def _attach_blocks(
     module: torch.nn.Module,
-    execution_device: Mapping[str, Any],
+    execution_device: Mapping[str, DeviceLike | None],
     offload: Mapping[str, bool],
     weights_map: Mapping[str, torch.Tensor] | None,
     module_name: str,
@@ -623,13 +623,13 @@ class LayerwiseCastingHook(ModelHook):
         return module.to(dtype=self.storage_dtype, non_blocking=self.non_blocking)
 
     def pre_forward(
-        self, module: torch.nn.Module, *args: Any, **kwargs: Any
-    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        self, module: torch.nn.Module, *args: object, **kwargs: object
+    ) -> tuple[tuple[object, ...], dict[str, object]]:
         """Cast the weights up to the compute dtype for the forward."""
         module.to(dtype=self.compute_dtype, non_blocking=self.non_blocking)
         return args, kwargs
 
-    def post_forward(self, module: torch.nn.Module, output: Any) -> Any:
+    def post_forward(self, module: torch.nn.Module, output: object) -> object:
         """Cast the weights back down to the storage dtype."""
         module.to(dtype=self.storage_dtype, non_blocking=self.non_blocking)
         return output
@@ -733,9 +733,9 @@ def get_state_dict_offloaded_model(model: torch.nn.Module) -> dict[str, torch.Te
 def get_state_dict_from_offload(
     module: torch.nn.Module,
     module_name: str,
-    state_dict: dict[str, Any],
+    state_dict: dict[str, torch.Tensor],
     device_to_put_offload: int | str | torch.device = "cpu",
-) -> dict[str, Any]:
+) -> dict[str, torch.Tensor]:
     """Fill ``state_dict`` with the tensors of ``module``, loaded if it is offloaded.
 
     Accelerate's ``accelerate.utils.modeling.get_state_dict_from_offload``. ``module_name``

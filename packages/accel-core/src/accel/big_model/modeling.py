@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Literal, overload
 
 import torch
 
 from accel import devices
+
+TiedParamsMap = dict[int, dict["int | str | torch.device", torch.Tensor]]
+"""``{data_ptr of a tied weight: {device as given: its copy there}}`` (see :func:`set_module_tensor_to_device`)."""
 
 
 def named_module_tensors(
@@ -60,7 +63,7 @@ def set_module_tensor_to_device(
     value: torch.Tensor | None = None,
     dtype: str | torch.dtype | None = None,
     fp16_statistics: torch.Tensor | None = None,
-    tied_params_map: dict[int, dict[Any, torch.Tensor]] | None = None,
+    tied_params_map: TiedParamsMap | None = None,
     non_blocking: bool = False,
     clear_cache: bool = True,
 ) -> None:
@@ -254,7 +257,21 @@ def check_tied_parameters_in_config(model: torch.nn.Module) -> bool:
     return tied and has_inputs
 
 
-def get_module_children_bottom_up(model: torch.nn.Module, return_fqns: bool = False) -> list[Any]:
+@overload
+def get_module_children_bottom_up(
+    model: torch.nn.Module, return_fqns: Literal[False] = False
+) -> list[torch.nn.Module]: ...
+
+
+@overload
+def get_module_children_bottom_up(
+    model: torch.nn.Module, return_fqns: Literal[True]
+) -> list[str]: ...
+
+
+def get_module_children_bottom_up(
+    model: torch.nn.Module, return_fqns: bool = False
+) -> list[torch.nn.Module] | list[str]:
     """Every module of ``model``, children before their parents (the model last); names with ``return_fqns``."""
     pending: list[tuple[str, torch.nn.Module]] = [("", model)]
     visited: list[tuple[str, torch.nn.Module]] = []

@@ -10,7 +10,6 @@ builds device alignment and offloading on it and re-exports these names.
 from __future__ import annotations
 
 import functools
-from typing import Any
 
 import torch
 
@@ -37,12 +36,12 @@ class ModelHook:
         return module
 
     def pre_forward(
-        self, module: torch.nn.Module, *args: Any, **kwargs: Any
-    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        self, module: torch.nn.Module, *args: object, **kwargs: object
+    ) -> tuple[tuple[object, ...], dict[str, object]]:
         """Called before ``forward``; returns the (possibly changed) ``args`` and ``kwargs``."""
         return args, kwargs
 
-    def post_forward(self, module: torch.nn.Module, output: Any) -> Any:
+    def post_forward(self, module: torch.nn.Module, output: object) -> object:
         """Called after ``forward``; returns the (possibly changed) output."""
         return output
 
@@ -69,14 +68,14 @@ class SequentialHook(ModelHook):
         return module
 
     def pre_forward(
-        self, module: torch.nn.Module, *args: Any, **kwargs: Any
-    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        self, module: torch.nn.Module, *args: object, **kwargs: object
+    ) -> tuple[tuple[object, ...], dict[str, object]]:
         """Each hook's ``pre_forward``, first to last."""
         for hook in self.hooks:
             args, kwargs = hook.pre_forward(module, *args, **kwargs)
         return args, kwargs
 
-    def post_forward(self, module: torch.nn.Module, output: Any) -> Any:
+    def post_forward(self, module: torch.nn.Module, output: object) -> object:
         """Each hook's ``post_forward``, last to first."""
         for hook in reversed(self.hooks):
             output = hook.post_forward(module, output)
@@ -89,7 +88,7 @@ class SequentialHook(ModelHook):
         return module
 
 
-def _hooked_forward(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+def _hooked_forward(module: torch.nn.Module, *args: object, **kwargs: object) -> object:
     hook: ModelHook = getattr(module, HOOK_ATTR)
     args, kwargs = hook.pre_forward(module, *args, **kwargs)
     forward = getattr(module, OLD_FORWARD_ATTR)

@@ -16,13 +16,27 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Generic, TypedDict, TypeVar, cast
 
 import torch
 
 from accel.big_model.modeling import set_module_tensor_to_device
 
 INDEX_NAME = "index.json"
+
+V = TypeVar("V")
+
+
+class OffloadEntry(TypedDict, total=False):
+    """One tensor of an offload index: a ``.dat`` file, or a tensor of a safetensors file."""
+
+    dtype: str
+    shape: list[int]
+    file: str
+    """The ``.dat`` file when it is not ``<name>.dat`` (a tied weight written once)."""
+    safetensors_file: str
+    weight_name: str
+    """The tensor's name inside ``safetensors_file``."""
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
@@ -40,8 +54,8 @@ def offload_weight(
     weight: torch.Tensor,
     weight_name: str,
     offload_folder: str | os.PathLike,
-    index: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    index: dict[str, OffloadEntry] | None = None,
+) -> dict[str, OffloadEntry]:
     """Write ``weight`` to ``offload_folder/<weight_name>.dat``; record it in ``index`` and return it.
 
     ``index.json`` is not written: call :func:`save_offload_index` once all weights are offloaded.
@@ -57,7 +71,7 @@ def offload_weight(
 
 
 def load_offloaded_weight(
-    weight_file: str | os.PathLike, weight_info: Mapping[str, Any]
+    weight_file: str | os.PathLike, weight_info: OffloadEntry
 ) -> torch.Tensor:
     """The tensor of one index entry: a memory map of ``weight_file`` (or a safetensors slice).
 
@@ -86,13 +100,15 @@ def load_offloaded_weight(
     )
 
 
-def save_offload_index(index: Mapping[str, Any], offload_folder: str | os.PathLike) -> None:
+def save_offload_index(
+    index: Mapping[str, OffloadEntry], offload_folder: str | os.PathLike
+) -> None:
     """Merge ``index`` into ``offload_folder/index.json``."""
     if not index:
         return
     os.makedirs(offload_folder, exist_ok=True)
     path = os.path.join(offload_folder, INDEX_NAME)
-    current: dict[str, Any] = {}
+    current: dict[str, OffloadEntry] = {}
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             current = json.load(f)
@@ -101,13 +117,13 @@ def save_offload_index(index: Mapping[str, Any], offload_folder: str | os.PathLi
         json.dump(current, f, indent=2)
 
 
-def read_offload_index(offload_folder: str | os.PathLike) -> dict[str, Any]:
+def read_offload_index(offload_folder: str | os.PathLike) -> dict[str, OffloadEntry]:
     """The ``index.json`` of ``offload_folder`` (empty when there is none)."""
     path = os.path.join(offload_folder, INDEX_NAME)
     if not os.path.exists(path):
         return {}
     with open(path, encoding="utf-8") as f:
-        return json.load(f)
+        return cast("dict[str, OffloadEntry]", json.load(f))
 
 
 def offload_state_dict(save_dir: str | os.PathLike, state_dict: Mapping[str, torch.Tensor]) -> None:
@@ -115,25 +131,27 @@ def offload_state_dict(save_dir: str | os.PathLike, state_dict: Mapping[str, tor
 
     Tensors sharing storage (tied weights) are written once; their other names point to that file.
     """
-    index: dict[str, Any] = {}
-    written: dict[tuple[Any, ...], str] = {}
+    index: dict[str, OffloadEntry] = {}
+    written: dict[tuple[object, ...], str] = {}
     for name, tensor in state_dict.items():
         key = (tensor.device, tensor.untyped_storage().data_ptr(), tensor.storage_offset())
         key += (tuple(tensor.shape), tensor.dtype)
         if tensor.device.type != "meta" and key in written:
-            index[name] = dict(index[written[key]], file=_file_of(written[key], index))
+            entry = index[written[key]].copy()
+            entry["file"] = _file_of(written[key], index)
+            index[name] = entry
             continue
         offload_weight(tensor, name, save_dir, index=index)
         written[key] = name
     save_offload_index(index, save_dir)
 
 
-def _file_of(name: str, index: Mapping[str, Any]) -> str:
+def _file_of(name: str, index: Mapping[str, OffloadEntry]) -> str:
     return index[name].get("file", f"{name}.dat")
 
 
 def load_offloaded_weights(
-    model: torch.nn.Module, index: Mapping[str, Any], offload_folder: str | os.PathLike
+    model: torch.nn.Module, index: Mapping[str, OffloadEntry], offload_folder: str | os.PathLike
 ) -> None:
     """Put the weights listed in ``index`` (from ``offload_folder``) back into ``model``, on the CPU."""
     for name, info in index.items():
@@ -141,14 +159,14 @@ def load_offloaded_weights(
         set_module_tensor_to_device(model, name, "cpu", value=tensor)
 
 
-class PrefixedDataset(Mapping):
+class PrefixedDataset(Mapping[str, V], Generic[V]):
     """The entries of ``dataset`` whose keys start with ``prefix``, looked up without it."""
 
-    def __init__(self, dataset: Mapping[str, Any], prefix: str):
+    def __init__(self, dataset: Mapping[str, V], prefix: str):
         self.dataset = dataset
         self.prefix = prefix
 
-    def __getitem__(self, key: str) -> Any:
+    def __getitem__(self, key: str) -> V:
         return self.dataset[f"{self.prefix}{key}"]
 
     def __contains__(self, key: object) -> bool:
@@ -162,7 +180,7 @@ class PrefixedDataset(Mapping):
         return sum(1 for key in self.dataset if key.startswith(self.prefix))
 
 
-class OffloadedWeightsLoader(Mapping):
+class OffloadedWeightsLoader(Mapping[str, torch.Tensor]):
     """Read-only mapping name -> tensor over a state dict in memory and an offload folder.
 
     ``state_dict`` wins over the folder. Tensors of the folder are loaded (memory-mapped) on each
@@ -173,7 +191,7 @@ class OffloadedWeightsLoader(Mapping):
         self,
         state_dict: Mapping[str, torch.Tensor] | None = None,
         save_folder: str | os.PathLike | None = None,
-        index: Mapping[str, Any] | None = None,
+        index: Mapping[str, OffloadEntry] | None = None,
         device: str | torch.device | None = None,
     ):
         if state_dict is None and save_folder is None and index is None:

@@ -45,9 +45,9 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, cast
 
 import torch
 
@@ -55,6 +55,10 @@ from accel.checkpoint import durable, layout, manifest
 from accel.config.keys import PROCESS_SECTION
 from accel.errors import CheckpointError
 from accel.logging import get_logger
+
+if TYPE_CHECKING:
+    from accel.optimizer import AcceleratedOptimizer
+    from accel.prepared import PreparedObjects
 
 logger = get_logger(__name__)
 
@@ -118,7 +122,7 @@ class Staging:
     """Collects the writes of one save (through :data:`~accel.checkpoint.layout.WRITE_SINK`) with copied tensors."""
 
     def __init__(self, pool: BufferPool | None = None, deferrable: set[int] | None = None) -> None:
-        self.writes: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+        self.writes: list[tuple[Callable[..., object], tuple[object, ...]]] = []
         self.buffers: list[tuple[torch.UntypedStorage, bool]] = []
         """The storages the copies live in (given back to the pool once written)."""
         self.deferred: list[tuple[torch.UntypedStorage, torch.UntypedStorage]] = []
@@ -127,21 +131,21 @@ class Staging:
         """Set once every deferred copy is made (the guarded optimizers may step again)."""
         self._deferrable = deferrable or set()
         self._pool = pool if pool is not None else BufferPool()
-        self._memo: dict[tuple[Any, int], torch.UntypedStorage] = {}
+        self._memo: dict[tuple[torch.device, int], torch.UntypedStorage] = {}
         self._pin = torch.cuda.is_available()
 
-    def __call__(self, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    def __call__(self, function: Callable[..., object], args: tuple[object, ...]) -> None:
         """Keep ``function(*args)`` for later, with the tensors in ``args`` copied now.
 
         Shared storages are recognised within one call only: between calls a temporary
         tensor (a gathered full state dict) may be freed and its address reused.
         """
         try:
-            self.writes.append((function, self.snapshot(args)))
+            self.writes.append((function, cast("tuple[object, ...]", self.snapshot(args))))
         finally:
             self._memo.clear()
 
-    def snapshot(self, value: Any) -> Any:
+    def snapshot(self, value: object) -> object:
         """``value`` with every tensor replaced by a CPU copy (shared storages stay shared)."""
         if isinstance(value, torch.Tensor):
             return self._copy_tensor(value)
@@ -151,7 +155,11 @@ class Staging:
             return [self.snapshot(v) for v in value]
         if isinstance(value, tuple):
             items = [self.snapshot(v) for v in value]
-            return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+            return (
+                cast("Callable[..., object]", type(value))(*items)
+                if hasattr(value, "_fields")
+                else tuple(items)
+            )
         if value is None or isinstance(value, _IMMUTABLE):
             return value
         return copy.deepcopy(value)  # e.g. a NumPy RNG state: the training loop may change it
@@ -184,7 +192,7 @@ class Staging:
         self._token = layout.WRITE_SINK.set(self)
         return self
 
-    def __exit__(self, *exc_info: Any) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         layout.WRITE_SINK.reset(self._token)
         if self._pin and torch.cuda.is_available():
             torch.cuda.synchronize()  # the non-blocking device-to-host copies are done
@@ -358,7 +366,43 @@ def wait_for_markers(tmp: Path, ranks: list[int], timeout: float = FINISH_TIMEOU
         (tmp / DONE_MARKER.format(rank=rank)).unlink(missing_ok=True)
 
 
-def supports_async(backend: Any) -> bool:
+class _AsyncCapable(Protocol):
+    """A backend, as far as async saving asks it."""
+
+    @property
+    def supports_async_save(self) -> bool: ...
+
+
+class _Processes(Protocol):
+    @property
+    def num_processes(self) -> int: ...
+    @property
+    def process_index(self) -> int: ...
+    @property
+    def is_main_process(self) -> bool: ...
+
+
+class _Barrier(Protocol):
+    def wait_for_everyone(self) -> None: ...
+
+
+class _SavingManager(Protocol):
+    """What :func:`save_async` uses of the :class:`~accel.checkpoint.manager.CheckpointManager`."""
+
+    @property
+    def state(self) -> _Processes: ...
+    @property
+    def prepared(self) -> PreparedObjects: ...
+
+    @property
+    def async_writer(self) -> AsyncCheckpointWriter: ...
+    @property
+    def backend(self) -> _Barrier: ...
+
+    def _write(self, tmp: Path, safe_serialization: bool, meta: Mapping[str, object]) -> None: ...
+
+
+def supports_async(backend: _AsyncCapable) -> bool:
     """Whether ``backend`` writes checkpoints through core's layout functions (which can be staged).
 
     Its declared :attr:`Backend.supports_async_save <accel.backends.Backend.supports_async_save>`
@@ -369,7 +413,7 @@ def supports_async(backend: Any) -> bool:
     return bool(backend.supports_async_save)
 
 
-def _guardable(optimizers: list[Any]) -> tuple[list[Any], set[int]]:
+def _guardable(optimizers: Iterable[object]) -> tuple[list[AcceleratedOptimizer], set[int]]:
     """The prepared optimizers whose ``step`` can wait for a copy, and the storages (data
     pointers) of their parameters and state tensors: only they may be copied after
     ``save_state`` returns."""
@@ -395,7 +439,7 @@ def _storage_pointer(tensor: torch.Tensor) -> int:
     return local.untyped_storage().data_ptr()
 
 
-def _unguard_when_copied(staging: Staging, guarded: list[Any]) -> None:
+def _unguard_when_copied(staging: Staging, guarded: list[AcceleratedOptimizer]) -> None:
     """Remove the optimizers' step guard once the copy is made (from a small waiting thread)."""
 
     def unguard() -> None:
@@ -408,10 +452,10 @@ def _unguard_when_copied(staging: Staging, guarded: list[Any]) -> None:
 
 
 def save_async(
-    manager: Any,
+    manager: _SavingManager,
     final: Path,
     safe_serialization: bool,
-    meta: dict,
+    meta: Mapping[str, object],
     after: Callable[[], None] | None,
 ) -> Path:
     """Stage checkpoint ``final`` now and write it in the background (the manager's ``async_save`` path).

@@ -21,9 +21,10 @@ the unknown transform ``accel-raw``.
 from __future__ import annotations
 
 import dataclasses
+import io
 import math
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 import torch
 import torch.distributed.checkpoint as dcp
@@ -33,6 +34,32 @@ from torch.distributed.checkpoint.storage import WriteResult
 from torch.futures import Future
 
 from accel.checkpoint.torch_files import without_zip_crc
+
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
+    from torch.distributed.checkpoint.metadata import (
+        STATE_DICT_TYPE,
+        Metadata,
+        TensorStorageMetadata,
+    )
+    from torch.distributed.checkpoint.planner import (
+        LoadPlan,
+        LoadPlanner,
+        ReadItem,
+        SavePlan,
+        SavePlanner,
+    )
+
+V = TypeVar("V")
+
+
+class _Readable(Protocol):
+    """The binary stream a raw chunk is read from (what ``fs.create_stream(path, "rb")`` opens)."""
+
+    def seek(self, offset: int, whence: int = 0, /) -> int: ...
+    def read(self, size: int = -1, /) -> bytes: ...
+    def readinto(self, buffer: memoryview, /) -> int | None: ...
+
 
 RAW = "accel-raw"
 """The transform descriptor of a tensor stored as its raw bytes (C order, native endianness)."""
@@ -49,8 +76,8 @@ def _bytes_of(tensor: torch.Tensor) -> memoryview:
     return memoryview(tensor.view(torch.uint8).numpy())
 
 
-def _done(value: Any) -> Future:
-    future: Future = Future()
+def _done(value: V) -> Future[V]:
+    future: Future[V] = Future()
     future.set_result(value)
     return future
 
@@ -58,7 +85,7 @@ def _done(value: Any) -> Future:
 class RawWriter(dcp.FileSystemWriter):
     """A ``FileSystemWriter`` that stores each process's tensors as raw bytes in one file."""
 
-    def write_data(self, plan: Any, planner: Any) -> Future:
+    def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future[list[WriteResult]]:
         """Write every item of this process's ``plan`` into ``__<rank>_0.distcp``."""
         name = f"{plan.storage_data.prefix}0.distcp"
         results = []
@@ -67,9 +94,9 @@ class RawWriter(dcp.FileSystemWriter):
             for item in plan.items:
                 data = planner.resolve_data(item)
                 if item.type == WriteItemType.BYTE_IO:
-                    view, descriptors = data.getbuffer(), None
+                    view, descriptors = cast(io.BytesIO, data).getbuffer(), None
                 else:
-                    view, descriptors = _bytes_of(data), [RAW]
+                    view, descriptors = _bytes_of(cast(torch.Tensor, data)), [RAW]
                 length = 0
                 while length < view.nbytes:  # a large write may be short
                     length += stream.write(view[length:])
@@ -87,15 +114,15 @@ class RawReader(dcp.FileSystemReader):
     """Reads :class:`RawWriter` checkpoints (any sharding) and standard DCP ones."""
 
     def set_up_storage_reader(
-        self, metadata: Any, is_coordinator: bool, *args: Any, **kwargs: Any
+        self, metadata: Metadata, is_coordinator: bool, *args: object, **kwargs: object
     ) -> None:
         """Keep the tensors' metadata (dtype, chunk shapes) for the raw items."""
         super().set_up_storage_reader(metadata, is_coordinator, *args, **kwargs)
         self.tensors = metadata.state_dict_metadata
 
-    def read_data(self, plan: Any, planner: Any) -> Future:
+    def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
         """Read the raw items here, the others through ``FileSystemReader``."""
-        raw: dict[str, list[Any]] = {}
+        raw: dict[str, list[ReadItem]] = {}
         others = []
         for item in plan.items:
             info = self.storage_data[item.storage_index]
@@ -111,22 +138,23 @@ class RawReader(dcp.FileSystemReader):
             with self.fs.create_stream(path, "rb") as stream:
                 for item in items:
                     target = planner.resolve_tensor(item).detach()
-                    self._read_item(stream, item, target)
+                    self._read_item(cast("_Readable", stream), item, target)
                     planner.commit_tensor(item, target)
         return _done(None)
 
-    def _chunk_sizes(self, item: Any) -> tuple[torch.dtype, list[int]]:
+    def _chunk_sizes(self, item: ReadItem) -> tuple[torch.dtype, list[int]]:
         index = item.storage_index
-        meta = self.tensors[index.fqn]
+        meta = cast("TensorStorageMetadata", self.tensors[index.fqn])  # a raw item is a tensor's
         chunks = meta.chunks
+        offset = list(cast(torch.Size, index.offset))
         chunk = (
             chunks[index.index] if index.index is not None and index.index < len(chunks) else None
         )
-        if chunk is None or list(chunk.offsets) != list(index.offset):
-            chunk = next(c for c in chunks if list(c.offsets) == list(index.offset))
+        if chunk is None or list(chunk.offsets) != offset:
+            chunk = next(c for c in chunks if list(c.offsets) == offset)
         return meta.properties.dtype, list(chunk.sizes)
 
-    def _read_item(self, stream: Any, item: Any, target: torch.Tensor) -> None:
+    def _read_item(self, stream: _Readable, item: ReadItem, target: torch.Tensor) -> None:
         """Read the part ``item`` asks for of a raw chunk into ``target``."""
         info = self.storage_data[item.storage_index]
         dtype, sizes = self._chunk_sizes(item)
@@ -169,7 +197,10 @@ def _writable_bytes(tensor: torch.Tensor) -> memoryview:
 
 
 def save(
-    state_dict: dict[str, Any], folder: Any, process_group: Any = None, raw: bool = False
+    state_dict: STATE_DICT_TYPE,
+    folder: str | os.PathLike,
+    process_group: ProcessGroup | None = None,
+    raw: bool = False,
 ) -> None:
     """``dcp.save`` of ``state_dict`` into ``folder``.
 
@@ -185,6 +216,8 @@ def save(
         dcp.save(state_dict, storage_writer=writer, process_group=process_group)
 
 
-def load(state_dict: dict[str, Any], folder: Any, planner: Any = None) -> None:
+def load(
+    state_dict: STATE_DICT_TYPE, folder: str | os.PathLike, planner: LoadPlanner | None = None
+) -> None:
     """``dcp.load`` of ``folder`` (raw or standard DCP files) into ``state_dict``, in place."""
     dcp.load(state_dict, storage_reader=RawReader(folder), planner=planner)

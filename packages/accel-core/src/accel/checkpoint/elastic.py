@@ -12,11 +12,39 @@ trajectory, is an uninterrupted run's (up to the order of floating-point reducti
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, cast
 
 from accel.data import position as positions
 from accel.errors import ResumeError
+
+if TYPE_CHECKING:
+    from accel.checkpoint.manager import CheckpointManager
+    from accel.prepared import PreparedObjects
+    from accel.state import GradientState
+
+
+class _PreparedScheduler(Protocol):
+    num_processes: int
+    split_batches: bool
+
+
+class ResumingRun(Protocol):
+    """What a resume reads and sets of the run (an :class:`~accel.Accelerator`)."""
+
+    gradient_accumulation_steps: int
+
+    @property
+    def prepared(self) -> PreparedObjects: ...
+    @property
+    def checkpoints(self) -> CheckpointManager: ...
+    @property
+    def gradient_state(self) -> GradientState: ...
+    @property
+    def num_processes(self) -> int: ...
+    @property
+    def split_batches(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -61,7 +89,7 @@ def step_meta(
     }
 
 
-def samples_per_step(accelerator: Any) -> int | None:
+def samples_per_step(accelerator: ResumingRun) -> int | None:
     """Samples per step across all processes of the first prepared data loader (None without one)."""
     for loader in accelerator.prepared.dataloaders:
         total = getattr(loader, "total_batch_size", None)
@@ -71,7 +99,7 @@ def samples_per_step(accelerator: Any) -> int | None:
 
 
 def plan_resume(
-    meta: dict[str, Any],
+    meta: Mapping[str, int | None],
     saved_processes: int | None,
     num_processes: int,
     accumulation_steps: int,
@@ -144,15 +172,17 @@ def _refusal(
     )
 
 
-def scheduler_steps(schedulers: list[Any], accelerator: Any) -> int:
+def scheduler_steps(schedulers: Iterable[object], accelerator: ResumingRun) -> int:
     """How many times a prepared scheduler advances per optimizer step (Accelerate's rule)."""
     for scheduler in schedulers:
-        if hasattr(scheduler, "num_processes") and not scheduler.split_batches:
-            return scheduler.num_processes
+        if hasattr(scheduler, "num_processes"):  # a prepared scheduler (AcceleratedScheduler)
+            prepared = cast(_PreparedScheduler, scheduler)
+            if not prepared.split_batches:
+                return prepared.num_processes
     return 1 if accelerator.split_batches else accelerator.num_processes
 
 
-def apply_resume(accelerator: Any, meta: dict[str, Any]) -> ResumePlan:
+def apply_resume(accelerator: ResumingRun, meta: Mapping[str, int | None]) -> ResumePlan:
     """Plan the resume of a loaded checkpoint and, on another size, apply and log it."""
     from accel.logging import get_logger
 
@@ -177,7 +207,7 @@ def apply_resume(accelerator: Any, meta: dict[str, Any]) -> ResumePlan:
     return plan
 
 
-def resume_line(plan: ResumePlan, loader_positions: list[dict[str, Any]]) -> str:
+def resume_line(plan: ResumePlan, loader_positions: list[positions.Position]) -> str:
     """The one line a resize logs: who wrote it, who resumes, where the data stands, the steps."""
     where = "; ".join(positions.describe(p) for p in loader_positions) or "no data loader"
     batch = ""

@@ -6,7 +6,7 @@ import json
 import os
 import pickle
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -19,6 +19,9 @@ from accel.checkpoint.weights import (
 )
 from accel.errors import CheckpointError
 from accel.logging import get_plain_logger
+
+if TYPE_CHECKING:
+    from safetensors import safe_open
 
 logger = get_plain_logger(__name__)
 
@@ -75,7 +78,7 @@ class FileReader:
     def __init__(self, path: str):
         self.path = path
         self.is_safetensors = path.endswith(".safetensors")
-        self._handle: Any = None
+        self._handle: safe_open | None = None
         self._tensors: dict[str, torch.Tensor] | None = None
 
     def __enter__(self) -> FileReader:
@@ -88,7 +91,7 @@ class FileReader:
             self._tensors = _torch_load(self.path)
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._handle is not None:
             self._handle.__exit__(*exc)
         self._handle = None

@@ -33,7 +33,7 @@ import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -67,9 +67,11 @@ META_NAME = "accel_state.json"
 """The step counters' file."""
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint_(\d+)$")
 """Names of automatically named checkpoints (``checkpoint_<iteration>``)."""
-WRITE_SINK: contextvars.ContextVar[Callable[[Callable[..., Any], tuple[Any, ...]], None] | None] = (
-    contextvars.ContextVar("accel_checkpoint_write_sink", default=None)
-)
+R = TypeVar("R")
+
+WRITE_SINK: contextvars.ContextVar[
+    Callable[[Callable[..., object], tuple[object, ...]], None] | None
+] = contextvars.ContextVar("accel_checkpoint_write_sink", default=None)
 """Set while an asynchronous save stages (:mod:`accel.checkpoint.async_writer`): :func:`write_object`
 and :func:`write_model_weights` then hand ``(themselves, their arguments)`` to it instead of writing."""
 
@@ -160,7 +162,7 @@ def is_staging() -> bool:
     return WRITE_SINK.get() is not None
 
 
-def write_or_stage(function: Callable[..., Any], *args: Any) -> Any:
+def write_or_stage(function: Callable[..., R], *args: object) -> R | None:
     """Call ``function(*args)``, or hand it to the asynchronous save that is staging.
 
     For a backend that writes its own checkpoint files (e.g. with
@@ -178,7 +180,7 @@ def write_or_stage(function: Callable[..., Any], *args: Any) -> Any:
     return sink(function, args)
 
 
-def write_object(obj: Any, path: Path) -> None:
+def write_object(obj: object, path: Path) -> None:
     """``torch.save`` to ``path`` through a temporary file (no zip CRCs: ``torch_files``)."""
     sink = WRITE_SINK.get()
     if sink is not None:
@@ -189,7 +191,7 @@ def write_object(obj: Any, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def read_object(path: Path, weights_only: bool = True) -> Any:
+def read_object(path: Path, weights_only: bool = True) -> Any:  # torch.load's: what was pickled
     """``torch.load`` on the CPU with ``weights_only``.
 
     A pickle that ``weights_only`` refuses (it could run code) raises
@@ -207,7 +209,7 @@ def read_object(path: Path, weights_only: bool = True) -> Any:
 
 
 def write_model_weights(
-    state_dict: dict[str, Any], folder: Path, index: int, safe_serialization: bool = True
+    state_dict: dict[str, torch.Tensor], folder: Path, index: int, safe_serialization: bool = True
 ) -> None:
     """Write model ``index``'s full state dict into a checkpoint ``folder`` (call on the main process)."""
     sink = WRITE_SINK.get()
@@ -227,7 +229,9 @@ def write_model_weights(
         shutil.rmtree(target)
 
 
-def read_model_weights(folder: Path, index: int, weights_only: bool = True) -> dict[str, Any]:
+def read_model_weights(
+    folder: Path, index: int, weights_only: bool = True
+) -> dict[str, torch.Tensor]:
     """Read model ``index``'s full state dict from a checkpoint ``folder``."""
     path = model_file(folder, index)
     if path.is_dir() or path.suffix == ".safetensors":

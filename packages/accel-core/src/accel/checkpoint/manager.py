@@ -26,10 +26,10 @@ import json
 import os
 import shutil
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, cast
 
 import torch
 
@@ -55,7 +55,7 @@ PROGRESS_MIN_FILES = 64
 """... or, when loading, for a checkpoint of more files than this (sharded checkpoints)."""
 
 
-def _state_bytes(models: Iterable[torch.nn.Module], optimizers: Iterable[Any]) -> int:
+def _state_bytes(models: Iterable[torch.nn.Module], optimizers: Iterable[object]) -> int:
     """The bytes of the models' parameters and buffers and the optimizers' state tensors."""
     total = 0
     for model in models:
@@ -82,6 +82,15 @@ def _is_large(folder: Path) -> bool:
             if size >= PROGRESS_MIN_BYTES or files > PROGRESS_MIN_FILES:
                 return True
     return False
+
+
+class LastResume(TypedDict, total=False):
+    """What the latest load found (:attr:`CheckpointManager.last_resume`)."""
+
+    num_processes: int | None
+    """The world size in the checkpoint's manifest (None without one)."""
+    positions: list[positions.Position]
+    """The data loaders' positions (version 2)."""
 
 
 class HookHandle:
@@ -126,13 +135,23 @@ class StateIO(Protocol):
     def unwrap_model(self, model: torch.nn.Module) -> torch.nn.Module: ...
     def get_state_dict(self, model: torch.nn.Module, unwrap: bool = True) -> dict: ...
     def wait_for_everyone(self) -> None: ...
-    def save_model_state(self, model: Any, folder: Path, index: int, safe: bool) -> None: ...
-    def load_model_state(self, model: Any, folder: Path, index: int, **kwargs: Any) -> None: ...
+    def save_model_state(
+        self, model: torch.nn.Module, folder: Path, index: int, safe: bool
+    ) -> None: ...
+    def load_model_state(
+        self, model: torch.nn.Module, folder: Path, index: int, *, strict: bool, weights_only: bool
+    ) -> None: ...
     def save_optimizer_state(
-        self, optimizer: Any, folder: Path, index: int, model: Any
+        self, optimizer: object, folder: Path, index: int, model: torch.nn.Module | None
     ) -> None: ...
     def load_optimizer_state(
-        self, optimizer: Any, folder: Path, index: int, model: Any, **kwargs: Any
+        self,
+        optimizer: object,
+        folder: Path,
+        index: int,
+        model: torch.nn.Module | None,
+        *,
+        weights_only: bool,
     ) -> None: ...
 
 
@@ -161,7 +180,7 @@ class CheckpointManager:
         self.load_state_pre_hooks: OrderedDict[int, Callable] = OrderedDict()
         """``hook(models, input_dir)`` functions run before a load reads."""
         self.async_writer = async_writer.AsyncCheckpointWriter()
-        self.last_resume: dict[str, Any] = {}
+        self.last_resume: LastResume = {}
         """What the latest load found: ``num_processes`` that wrote it (its manifest's world
         size, None if it has none) and the data loaders' ``positions`` (version 2)."""
         """The background writer of ``save_state(..., async_save=True)`` (docs/checkpointing.md)."""
@@ -182,7 +201,7 @@ class CheckpointManager:
         return self.context.precision
 
     # -- registrations --------------------------------------------------------
-    def register_for_checkpointing(self, *objects: Any) -> None:
+    def register_for_checkpointing(self, *objects: object) -> None:
         """Include objects with ``state_dict``/``load_state_dict`` in :meth:`save_state`."""
         self.prepared.register(*objects)
 
@@ -195,7 +214,7 @@ class CheckpointManager:
         return HookHandle(self.load_state_pre_hooks, hook)
 
     # -- single files -----------------------------------------------------------
-    def save(self, obj: Any, f: str | os.PathLike, safe_serialization: bool = False) -> None:
+    def save(self, obj: object, f: str | os.PathLike, safe_serialization: bool = False) -> None:
         """Save ``obj`` (``torch.save``, or safetensors for a tensor dict) atomically, from one process.
 
         The main process writes it; with ``save_on_each_node`` each machine's local main one.
@@ -213,7 +232,8 @@ class CheckpointManager:
             from safetensors.torch import save_file
 
             # tensors that share memory are kept once, as safetensors requires (logged)
-            save_file(clean_state_dict_for_safetensors(obj), tmp, metadata={"format": "pt"})
+            tensors = cast("dict[str, torch.Tensor]", obj)  # safe_serialization: a dict of tensors
+            save_file(clean_state_dict_for_safetensors(tensors), tmp, metadata={"format": "pt"})
         else:
             torch.save(obj, tmp)
         os.replace(tmp, path)
@@ -265,7 +285,7 @@ class CheckpointManager:
         self,
         output_dir: str | os.PathLike | None = None,
         safe_serialization: bool = True,
-        meta: dict[str, Any] | None = None,
+        meta: Mapping[str, object] | None = None,
         async_save: bool = False,
     ) -> Path:
         """Write every prepared and registered object, the scaler, the RNG states and ``meta``.
@@ -375,7 +395,7 @@ class CheckpointManager:
             import torch.distributed as dist
 
             if dist.is_available() and dist.is_initialized():
-                everyone: list[Any] = [None] * self.state.num_processes
+                everyone: list[list[str]] = [[] for _ in range(self.state.num_processes)]
                 dist.all_gather_object(everyone, complete)
                 common = set(everyone[0]).intersection(*everyone[1:])
                 complete = [name for name in complete if name in common]
@@ -384,7 +404,9 @@ class CheckpointManager:
         return self.checkpoint_root() / complete[-1]
 
     # -- the files ----------------------------------------------------------------
-    def _write_atomically(self, final: Path, safe_serialization: bool, meta: dict) -> Path:
+    def _write_atomically(
+        self, final: Path, safe_serialization: bool, meta: Mapping[str, object]
+    ) -> Path:
         tmp = layout.temporary_dir(final)
         from accel.distributed.operations import broadcast_object_list
 
@@ -411,10 +433,10 @@ class CheckpointManager:
         self.backend.wait_for_everyone()
         return final
 
-    def _write(self, tmp: Path, safe_serialization: bool, meta: dict) -> None:
+    def _write(self, tmp: Path, safe_serialization: bool, meta: Mapping[str, object]) -> None:
         prepared, backend, main = self.prepared, self.backend, self.state.is_main_process
         models = list(prepared.models)
-        parts: list[Callable[[], Any]] = []  # the models and optimizers: one bar step each
+        parts: list[Callable[[], object]] = []  # the models and optimizers: one bar step each
         if self.save_state_pre_hooks:
             # Hooks see (and may pop) full state dicts, then what is left is written.
             weights = [backend.get_state_dict(m, unwrap=True) for m in models]
@@ -463,7 +485,7 @@ class CheckpointManager:
         models = list(prepared.models)
         for hook in self.load_state_pre_hooks.values():
             hook(models, str(folder))
-        parts: list[Callable[[], Any]] = [  # the models and optimizers: one bar step each
+        parts: list[Callable[[], object]] = [  # the models and optimizers: one bar step each
             partial(
                 backend.load_model_state, m, folder, i, strict=strict, weights_only=weights_only
             )
@@ -499,7 +521,7 @@ class CheckpointManager:
             if found and hasattr(dataloader, "load_state_dict"):
                 position = layout.read_object(found[0], weights_only)
                 if isinstance(position, dict):
-                    position = positions.upgrade(position, saved_n)
+                    position = positions.upgrade(cast(positions.Position, position), saved_n)
                     self.last_resume["positions"].append(position)
                 dataloader.load_state_dict(position)
         if (folder / layout.SCALER_NAME).exists():

@@ -14,7 +14,7 @@ import json
 import os
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 from accel.checkpoint.durable import sync_dir
 
@@ -23,6 +23,16 @@ MANIFEST_NAME = "accel_manifest.json"
 
 FORMAT = 1
 """Version of the manifest's layout."""
+
+
+class Manifest(TypedDict, total=False):
+    """A checkpoint's manifest (its JSON file; extra keys of :func:`write_manifest` besides)."""
+
+    format: int
+    accel_version: str | None
+    world_size: int
+    files: dict[str, int] | None
+    """Every file of the checkpoint and its size in bytes (None: the manifest is unreadable)."""
 
 
 def _version() -> str | None:
@@ -43,7 +53,7 @@ def _files(folder: Path) -> dict[str, int]:
     return dict(sorted(sizes.items()))
 
 
-def write_manifest(folder: str | os.PathLike, world_size: int, **extra: Any) -> Path:
+def write_manifest(folder: str | os.PathLike, world_size: int, **extra: object) -> Path:
     """Record every file now in ``folder`` (call once every rank has written its part)."""
     folder = Path(folder)
     data = {
@@ -64,14 +74,14 @@ def write_manifest(folder: str | os.PathLike, world_size: int, **extra: Any) -> 
     return path
 
 
-def read_manifest(folder: str | os.PathLike) -> dict[str, Any] | None:
+def read_manifest(folder: str | os.PathLike) -> Manifest | None:
     """The manifest of ``folder``, or None when it has none (an older or foreign checkpoint)."""
     path = Path(folder) / MANIFEST_NAME
     if not path.is_file():
         return None
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
+            return cast(Manifest, json.load(f))
     except (OSError, ValueError):
         return {"files": None}
 

@@ -16,12 +16,19 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Generator
-from typing import Any
+from typing import IO, TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import os
 
 import torch
 
 
-def _settings() -> Any:
+class _SaveSettings(Protocol):
+    compute_crc32: bool
+
+
+def _settings() -> _SaveSettings | None:
     """torch's save settings (``torch.utils.serialization.config.save``; torch >= 2.6)."""
     try:
         from torch.utils.serialization import config
@@ -50,7 +57,7 @@ def without_zip_crc() -> Generator[None, None, None]:
         settings.compute_crc32 = previous
 
 
-def save_without_crc(obj: Any, f: Any) -> None:
+def save_without_crc(obj: object, f: str | os.PathLike[str] | IO[bytes]) -> None:
     """``torch.save(obj, f)`` without the zip records' CRC-32 (:func:`without_zip_crc`)."""
     with without_zip_crc():
         torch.save(obj, f)

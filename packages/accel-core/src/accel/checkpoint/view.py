@@ -12,7 +12,39 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from accel.checkpoint.manager import CheckpointManager
+
+
+class _Waits(Protocol):
+    def wait(self) -> None: ...
+
+
+class _Barrier(Protocol):
+    def wait_for_everyone(self) -> None: ...
+
+
+class Viewable(Protocol):
+    """What :meth:`RunView.of` reads (an :class:`~accel.Accelerator`)."""
+
+    @property
+    def process_index(self) -> int: ...
+    @property
+    def num_processes(self) -> int: ...
+    @property
+    def local_process_index(self) -> int: ...
+    @property
+    def is_main_process(self) -> bool: ...
+    @property
+    def is_local_main_process(self) -> bool: ...
+    @property
+    def step(self) -> int: ...
+    @property
+    def checkpoints(self) -> CheckpointManager: ...
+    @property
+    def backend(self) -> _Barrier: ...
 
 
 @dataclass(frozen=True)
@@ -44,7 +76,7 @@ class RunView:
     so a checkpoint saved with ``async_save=True`` is complete after it."""
 
     @classmethod
-    def of(cls, accelerator: Any, checkpoint_path: str = "") -> RunView:
+    def of(cls, accelerator: Viewable, checkpoint_path: str = "") -> RunView:
         """The view of ``accelerator`` for ``checkpoint_path``: its facts now, and a barrier that
         keeps its checkpoint writer and backend, never the Accelerator itself."""
         return cls(
@@ -59,7 +91,7 @@ class RunView:
         )
 
 
-def _barrier(writer: Any, backend: Any) -> Callable[[], None]:
+def _barrier(writer: _Waits, backend: _Barrier) -> Callable[[], None]:
     """What ``Accelerator.wait_for_everyone`` does: this process's pending checkpoint writes,
     then the backend's barrier."""
 

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import torch
 
 from accel.logging import get_plain_logger
 from accel.sizes import parse_size
+
+if TYPE_CHECKING:
+    from torch.serialization import MAP_LOCATION
 
 logger = get_plain_logger(__name__)
 
@@ -25,7 +29,7 @@ ALIASES_KEY = "accel_aliases"
 """safetensors metadata key mapping each dropped tied name to the name kept for its storage."""
 
 
-def id_tensor_storage(tensor: torch.Tensor) -> tuple[Any, int, int]:
+def id_tensor_storage(tensor: torch.Tensor) -> tuple[torch.device, int, int]:
     """An identifier of the storage behind ``tensor`` (tensors sharing memory share it)."""
     if tensor.device.type == "meta":
         return (tensor.device, id(tensor), 0)
@@ -37,7 +41,7 @@ def split_aliases(
     state_dict: dict[str, torch.Tensor],
 ) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """Drop tensors that alias another entry (tied weights); return the rest and ``{dropped: kept}``."""
-    seen: dict[Any, str] = {}
+    seen: dict[tuple[object, ...], str] = {}
     kept: dict[str, torch.Tensor] = {}
     aliases: dict[str, str] = {}
     for name, tensor in state_dict.items():
@@ -78,7 +82,7 @@ def save_weights(
     save_directory: str | os.PathLike,
     max_shard_size: int | str = "10GB",
     safe_serialization: bool = True,
-    save_function: Any = None,
+    save_function: Callable[[object, str], object] | None = None,
 ) -> list[str]:
     """Write ``state_dict`` as one file or as shards plus an index JSON; return the file names.
 
@@ -165,7 +169,7 @@ def clean_state_dict_for_safetensors(
     As in Accelerate, the names left out are logged (a warning naming each and the name
     kept for its memory): a model that ties them again on loading gets them back.
     """
-    seen: dict[Any, str] = {}
+    seen: dict[tuple[torch.device, int, int], str] = {}
     cleaned: dict[str, torch.Tensor] = {}
     removed: dict[str, str] = {}
     for name, tensor in state_dict.items():
@@ -187,7 +191,7 @@ def clean_state_dict_for_safetensors(
 
 
 def save(
-    obj: Any,
+    obj: object,
     f: str | os.PathLike,
     save_on_each_node: bool = False,
     safe_serialization: bool = False,
@@ -204,12 +208,19 @@ def save(
     if safe_serialization:
         from safetensors.torch import save_file
 
-        save_file(clean_state_dict_for_safetensors(obj), os.fspath(f), metadata={"format": "pt"})
+        tensors = cast("dict[str, torch.Tensor]", obj)  # safe_serialization: a dict of tensors
+        save_file(
+            clean_state_dict_for_safetensors(tensors), os.fspath(f), metadata={"format": "pt"}
+        )
     else:
         torch.save(obj, f)
 
 
-def load(f: str | os.PathLike, map_location: Any = None, **kwargs: Any) -> Any:
+def load(
+    f: str | os.PathLike | IO[bytes],
+    map_location: MAP_LOCATION = None,
+    **kwargs: Any,  # torch.load's keywords
+) -> Any:  # torch.load's: what was pickled
     """``torch.load(f)``, with ``weights_only=True`` unless asked otherwise (no code is unpickled).
 
     Accelerate passes ``weights_only`` through as well; accel keeps the safe default of
@@ -225,7 +236,8 @@ def load(f: str | os.PathLike, map_location: Any = None, **kwargs: Any) -> Any:
 
 
 def load_state_dict(
-    checkpoint_file: str | os.PathLike, device_map: dict[str, Any] | None = None
+    checkpoint_file: str | os.PathLike,
+    device_map: dict[str, int | str | torch.device] | None = None,
 ) -> dict[str, torch.Tensor]:
     """The tensors of one checkpoint file (safetensors or a weights-only torch file), on the CPU."""
     del device_map  # every tensor is read to the CPU; dispatch places it

@@ -9,14 +9,14 @@ samples in an uneven last round a zero-row batch shaped like the real ones
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import cast
 
 import torch
 
 from accel.distributed.operations import send_to_device
 
 
-def placer(device: torch.device | str, non_blocking: bool) -> Callable[[Any], Any]:
+def placer(device: torch.device | str, non_blocking: bool) -> Callable[[object], object]:
     """``send_to_device(batch, device, non_blocking)`` with the common batch types decided fast.
 
     Plain tensors, lists, tuples and dicts of them take a short path (a tensor already on
@@ -26,16 +26,17 @@ def placer(device: torch.device | str, non_blocking: bool) -> Callable[[Any], An
     cpu = device.type == "cpu"
     tensor_type = torch.Tensor
 
-    def place(data: Any) -> Any:
+    def place(data: object) -> object:
         kind = type(data)
         if kind is tensor_type:
-            if data.is_cpu if cpu else data.device == device:
-                return data
-            return data.to(device, non_blocking=non_blocking and data.is_cpu)
+            tensor = cast(torch.Tensor, data)
+            if tensor.is_cpu if cpu else tensor.device == device:
+                return tensor
+            return tensor.to(device, non_blocking=non_blocking and tensor.is_cpu)
         if kind is list or kind is tuple:
-            return kind([place(item) for item in data])
+            return kind([place(item) for item in cast("list[object]", data)])
         if kind is dict:
-            return {key: place(value) for key, value in data.items()}
+            return {key: place(value) for key, value in cast("dict[object, object]", data).items()}
         return send_to_device(data, device, non_blocking=non_blocking)
 
     return place
@@ -48,16 +49,16 @@ class EmptyBatch:
 class EmptySafeCollate:
     """A collate function that lets an empty batch through as an :class:`EmptyBatch` marker."""
 
-    def __init__(self, collate_fn: Any):
+    def __init__(self, collate_fn: Callable[[list[object]], object]):
         self.collate_fn = collate_fn
 
-    def __call__(self, samples: Any) -> Any:
+    def __call__(self, samples: list[object]) -> object:
         if len(samples) == 0:
             return EmptyBatch()
         return self.collate_fn(samples)
 
 
-def empty_like(batch: Any) -> Any:
+def empty_like(batch: object) -> object:
     """A batch of the same structure as ``batch`` with no samples (tensors keep trailing dims)."""
     if isinstance(batch, torch.Tensor):
         return batch.new_empty((0, *batch.shape[1:]))
@@ -68,5 +69,6 @@ def empty_like(batch: Any) -> Any:
         if not nested:  # the batch dimension itself, e.g. a list of strings
             return type(batch)() if not hasattr(batch, "_fields") else []
         items = [empty_like(x) for x in batch]
-        return type(batch)(*items) if hasattr(batch, "_fields") else type(batch)(items)
+        make = cast("Callable[..., object]", type(batch))
+        return make(*items) if hasattr(batch, "_fields") else make(items)
     return batch

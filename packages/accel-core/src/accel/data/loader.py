@@ -13,8 +13,8 @@ dropout masks that follow are the same too.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import torch
 from torch.utils.data import (
@@ -38,6 +38,12 @@ from accel.data.samplers import (
 from accel.data.shard import DataLoaderDispatcher, DataLoaderShard, get_sampler
 from accel.state import GradientState, PartialState
 
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.utils.data import Dataset, Sampler
+
+    from accel.types import RNGType
+
 _LOADER_KWARGS = (
     "num_workers",
     "collate_fn",
@@ -53,11 +59,11 @@ _LOADER_KWARGS = (
 
 
 def _with_sampler(
-    batch_sampler: Any,
-    sampler: Any = None,
+    batch_sampler: Sampler[list[int]] | Iterable[list[int]],
+    sampler: Sampler[int] | None = None,
     batch_size: int | None = None,
     drop_last: bool | None = None,
-) -> Any:
+) -> Sampler[list[int]] | Iterable[list[int]]:
     """torch's ``BatchSampler`` rebuilt around ``sampler`` and/or with ``batch_size`` / ``drop_last``.
 
     Only torch's own ``BatchSampler`` is rebuilt; a custom batch sampler is kept as it is.
@@ -73,14 +79,20 @@ def _with_sampler(
     )
 
 
+class _HasGenerator(Protocol):
+    """A sampler of the user's with a ``generator`` attribute."""
+
+    generator: torch.Generator | None
+
+
 def _shuffling(
-    sampler: Any,
+    sampler: object,
     num_processes: int,
     use_seedable_sampler: bool,
     data_seed: int | None,
     sharded: bool,
     replaceable: bool = True,
-) -> tuple[Any, int | None, torch.Generator | None]:
+) -> tuple[Sampler[int] | None, int | None, torch.Generator | None]:
     """The sampler a prepared loader draws with, the seedable seed, and the generator to synchronise.
 
     As Accelerate: with ``use_seedable_sampler`` a ``RandomSampler`` becomes a
@@ -95,9 +107,10 @@ def _shuffling(
     if not isinstance(sampler, RandomSampler) or (use_seedable_sampler and not replaceable):
         if not (sharded and num_processes > 1 and hasattr(sampler, "generator")):
             return None, None, None
-        if sampler.generator is None:  # a sampler of the user's: Accelerate sets it too
-            sampler.generator = _seeded_generator(_agree_on_seed(draw_seed()))
-        return None, None, sampler.generator
+        user = cast(_HasGenerator, sampler)
+        if user.generator is None:  # a sampler of the user's: Accelerate sets it too
+            user.generator = _seeded_generator(_agree_on_seed(draw_seed()))
+        return None, None, user.generator
     if use_seedable_sampler:
         seed = data_seed if data_seed is not None else torch.initial_seed()
         if num_processes > 1:
@@ -134,15 +147,15 @@ def prepare_data_loader(
     process_index: int | None = None,
     split_batches: bool = False,
     put_on_device: bool = False,
-    rng_types: list[Any] | None = None,
+    rng_types: list[str | RNGType] | None = None,
     dispatch_batches: bool | None = None,
     even_batches: bool = True,
-    slice_fn_for_dispatch: Any = None,
+    slice_fn_for_dispatch: Callable[[object, slice], object] | None = None,
     use_seedable_sampler: bool = False,
     data_seed: int | None = None,
     non_blocking: bool = False,
     use_stateful_dataloader: bool = False,
-    torch_device_mesh: Any = None,
+    torch_device_mesh: DeviceMesh | None = None,
     *,
     empty_batches: bool = False,
 ) -> DataLoaderShard:
@@ -177,7 +190,11 @@ def prepare_data_loader(
         dispatch_batches = put_on_device and iterable
     dispatch = bool(dispatch_batches)
     sampler_is_batch_sampler = not iterable and isinstance(dataloader.sampler, BatchSampler)
-    original = dataloader.sampler if sampler_is_batch_sampler else dataloader.batch_sampler
+    # (a DataLoader without automatic batching, batch_size=None, has no batch sampler)
+    original = cast(
+        "Sampler[list[int]] | Iterable[list[int]]",
+        dataloader.sampler if sampler_is_batch_sampler else dataloader.batch_sampler,
+    )
     sampler, seed, synchronized = _shuffling(
         None if iterable else get_sampler(dataloader),
         n,
@@ -237,8 +254,7 @@ def prepare_data_loader(
     if iterable:
         own_shards = n > 1 and not split_batches and _reads_own_shards(dataset, n)
         if own_shards:  # a Hugging Face iterable dataset: each process reads its own shards
-            hf_dataset: Any = dataset  # a datasets.IterableDataset (_reads_own_shards)
-            dataset = hf_dataset.shard(num_shards=n, index=rank)
+            dataset = cast(_Shardable, dataset).shard(num_shards=n, index=rank)
         elif n > 1:
             dataset = IterableDatasetShard(
                 dataset,
@@ -271,7 +287,13 @@ def prepare_data_loader(
     return loader
 
 
-def _reads_own_shards(dataset: Any, num_processes: int) -> bool:
+class _Shardable(Protocol):
+    """A Hugging Face ``datasets.IterableDataset`` (what :func:`_reads_own_shards` finds)."""
+
+    def shard(self, num_shards: int, index: int) -> Dataset[object]: ...
+
+
+def _reads_own_shards(dataset: object, num_processes: int) -> bool:
     """Whether ``dataset`` is a Hugging Face ``datasets.IterableDataset`` with a shard per process.
 
     Accelerate shards those natively (``dataset.shard``) instead of in rounds.
@@ -316,7 +338,8 @@ def skip_first_batches(dataloader: DataLoader, num_batches: int = 0) -> DataLoad
     if isinstance(dataloader.sampler, BatchSampler):
         sampler = SkipBatchSampler(dataloader.sampler, num_batches)
         return DataLoader(dataset, sampler=sampler, batch_size=None, **kwargs)
-    sampler = SkipBatchSampler(dataloader.batch_sampler, num_batches)
+    # a DataLoader without automatic batching has no batch sampler: not one to skip batches of
+    sampler = SkipBatchSampler(cast("Iterable[list[int]]", dataloader.batch_sampler), num_batches)
     return DataLoader(dataset, batch_sampler=sampler, **kwargs)
 
 
@@ -332,7 +355,7 @@ class SkipDataLoader(DataLoaderStateMixin, DataLoader):
 
     base_dataloader = BaseDataLoader()
 
-    def __new__(cls, *args: Any, use_stateful_dataloader: bool = False, **kwargs: Any):
+    def __new__(cls, *args: object, use_stateful_dataloader: bool = False, **kwargs: object):
         if use_stateful_dataloader and cls is SkipDataLoader:
             from accel.data.stateful import stateful_base
 
@@ -341,10 +364,10 @@ class SkipDataLoader(DataLoaderStateMixin, DataLoader):
 
     def __init__(
         self,
-        dataset: Any,
+        dataset: Dataset[object],
         skip_batches: int = 0,
         use_stateful_dataloader: bool = False,
-        **kwargs: Any,
+        **kwargs: Any,  # DataLoader's keywords, passed on as they are
     ):
         super().__init__(dataset, **kwargs)
         self.skip_batches = skip_batches

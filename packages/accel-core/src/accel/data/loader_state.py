@@ -10,7 +10,12 @@ nothing, so it is the loader itself.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from accel.state import GradientState
+
+_L = TypeVar("_L")
 
 
 class DataLoaderStateMixin:
@@ -29,7 +34,7 @@ class DataLoaderStateMixin:
 
     end_of_dataloader: bool = False
     remainder: int = -1
-    gradient_state: Any
+    gradient_state: GradientState
 
     def reset(self) -> None:
         """Forget the previous iteration's end: not at the end, remainder unknown."""
@@ -55,7 +60,7 @@ class BaseDataLoader:
     ``AttributeError``.
     """
 
-    def __get__(self, loader: Any, owner: type) -> Any:
+    def __get__(self, loader: _L | None, owner: type) -> _L:
         if loader is None:
             raise AttributeError(f"base_dataloader is an attribute of a {owner.__name__} instance")
         return loader

@@ -38,13 +38,41 @@ process; :func:`upgrade` reads it with the world size from the checkpoint's mani
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
+
+if TYPE_CHECKING:
+    import torch
 
 VERSION = 2
 """The version :func:`upgrade` brings a position to, and ``state_dict`` writes."""
 
 
-def upgrade(state: dict[str, Any], num_processes: int | None = None) -> dict[str, Any]:
+class Drawn(TypedDict, total=False):
+    """What an epoch's order was drawn from: ``{"seed": int}`` or ``{"generator": ByteTensor}``."""
+
+    seed: int
+    generator: torch.Tensor
+
+
+class Position(TypedDict, total=False):
+    """A data loader position, the fields of the table above."""
+
+    version: int
+    epoch: int
+    samples_seen: int | None
+    batches_seen: int | None
+    batch_size: int | None
+    num_processes: int | None
+    length: int
+    global_order: bool
+    batches_yielded: int
+    seed: int
+    sampler: Drawn
+    first_batch: object
+    stateful_dataloader: dict[str, object]
+
+
+def upgrade(state: Position, num_processes: int | None = None) -> Position:
     """``state`` in the current version; a version-1 position is counted on ``num_processes``.
 
     Version 1 did not record the batch size: it is read as the resuming loader's (the same
@@ -58,17 +86,18 @@ def upgrade(state: dict[str, Any], num_processes: int | None = None) -> dict[str
         )
     if version == VERSION:
         return state
-    return {
-        **state,
-        "version": VERSION,
-        "num_processes": state.get("num_processes", num_processes),
-        "batch_size": None,
-        "samples_seen": None,
-        "batches_seen": None,
-    }
+    upgraded = state.copy()
+    upgraded.update(
+        version=VERSION,
+        num_processes=state.get("num_processes", num_processes),
+        batch_size=None,
+        samples_seen=None,
+        batches_seen=None,
+    )
+    return upgraded
 
 
-def describe(state: dict[str, Any]) -> str:
+def describe(state: Position) -> str:
     """``epoch E, sample S`` (or ``batch K``): where a position stands, for the resume line."""
     where = f"epoch {state.get('epoch', 0)}"
     if state.get("samples_seen") is not None:
@@ -78,4 +107,4 @@ def describe(state: dict[str, Any]) -> str:
     return f"{where}, batch {state.get('batches_yielded', 0)} of each process"
 
 
-__all__ = ["VERSION", "describe", "upgrade"]
+__all__ = ["VERSION", "Drawn", "Position", "describe", "upgrade"]

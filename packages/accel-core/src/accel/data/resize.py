@@ -8,12 +8,31 @@ position saved on another number of processes or batch size into where this load
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Iterator, Sized
+from typing import TYPE_CHECKING, TypedDict, TypeVar, cast
 
 from torch.utils.data import IterableDataset
 
-from accel.data.samplers import BatchSamplerShard, IterableDatasetShard
+from accel.data.samplers import BatchSamplerShard, IterableDatasetShard, sized_len
+
+if TYPE_CHECKING:
+    from torch.utils.data import Dataset, Sampler
+
+    from accel.data.position import Position
+
+B = TypeVar("B")
+
+
+class Layout(TypedDict):
+    """How a loader's batches map onto the global order (see :meth:`GlobalPosition._layout`)."""
+
+    num_processes: int
+    batch_size: int | None
+    samples_per_step: int | None
+    batches_per_step: int | None
+    epoch_samples: int | None
+    epoch_batches: int | None
+    length: int | None
 
 
 class GlobalPosition:
@@ -23,17 +42,17 @@ class GlobalPosition:
     """Whether the main process reads each global batch and sends the slices (the dispatcher)."""
 
     if TYPE_CHECKING:  # what the loader this mixes into (DataLoaderShard) provides
-        dataset: Any
+        dataset: Dataset[object]
         batch_size: int | None
         batches_yielded: int
         shards_per_process: int
-        sampler: Any
+        sampler: Sampler[object] | Iterable[object]
         _origin: tuple[int, int]
         _resize: tuple[int, int] | None
 
         def _shard(self) -> BatchSamplerShard | None: ...
 
-    def _layout(self) -> dict[str, Any]:
+    def _layout(self) -> Layout:
         """How this loader's batches map onto the global order.
 
         ``num_processes`` sharing it; ``batch_size`` of the global batch sampler (or of the
@@ -48,7 +67,7 @@ class GlobalPosition:
             n = 1 if shard.split_batches else shard.num_processes
             per = shard.batch_size if shard.counts_samples else None
             try:
-                total_batches: int | None = len(shard.batch_sampler)
+                total_batches: int | None = sized_len(shard.batch_sampler)
             except TypeError:
                 total_batches = None
             return {
@@ -86,7 +105,7 @@ class GlobalPosition:
             "length": None if isinstance(self.dataset, IterableDataset) else _length(self.sampler),
         }
 
-    def _check_length(self, state: dict[str, Any]) -> None:
+    def _check_length(self, state: Position) -> None:
         """Refuse a mid-epoch position counted over another number of samples than this loader's.
 
         The epoch's order (a permutation of the sampler's length) and the samples already
@@ -108,7 +127,7 @@ class GlobalPosition:
             "dataset, or from a checkpoint saved at the end of an epoch"
         )
 
-    def _global_position(self, layout: dict[str, Any]) -> tuple[int | None, int | None]:
+    def _global_position(self, layout: Layout) -> tuple[int | None, int | None]:
         """(samples, batch-sampler batches) of the epoch's global order consumed so far."""
         origin = self._resize if self._resize is not None else self._origin
         steps = self.batches_yielded
@@ -123,14 +142,14 @@ class GlobalPosition:
                 batches = min(batches, layout["epoch_batches"])
         return samples, batches
 
-    def _same_layout(self, state: dict[str, Any]) -> bool:
+    def _same_layout(self, state: Position) -> bool:
         layout = self._layout()
         saved_size = state.get("batch_size")
         return state.get("num_processes") in (None, layout["num_processes"]) and (
             saved_size is None or saved_size == layout["batch_size"]
         )
 
-    def _resize_origin(self, state: dict[str, Any]) -> tuple[int, int]:
+    def _resize_origin(self, state: Position) -> tuple[int, int]:
         """Where a position saved on another layout continues here: (samples, batches)."""
         from accel.errors import ResumeError
 
@@ -148,13 +167,14 @@ class GlobalPosition:
                     f"processes and cannot be mapped onto {layout['num_processes']}: resume it "
                     f"on {saved_n} processes"
                 )
+            size = layout["batch_size"]
             counted = layout["samples_per_step"] is not None
-            state = {
-                **state,
-                "batch_size": layout["batch_size"],
-                "samples_seen": steps * per_step * layout["batch_size"] if counted else None,
-                "batches_seen": steps * per_step if shard is not None else None,
-            }
+            state = state.copy()
+            state.update(
+                batch_size=size,
+                samples_seen=steps * per_step * cast(int, size) if counted else None,
+                batches_seen=steps * per_step if shard is not None else None,
+            )
         samples, batches = state.get("samples_seen"), state.get("batches_seen")
         if state.get("global_order") is False:
             samples = batches = None  # each process read its own shards
@@ -185,7 +205,7 @@ class GlobalPosition:
         if (
             not isinstance(self.dataset, IterableDatasetShard)
             and not self.dispatches
-            and samples % layout["samples_per_step"]
+            and samples % cast(int, layout["samples_per_step"])  # counted: the stream has no shards
         ):
             raise ResumeError(
                 f"the stream position (sample {samples}) is not a multiple of this loader's "
@@ -194,15 +214,15 @@ class GlobalPosition:
         return int(samples), 0
 
 
-def _length(sampler: Any) -> int | None:
+def _length(sampler: object) -> int | None:
     """``len(sampler)``, or None when it has none."""
     try:
-        return len(sampler)
+        return len(cast("Sized", sampler))  # one without __len__ raises TypeError
     except TypeError:
         return None
 
 
-def rebatched(batches: Iterator[Any], drop: int, size: int) -> Iterator[Any]:
+def rebatched(batches: Iterator[B], drop: int, size: int) -> Iterator[B]:
     """``batches`` without their first ``drop`` rows, cut again into batches of ``size`` rows."""
     from accel.distributed.operations import concatenate, find_batch_size, slice_tensors
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator, Sized
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 import torch
 from torch.utils.data import (
@@ -13,6 +13,23 @@ from torch.utils.data import (
     RandomSampler,
     SequentialSampler,
 )
+
+from accel.data.position import Drawn
+
+if TYPE_CHECKING:
+    from torch.utils.data import Sampler
+
+
+def sized_len(obj: object) -> int:
+    """``len(obj)`` of a duck-typed sampler or dataset; ``TypeError`` when it has no length."""
+    return len(cast(Sized, obj))
+
+
+@runtime_checkable
+class _DrawsTensors(Protocol):
+    """A sampler that hands out its order as tensors (:class:`ResumableRandomSampler`, ...)."""
+
+    def index_tensors(self) -> Iterator[torch.Tensor]: ...
 
 
 def draw_seed(generator: torch.Generator | None = None) -> int:
@@ -47,7 +64,9 @@ def _set_epoch(target: object, epoch: int) -> None:
         set_epoch(epoch)
 
 
-def _order_from(tensors: Iterator[torch.Tensor], start: int, head: int) -> tuple[list[int], Any]:
+def _order_from(
+    tensors: Iterator[torch.Tensor], start: int, head: int
+) -> tuple[list[int], Iterator[int]]:
     """The first ``head`` indices of an order, and an iterator over it from index ``start`` on.
 
     The passed-over indices stay in tensors: none becomes a Python int.
@@ -86,15 +105,15 @@ class ResumableRandomSampler(RandomSampler):
 
     def __init__(
         self,
-        data_source: Any,
+        data_source: Sized,
         replacement: bool = False,
         num_samples: int | None = None,
         generator: torch.Generator | None = None,
     ):
         super().__init__(data_source, replacement, num_samples, generator)
-        self.drawn: dict[str, Any] | None = None
+        self.drawn: Drawn | None = None
         """What the latest iteration's order came from; None before the first one."""
-        self._replay: dict[str, Any] | None = None
+        self._replay: Drawn | None = None
 
     @classmethod
     def like(
@@ -108,7 +127,7 @@ class ResumableRandomSampler(RandomSampler):
             generator if generator is not None else sampler.generator,
         )
 
-    def replay(self, drawn: dict[str, Any] | None) -> None:
+    def replay(self, drawn: Drawn | None) -> None:
         """Make the next iteration take its order from ``drawn`` (a :attr:`drawn` record)."""
         self._replay = drawn
 
@@ -155,7 +174,7 @@ class SeedableRandomSampler(RandomSampler):
 
     def __init__(
         self,
-        data_source: Any,
+        data_source: Sized,
         replacement: bool = False,
         num_samples: int | None = None,
         generator: torch.Generator | None = None,
@@ -215,7 +234,7 @@ class BatchSamplerShard(BatchSampler):
 
     def __init__(
         self,
-        batch_sampler: Any,
+        batch_sampler: Sampler[list[int]] | Iterable[list[int]],
         num_processes: int = 1,
         process_index: int = 0,
         split_batches: bool = False,
@@ -228,7 +247,7 @@ class BatchSamplerShard(BatchSampler):
             )
         self.batch_sampler = batch_sampler
         # the wrapped batch sampler's sampler and batch size, whatever they are (duck-typed)
-        self.sampler: Any = getattr(batch_sampler, "sampler", None)
+        self.sampler: Sampler[int] | Iterable[int] | None = getattr(batch_sampler, "sampler", None)
         self.batch_size: int | None = batch_size
         self.drop_last = getattr(batch_sampler, "drop_last", False)
         self.num_processes = num_processes
@@ -260,7 +279,7 @@ class BatchSamplerShard(BatchSampler):
     @property
     def total_length(self) -> int:
         """Batches of the wrapped batch sampler (all processes together)."""
-        return len(self.batch_sampler)
+        return sized_len(self.batch_sampler)
 
     def set_epoch(self, epoch: int) -> None:
         """Forward the epoch to the wrapped batch sampler and its sampler, when they take one."""
@@ -269,7 +288,7 @@ class BatchSamplerShard(BatchSampler):
                 _set_epoch(target, epoch)
 
     def __len__(self) -> int:
-        base = len(self.batch_sampler)
+        base = sized_len(self.batch_sampler)
         n = self.num_processes
         if self.split_batches or n == 1:
             return base
@@ -289,7 +308,7 @@ class BatchSamplerShard(BatchSampler):
         if type(self.batch_sampler) is not BatchSampler or not self.batch_size:
             return False
         try:
-            len(self.sampler)
+            sized_len(self.sampler)
         except TypeError:
             return False
         return True
@@ -299,7 +318,7 @@ class BatchSamplerShard(BatchSampler):
         """Samples of the sampler's order that an epoch's batches hold (after ``drop_last``)."""
         if not self.counts_samples:
             return None
-        length = len(self.sampler)
+        length = sized_len(self.sampler)
         return length // self._size * self._size if self.drop_last else length
 
     def __iter__(self) -> Iterator[list[int]]:
@@ -324,7 +343,7 @@ class BatchSamplerShard(BatchSampler):
             self.sampler, (SequentialSampler, RandomSampler)
         ):
             return False
-        length, size = len(self.sampler), self.batch_size
+        length, size = sized_len(self.sampler), self.batch_size
         if length and size:
             self.last_round_valid = size if self.drop_last else (length % size or size)
         return True
@@ -345,17 +364,17 @@ class BatchSamplerShard(BatchSampler):
         n = 1 if self.split_batches else self.num_processes
         if samples:
             size = self._size
-            if hasattr(self.sampler, "index_tensors"):  # the skipped indices stay in tensors
+            if isinstance(self.sampler, _DrawsTensors):  # the skipped indices stay in tensors
                 head_indices, rest = _order_from(self.sampler.index_tensors(), samples, n * size)
             else:
-                indices = iter(self.sampler)
+                indices = iter(cast("Iterable[int]", self.sampler))
                 head_indices = list(itertools.islice(indices, n * size))
                 if samples < len(head_indices):
                     rest = itertools.chain(head_indices[samples:], indices)
                 else:
                     rest = itertools.islice(indices, samples - len(head_indices), None)
             head = [head_indices[i : i + size] for i in range(0, len(head_indices), size)]
-            batches: Any = _batched(rest, size, self.drop_last)
+            batches: Iterable[list[int]] = _batched(rest, size, self.drop_last)
             head = [b for b in head if len(b) == self.batch_size or not self.drop_last]
         else:
             source = iter(self.batch_sampler)
@@ -365,7 +384,9 @@ class BatchSamplerShard(BatchSampler):
             )
         yield from self._rounds(batches, head)
 
-    def _rounds(self, batches: Any, head: list[list[int]] | None = None) -> Iterator[list[int]]:
+    def _rounds(
+        self, batches: Iterable[list[int]], head: list[list[int]] | None = None
+    ) -> Iterator[list[int]]:
         n, rank = self.num_processes, self.process_index
         if n == 1:
             for batch in batches:
@@ -381,7 +402,7 @@ class BatchSamplerShard(BatchSampler):
         return self.batch_size is None or len(batch) == self.batch_size
 
     def _whole_rounds(
-        self, n: int, rank: int, batches: Any, first: list[list[int]] | None
+        self, n: int, rank: int, batches: Iterable[list[int]], first: list[list[int]] | None
     ) -> Iterator[list[int]]:
         # the epoch's first batches complete the last round (given when the epoch is resumed)
         head: list[list[int]] = list(first or [])
@@ -430,7 +451,7 @@ class BatchSamplerShard(BatchSampler):
         yield flat[rank * full : (rank + 1) * full]
 
     def _split_rounds(
-        self, n: int, rank: int, batches: Any, first: list[list[int]] | None
+        self, n: int, rank: int, batches: Iterable[list[int]], first: list[list[int]] | None
     ) -> Iterator[list[int]]:
         head: list[int] = list(first[0]) if first else []
         full = self._size
@@ -453,7 +474,7 @@ class BatchSamplerShard(BatchSampler):
             yield batch[rank * per : (rank + 1) * per]
 
 
-def _batched(indices: Any, size: int, drop_last: bool) -> Iterator[list[int]]:
+def _batched(indices: Iterator[int], size: int, drop_last: bool) -> Iterator[list[int]]:
     """``indices`` in lists of ``size`` (the last one shorter unless ``drop_last``)."""
     while True:
         batch = list(itertools.islice(indices, size))
@@ -498,12 +519,12 @@ class IterableDatasetShard(IterableDataset):
         """Forward the epoch to the wrapped dataset."""
         _set_epoch(self.dataset, epoch)
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[object]:
         per = self.batch_size // self.num_processes if self.split_batches else self.batch_size
         round_size = per * self.num_processes
         start = self.process_index * per
-        head: list[Any] = []
-        buffer: list[Any] = []
+        head: list[object] = []
+        buffer: list[object] = []
         items = iter(self.dataset)
         skip, self.skip_samples = self.skip_samples, 0
         if skip:  # a resumed epoch: the stream's start still pads the last round
@@ -531,10 +552,12 @@ class IterableDatasetShard(IterableDataset):
 class SkipBatchSampler(BatchSampler):
     """The batches of ``batch_sampler`` after its first ``skip_batches`` ones, at every iteration."""
 
-    def __init__(self, batch_sampler: Any, skip_batches: int = 0):
+    def __init__(
+        self, batch_sampler: Sampler[list[int]] | Iterable[list[int]], skip_batches: int = 0
+    ):
         self.batch_sampler = batch_sampler
-        self.sampler: Any = getattr(batch_sampler, "sampler", None)
-        self.batch_size: Any = getattr(batch_sampler, "batch_size", None)
+        self.sampler: Sampler[int] | Iterable[int] | None = getattr(batch_sampler, "sampler", None)
+        self.batch_size: int | None = getattr(batch_sampler, "batch_size", None)
         self.drop_last = getattr(batch_sampler, "drop_last", False)
         self.skip_batches = skip_batches
 
@@ -552,7 +575,7 @@ class SkipBatchSampler(BatchSampler):
     @property
     def total_length(self) -> int:
         """Batches of the wrapped batch sampler, skipped ones included."""
-        return len(self.batch_sampler)
+        return sized_len(self.batch_sampler)
 
     def __len__(self) -> int:
-        return max(len(self.batch_sampler) - self.skip_batches, 0)
+        return max(sized_len(self.batch_sampler) - self.skip_batches, 0)

@@ -10,8 +10,8 @@ of processes or another. :func:`accel.data.loader.prepare_data_loader` builds th
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Sized
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch.utils.data import (
@@ -33,6 +33,12 @@ from accel.data.samplers import (
 )
 from accel.faults import preemption
 from accel.state import GradientState, PartialState
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.utils.data import Dataset
+
+    from accel.types import RNGType
 
 
 class DataLoaderShard(GlobalPosition, DataLoaderStateMixin, DataLoader):
@@ -60,27 +66,27 @@ class DataLoaderShard(GlobalPosition, DataLoaderStateMixin, DataLoader):
         """Whether this loader is built on torchdata's ``StatefulDataLoader`` (Accelerate's attribute)."""
         return self._stateful
 
-    def __new__(cls, *args: Any, use_stateful_dataloader: bool = False, **kwargs: Any):
+    def __new__(cls, *args: object, use_stateful_dataloader: bool = False, **kwargs: object):
         if use_stateful_dataloader and not cls._stateful:
             cls = _loader_class(cls, True)
         return super().__new__(cls)
 
     def __init__(
         self,
-        dataset: Any,
+        dataset: Dataset[object],
         device: torch.device | None = None,
         *,
         seed: int | None = None,
         non_blocking: bool = False,
         use_stateful_dataloader: bool = False,
-        rng_types: list[Any] | None = None,
+        rng_types: list[str | RNGType] | None = None,
         synchronized_generator: torch.Generator | None = None,
         skip_batches: int = 0,
         iteration: int = 0,
         _drop_last: bool = False,
         _non_blocking: bool = False,
-        torch_device_mesh: Any = None,
-        **kwargs: Any,
+        torch_device_mesh: DeviceMesh | None = None,
+        **kwargs: Any,  # DataLoader's keywords, passed on as they are
     ):
         # Accelerate's keywords: skip_batches (here for the first iteration only, as
         # skip_first_batches), iteration (the epoch), _non_blocking, _drop_last; the rest
@@ -104,7 +110,9 @@ class DataLoaderShard(GlobalPosition, DataLoaderStateMixin, DataLoader):
         self.batches_yielded = 0
         self._resume_skip = 0
         self._explicit_skip = False  # _resume_skip came from skip_batches: it survives set_epoch
-        self._restored: dict[str, Any] | None = None  # a mid-epoch position from load_state_dict
+        self._restored: dict[str, positions.Drawn | None] | None = (
+            None  # a mid-epoch position from load_state_dict
+        )
         # where this epoch's iteration started in the global order: (samples, batches) before
         # the batches counted by batches_yielded; (0, 0) unless resumed on another layout
         self._origin: tuple[int, int] = (0, 0)
@@ -142,7 +150,7 @@ class DataLoaderShard(GlobalPosition, DataLoaderStateMixin, DataLoader):
         self.epoch = epoch
         self._propagate_epoch()
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> positions.Position:
         """The position in the epoch's global order (:mod:`accel.data.position`, version 2)."""
         try:
             finished = self.batches_yielded >= len(self) > 0
@@ -150,7 +158,7 @@ class DataLoaderShard(GlobalPosition, DataLoaderStateMixin, DataLoader):
             finished = False
         finished = finished or (self.end_of_dataloader and self.batches_yielded > 0)
         layout = self._layout()
-        state: dict[str, Any] = {
+        state: positions.Position = {
             "version": positions.VERSION,
             "num_processes": layout["num_processes"],
             "batch_size": layout["batch_size"],
@@ -180,12 +188,12 @@ class DataLoaderShard(GlobalPosition, DataLoaderStateMixin, DataLoader):
                 # inside the epoch: what its order was drawn from
                 drawn = self._restored["sampler"] if self._restored else sampler.drawn
                 if drawn is not None:
-                    state["sampler"] = dict(drawn)
+                    state["sampler"] = drawn.copy()
             elif sampler.generator is not None:  # between epochs: where the next one starts
                 state["sampler"] = {"generator": sampler.generator.get_state()}
         return state
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: positions.Position) -> None:
         """Resume at the saved position on the next iteration, also on another number of processes.
 
         A position saved on this layout (processes and batch size) resumes batch for batch.
@@ -259,8 +267,8 @@ class DataLoaderShard(GlobalPosition, DataLoaderStateMixin, DataLoader):
             self.dataset.dataset if isinstance(self.dataset, IterableDatasetShard) else self.dataset
         )
         try:
-            return len(dataset)
-        except TypeError:
+            return len(cast("Sized", dataset))
+        except TypeError:  # a dataset without a length
             return None
 
     def _final_remainder(self) -> int:
@@ -330,7 +338,7 @@ class DataLoaderShard(GlobalPosition, DataLoaderStateMixin, DataLoader):
             if callable(set_epoch) and not isinstance(target, BatchSamplerShard):
                 set_epoch(self.epoch)
 
-    def _batches(self, skip_by_reading: int) -> Iterator[Any]:
+    def _batches(self, skip_by_reading: int) -> Iterator[object]:
         """This process's batches of the epoch, before device placement."""
         if self._replaying:
             # The interrupted run drew this epoch's base seed before it saved: draw it from a
@@ -346,7 +354,7 @@ class DataLoaderShard(GlobalPosition, DataLoaderStateMixin, DataLoader):
             next(iterator, None)
         return iterator
 
-    def _fill_empty(self, batch: Any) -> Any:
+    def _fill_empty(self, batch: object) -> object:
         """Replace an :class:`EmptyBatch` by a zero-row batch shaped like the real ones."""
         if not isinstance(batch, EmptyBatch):
             if isinstance(self.collate_fn, EmptySafeCollate):
@@ -377,9 +385,9 @@ class DataLoaderShard(GlobalPosition, DataLoaderStateMixin, DataLoader):
         self.begin()
         try:
             batches = iter(source)
-            current: Any = next(batches, _END)
+            current: object = next(batches, _END)
             # the batch after the current one is read first, to know which batch is the last
-            following: Iterator[Any] = (
+            following: Iterator[object] = (
                 itertools.chain(batches, _LAST) if current is not _END else iter(())
             )
             self.end_of_dataloader = current is _END
@@ -391,7 +399,7 @@ class DataLoaderShard(GlobalPosition, DataLoaderStateMixin, DataLoader):
                     if not cpu:
                         current = place(current)
                     elif type(current) in _SEQUENCES:  # checked here, without a call per batch
-                        for item in current:
+                        for item in cast("list[object] | tuple[object, ...]", current):
                             if type(item) is not _TENSOR or not item.is_cpu:
                                 current = place(current)
                                 break
@@ -439,14 +447,14 @@ class DataLoaderDispatcher(DataLoaderShard):
 
     def __init__(
         self,
-        dataset: Any,
+        dataset: Dataset[object],
         split_batches: bool = False,
         *,
         even_batches: bool = True,
-        slice_fn: Any = None,
+        slice_fn: Callable[[object, slice], object] | None = None,
         num_processes: int | None = None,
         process_index: int | None = None,
-        **kwargs: Any,
+        **kwargs: Any,  # DataLoaderShard's and DataLoader's keywords, passed on
     ):
         super().__init__(dataset, **kwargs)
         self.split_batches = split_batches
@@ -458,16 +466,16 @@ class DataLoaderDispatcher(DataLoaderShard):
         self.process_index = state.process_index if process_index is None else process_index
         """Which part this process receives."""
         self._last_valid = -1
-        self._first: Any = None  # the epoch's first global batch: what pads its last one
+        self._first: object = None  # the epoch's first global batch: what pads its last one
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> positions.Position:
         """The position, plus (inside an epoch) the first batch that pads the epoch's last one."""
         state = super().state_dict()
         if state["batches_yielded"] and not self._drop_last and self._first is not None:
             state["first_batch"] = self._first
         return state
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: positions.Position) -> None:
         """Resume at the saved position, padding the last batch as the interrupted run would."""
         super().load_state_dict(state)
         self._first = state.get("first_batch")
@@ -476,7 +484,7 @@ class DataLoaderDispatcher(DataLoaderShard):
         total = self.total_batch_size
         return self._last_valid if total is not None and 0 <= self._last_valid < total else -1
 
-    def _batches(self, skip_by_reading: int) -> Iterator[Any]:
+    def _batches(self, skip_by_reading: int) -> Iterator[object]:
         from accel.distributed.operations import (
             broadcast_object_list,
             concatenate,

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import functools
 from collections import deque
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from torch.utils.data import DataLoader
 
@@ -33,14 +33,16 @@ _CHECKPOINT_KEYS = ("version", "num_processes", "batch_size", "samples_seen", "b
 """What the checkpoint reader adds to a position without a version (a torchdata state)."""
 
 
-def _yielded(state: dict[str, Any]) -> int:
+def _yielded(state: Mapping[str, object]) -> int:
     """Batches of the epoch a torchdata state has handed out (0 when its epoch ended)."""
     if not state or state.get("_iterator_finished"):
         return 0
     if "_num_yielded" in state:  # no workers
-        return int(state["_num_yielded"])
-    snapshot = state.get("_snapshot") or {}
-    return int(snapshot.get("_snapshot_step", 0)) + int(state.get("_steps_since_snapshot", 0))
+        return int(cast(int, state["_num_yielded"]))
+    snapshot = cast("Mapping[str, int]", state.get("_snapshot") or {})
+    return int(snapshot.get("_snapshot_step", 0)) + int(
+        cast(int, state.get("_steps_since_snapshot", 0))
+    )
 
 
 def stateful_base() -> type[StatefulDataLoader]:
@@ -61,19 +63,19 @@ def stateful_loader_class(base: type[_Loader]) -> type[_Loader]:
 
 
 @functools.cache
-def _build(base: Any, stateful: Any) -> Any:  # a class on two bases chosen at run time
+def _build(base: Any, stateful: Any) -> Any:  # a class on two bases chosen at run time: dynamic
     class StatefulLoader(base, stateful):
         __doc__ = f"{base.__name__} whose position is torchdata's ``StatefulDataLoader`` state."
         _stateful = True
 
-        def __init__(self, *args: Any, **kwargs: Any):
+        def __init__(self, *args: object, **kwargs: object):
             super().__init__(*args, **kwargs)
-            self._read_states: deque = deque()
-            self._inner_state: dict | None = None
+            self._read_states: deque[dict[str, object]] = deque()
+            self._inner_state: dict[str, object] | None = None
             self._inner_resume = 0
             self._epoch_from_set_epoch = False
 
-        def _batches(self, skip_by_reading: int) -> Iterator[Any]:
+        def _batches(self, skip_by_reading: int) -> Iterator[object]:
             self._read_states.clear()
             for batch in super()._batches(skip_by_reading):
                 self._read_states.append(stateful.state_dict(self))
@@ -97,21 +99,21 @@ def _build(base: Any, stateful: Any) -> Any:  # a class on two bases chosen at r
                 self.epoch = epoch
             super().set_epoch(epoch)
 
-        def state_dict(self) -> dict[str, Any]:
+        def state_dict(self) -> dict[str, object]:
             """torchdata's state after the batch last handed to the loop (``{}`` before any).
 
             Equal to a ``StatefulDataLoader``'s over the same batches, as in Accelerate.
             """
             return dict(self._inner_state) if self._inner_state is not None else {}
 
-        def position_state_dict(self) -> dict[str, Any]:
+        def position_state_dict(self) -> dict[str, object]:
             """accel's position plus, inside an epoch, torchdata's state (``stateful_dataloader``)."""
             position = base.state_dict(self)
             if position["batches_yielded"] == 0 or self._inner_state is None:
                 return position
             return {**position, "stateful_dataloader": dict(self._inner_state)}
 
-        def load_state_dict(self, state: dict[str, Any]) -> None:
+        def load_state_dict(self, state: dict[str, object]) -> None:
             """Resume where :meth:`state_dict` or :meth:`position_state_dict` was taken."""
             if "epoch" not in state:  # torchdata's state (this loader's, a StatefulDataLoader's)
                 inner = {k: v for k, v in state.items() if k not in _CHECKPOINT_KEYS}

@@ -9,11 +9,14 @@ collectives first compare shapes across ranks and raise
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, TypeVar, cast, overload
 
 import torch
 import torch.distributed as dist
+
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
 
 from accel.faults import flight
 
@@ -22,7 +25,12 @@ class DistributedOperationException(Exception):
     """A collective was called with inputs that do not match across processes."""
 
 
-def is_torch_tensor(tensor: Any) -> bool:
+#: A nested structure of tensors that an operation returns in the same shape (tensors stay tensors).
+T = TypeVar("T")
+_F = TypeVar("_F", bound=Callable[..., object])
+
+
+def is_torch_tensor(tensor: object) -> bool:
     """Whether ``tensor`` is a ``torch.Tensor``."""
     return isinstance(tensor, torch.Tensor)
 
@@ -30,14 +38,29 @@ def is_torch_tensor(tensor: Any) -> bool:
 is_tensor_like = is_torch_tensor
 
 
+def _rebuild_sequence(like: tuple[object, ...] | list[object], items: list[object]) -> object:
+    """A list / tuple / namedtuple of ``like``'s type holding ``items``."""
+    make = cast("Callable[..., object]", type(like))
+    return make(*items) if hasattr(like, "_fields") else make(items)
+
+
+def _rebuild_mapping(like: Mapping[object, object], items: dict[object, object]) -> object:
+    """A mapping of ``like``'s type holding ``items`` (a plain dict when that type cannot be built from one)."""
+    make = cast("Callable[..., object]", type(like))
+    try:
+        return make(items)
+    except TypeError:
+        return items
+
+
 def recursively_apply(
-    func: Callable,
-    data: Any,
-    *args: Any,
-    test_type: Callable = is_tensor_like,
+    func: Callable[..., object],
+    data: object,
+    *args: object,
+    test_type: Callable[[object], bool] = is_tensor_like,
     error_on_other_type: bool = False,
-    **kwargs: Any,
-) -> Any:
+    **kwargs: object,
+) -> object:
     """Apply ``func`` to every leaf of ``data`` passing ``test_type``, keeping the structure."""
     if isinstance(data, (tuple, list)):
         mapped = [
@@ -51,9 +74,7 @@ def recursively_apply(
             )
             for o in data
         ]
-        if hasattr(data, "_fields"):  # namedtuple
-            return type(data)(*mapped)
-        return type(data)(mapped)
+        return _rebuild_sequence(data, mapped)
     if isinstance(data, Mapping):
         mapped = {
             k: recursively_apply(
@@ -66,10 +87,7 @@ def recursively_apply(
             )
             for k, v in data.items()
         }
-        try:
-            return type(data)(mapped)
-        except TypeError:
-            return mapped
+        return _rebuild_mapping(data, mapped)
     if test_type(data):
         return func(data, *args, **kwargs)
     if error_on_other_type:
@@ -83,28 +101,28 @@ def recursively_apply(
 
 
 def send_to_device(
-    data: Any,
-    device: torch.device | str,
+    data: T,
+    device: torch.device | str | int,
     non_blocking: bool = False,
     skip_keys: list[str] | str | None = None,
-) -> Any:
+) -> T:
     """Move every tensor (or object with ``.to``) in ``data`` to ``device``."""
     if isinstance(skip_keys, str):
         skip_keys = [skip_keys]
+    return cast(T, _send(data, device, non_blocking, skip_keys))
+
+
+def _send(
+    data: object, device: torch.device | str | int, non_blocking: bool, skip_keys: list[str] | None
+) -> object:
     if isinstance(data, (tuple, list)):
-        moved = [send_to_device(o, device, non_blocking, skip_keys) for o in data]
-        return type(data)(*moved) if hasattr(data, "_fields") else type(data)(moved)
+        return _rebuild_sequence(data, [_send(o, device, non_blocking, skip_keys) for o in data])
     if isinstance(data, Mapping):
         moved = {
-            k: v
-            if skip_keys and k in skip_keys
-            else send_to_device(v, device, non_blocking, skip_keys)
+            k: v if skip_keys and k in skip_keys else _send(v, device, non_blocking, skip_keys)
             for k, v in data.items()
         }
-        try:
-            return type(data)(moved)
-        except TypeError:
-            return moved
+        return _rebuild_mapping(data, moved)
     if isinstance(data, torch.Tensor):
         if (
             data.device == torch.device(device)
@@ -113,11 +131,12 @@ def send_to_device(
         ):
             return data
         return data.to(device, non_blocking=non_blocking and data.device.type == "cpu")
-    if hasattr(data, "to") and not isinstance(data, torch.nn.Module):
+    to = getattr(data, "to", None)
+    if to is not None and not isinstance(data, torch.nn.Module):
         try:
-            return data.to(device, non_blocking=non_blocking)
+            return to(device, non_blocking=non_blocking)
         except TypeError:
-            return data.to(device)
+            return to(device)
     return data
 
 
@@ -131,14 +150,14 @@ def _debug_enabled() -> bool:
     return bool(PartialState._shared_state.get("debug"))
 
 
-def get_shapes(data: Any) -> Any:
+def get_shapes(data: object) -> object:
     """The structure of ``data`` with each tensor replaced by its shape as a list."""
     return recursively_apply(lambda t: list(t.shape), data)
 
 
-def _verify(name: str, data: Any) -> None:
+def _verify(name: str, data: object) -> None:
     """Debug mode: gather every rank's shapes and raise unless they are all the same."""
-    everyone: list[Any] = [None] * _world()
+    everyone: list[object] = [None] * _world()
     dist.all_gather_object(everyone, get_shapes(data))
     if any(shapes != everyone[0] for shapes in everyone):
         lines = "\n".join(f"  - Process {i}: {s}" for i, s in enumerate(everyone))
@@ -148,12 +167,12 @@ def _verify(name: str, data: Any) -> None:
         )
 
 
-def _verify_dimensions(name: str, data: Any) -> None:
+def _verify_dimensions(name: str, data: object) -> None:
     """Debug mode: raise unless every rank passes the same structure of tensors with the same ndims.
 
     The sizes may differ (what padding evens out); the numbers of dimensions may not.
     """
-    everyone: list[Any] = [None] * _world()
+    everyone: list[tuple[object, object]] = [(None, None)] * _world()
     dist.all_gather_object(everyone, (get_shapes(data), recursively_apply(lambda t: t.ndim, data)))
     if any(ndims != everyone[0][1] for _, ndims in everyone):
         lines = "\n".join(f"  - Process {i}: {s}" for i, (s, _) in enumerate(everyone))
@@ -163,23 +182,23 @@ def _verify_dimensions(name: str, data: Any) -> None:
         )
 
 
-def verify_operation(function: Callable) -> Callable:
+def verify_operation(function: _F) -> _F:
     """Decorator: in debug mode, check that shapes match across ranks before running the collective."""
 
     name = getattr(function, "__name__", "collective")
 
     @functools.wraps(function)
-    def wrapper(data: Any, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(data: object, *args: object, **kwargs: object) -> object:
         if _world() > 1:
             flight.record(name)  # ACCEL_FLIGHT_DIR only: one line per collective
         if _world() > 1 and _debug_enabled():
             _verify(name, data)
         return function(data, *args, **kwargs)
 
-    return wrapper
+    return cast("_F", wrapper)
 
 
-def _gather_one(tensor: torch.Tensor, group: Any = None) -> torch.Tensor:
+def _gather_one(tensor: torch.Tensor, group: ProcessGroup | None = None) -> torch.Tensor:
     if tensor.ndim == 0:
         tensor = tensor.clone()[None]
     tensor = tensor.detach().contiguous()  # the gathered copy carries no autograd history
@@ -196,14 +215,14 @@ def _gather_one(tensor: torch.Tensor, group: Any = None) -> torch.Tensor:
 
 
 @verify_operation
-def gather(tensor: Any) -> Any:
+def gather(tensor: T) -> T:
     """Concatenate ``tensor`` (nested) from every process along the first dimension."""
     if _world() == 1:
         return tensor
-    return recursively_apply(_gather_one, tensor, error_on_other_type=True)
+    return cast(T, recursively_apply(_gather_one, tensor, error_on_other_type=True))
 
 
-def is_tensor_structure(data: Any) -> bool:
+def is_tensor_structure(data: object) -> bool:
     """Whether ``data`` is a tensor or lists/tuples/dicts holding only tensors."""
     if isinstance(data, torch.Tensor):
         return True
@@ -228,28 +247,36 @@ def _gather_uneven_one(tensor: torch.Tensor) -> torch.Tensor:
     return torch.cat([chunk[:size] for chunk, size in zip(chunks, sizes)])
 
 
-def gather_uneven(tensor: Any) -> Any:
+def gather_uneven(tensor: T) -> T:
     """Like :func:`gather`, for tensors whose first dimension differs across processes."""
     if _world() == 1:
         return tensor
     flight.record("gather_uneven")
-    return recursively_apply(_gather_uneven_one, tensor, error_on_other_type=True)
+    return cast(T, recursively_apply(_gather_uneven_one, tensor, error_on_other_type=True))
 
 
-def gather_object(obj: Any) -> list[Any]:
+@overload
+def gather_object(obj: list[T]) -> list[T]: ...
+
+
+@overload
+def gather_object(obj: T) -> list[T]: ...
+
+
+def gather_object(obj: object) -> list[object]:
     """Gather a picklable object from every process; lists are concatenated."""
     if _world() == 1:
         return obj if isinstance(obj, list) else [obj]
-    everyone: list[Any] = [None] * _world()
+    everyone: list[object] = [None] * _world()
     flight.record("gather_object")
     dist.all_gather_object(everyone, obj)
     if all(isinstance(o, list) for o in everyone):
-        return [x for o in everyone for x in o]
+        return [x for o in cast("list[list[object]]", everyone) for x in o]
     return everyone
 
 
 @verify_operation
-def reduce(tensor: Any, reduction: str = "mean", scale: float = 1.0) -> Any:
+def reduce(tensor: T, reduction: str = "mean", scale: float = 1.0) -> T:
     """All-reduce ``tensor`` (nested) across processes, times ``scale``.
 
     ``reduction`` is ``"mean"``, ``"sum"``, ``"max"`` or ``"none"``. As in Accelerate,
@@ -268,11 +295,11 @@ def reduce(tensor: Any, reduction: str = "mean", scale: float = 1.0) -> Any:
             out = out / _world() if out.is_floating_point() else out // _world()
         return out * scale if scale != 1.0 else out
 
-    return recursively_apply(_reduce, tensor, error_on_other_type=True)
+    return cast(T, recursively_apply(_reduce, tensor, error_on_other_type=True))
 
 
 @verify_operation
-def broadcast(tensor: Any, from_process: int = 0) -> Any:
+def broadcast(tensor: T, from_process: int = 0) -> T:
     """Broadcast ``tensor`` (nested, in place) from ``from_process`` to every process."""
     if _world() == 1:
         return tensor
@@ -281,10 +308,10 @@ def broadcast(tensor: Any, from_process: int = 0) -> Any:
         dist.broadcast(t, src=from_process)
         return t
 
-    return recursively_apply(_bcast, tensor, error_on_other_type=True)
+    return cast(T, recursively_apply(_bcast, tensor, error_on_other_type=True))
 
 
-def broadcast_object_list(object_list: list[Any], from_process: int = 0) -> list[Any]:
+def broadcast_object_list(object_list: list[T], from_process: int = 0) -> list[T]:
     """Broadcast picklable objects in ``object_list`` (in place) from ``from_process``."""
     if _world() > 1:
         flight.record("broadcast_object_list")
@@ -292,9 +319,7 @@ def broadcast_object_list(object_list: list[Any], from_process: int = 0) -> list
     return object_list
 
 
-def pad_across_processes(
-    tensor: Any, dim: int = 0, pad_index: int = 0, pad_first: bool = False
-) -> Any:
+def pad_across_processes(tensor: T, dim: int = 0, pad_index: int = 0, pad_first: bool = False) -> T:
     """Pad each tensor along ``dim`` to the largest size across processes, so it can be gathered.
 
     In debug mode, ranks whose tensors differ in structure or number of dimensions raise
@@ -330,10 +355,10 @@ def pad_across_processes(
         out[tuple(index)] = t
         return out
 
-    return recursively_apply(_pad, tensor, error_on_other_type=True)
+    return cast(T, recursively_apply(_pad, tensor, error_on_other_type=True))
 
 
-def concatenate(data: list[Any], dim: int = 0) -> Any:
+def concatenate(data: list[T], dim: int = 0) -> T:
     """Concatenate a list of nested structures of tensors leaf by leaf.
 
     A list holding a single non-tensor leaf returns that leaf as is (as in Accelerate);
@@ -341,17 +366,21 @@ def concatenate(data: list[Any], dim: int = 0) -> Any:
     """
     first = data[0]
     if isinstance(first, (tuple, list)):
-        return type(first)(concatenate([d[i] for d in data], dim=dim) for i in range(len(first)))
+        rows = cast("list[Sequence[object]]", data)
+        joined = (concatenate([row[i] for row in rows], dim=dim) for i in range(len(first)))
+        return cast(T, cast("Callable[..., object]", type(first))(joined))
     if isinstance(first, Mapping):
-        return type(first)({k: concatenate([d[k] for d in data], dim=dim) for k in first})
+        maps = cast("list[Mapping[object, object]]", data)
+        joined = {k: concatenate([m[k] for m in maps], dim=dim) for k in first}
+        return cast(T, cast("Callable[..., object]", type(first))(joined))
     if isinstance(first, torch.Tensor):
-        return torch.cat(data, dim=dim)
+        return cast(T, torch.cat(cast("list[torch.Tensor]", data), dim=dim))
     if isinstance(data, (tuple, list)) and len(data) == 1:
         return first
     raise TypeError(f"concatenate: unsupported type {type(first).__name__}")
 
 
-def find_batch_size(data: Any) -> int | None:
+def find_batch_size(data: object) -> int | None:
     """The first dimension of the first tensor found in ``data``."""
     if isinstance(data, (tuple, list)):
         for item in data:
@@ -366,20 +395,21 @@ def find_batch_size(data: Any) -> int | None:
     return None
 
 
-def slice_tensors(data: Any, tensor_slice: slice) -> Any:
+def slice_tensors(data: T, tensor_slice: slice) -> T:
     """Slice every tensor in ``data`` along the first dimension."""
-    return recursively_apply(lambda t: t[tensor_slice], data)
+    return cast(T, recursively_apply(lambda t: t[tensor_slice], data))
 
 
-def convert_to_fp32(data: Any) -> Any:
+def convert_to_fp32(data: T) -> T:
     """Cast every fp16/bf16 tensor in ``data`` to fp32."""
-    return recursively_apply(
+    converted = recursively_apply(
         lambda t: t.float(),
         data,
         test_type=lambda t: (
             isinstance(t, torch.Tensor) and t.dtype in (torch.float16, torch.bfloat16)
         ),
     )
+    return cast(T, converted)
 
 
 # -- more of Accelerate's structure helpers ---------------------------------------------------
@@ -389,16 +419,17 @@ class CannotPadNestedTensorWarning(UserWarning):
     """:func:`pad_input_tensors` met a nested tensor, which it cannot pad (it is returned unchanged)."""
 
 
-def is_namedtuple(data: Any) -> bool:
+def is_namedtuple(data: object) -> bool:
     """Whether ``data`` is a ``collections.namedtuple`` instance."""
     return isinstance(data, tuple) and hasattr(data, "_asdict") and hasattr(data, "_fields")
 
 
-def honor_type(obj: Any, generator: Any) -> Any:
+def honor_type(obj: T, generator: Iterable[object]) -> T:
     """A sequence of ``obj``'s type (namedtuples included) built from ``generator``."""
+    make = cast("Callable[..., T]", type(obj))
     if is_namedtuple(obj):
-        return type(obj)(*list(generator))
-    return type(obj)(generator)
+        return make(*list(generator))
+    return make(generator)
 
 
 class TensorInformation:
@@ -419,17 +450,17 @@ class TensorInformation:
         return f"TensorInformation(shape={self.shape}, dtype={self.dtype})"
 
 
-def is_tensor_information(tensor_info: Any) -> bool:
+def is_tensor_information(tensor_info: object) -> bool:
     """Whether ``tensor_info`` is a :class:`TensorInformation`."""
     return isinstance(tensor_info, TensorInformation)
 
 
-def get_data_structure(data: Any) -> Any:
+def get_data_structure(data: object) -> object:
     """``data`` with every tensor replaced by its :class:`TensorInformation`."""
     return recursively_apply(lambda t: TensorInformation(shape=t.shape, dtype=t.dtype), data)
 
 
-def initialize_tensors(data_structure: Any) -> Any:
+def initialize_tensors(data_structure: object) -> object:
     """Empty tensors shaped as the :class:`TensorInformation` leaves of ``data_structure``."""
     return recursively_apply(
         lambda info: torch.empty(info.shape, dtype=info.dtype),
@@ -438,12 +469,12 @@ def initialize_tensors(data_structure: Any) -> Any:
     )
 
 
-def listify(data: Any) -> Any:
+def listify(data: object) -> object:
     """``data`` with every tensor turned into (nested) Python lists / numbers."""
     return recursively_apply(lambda t: t.tolist(), data)
 
 
-def ignorant_find_batch_size(data: Any) -> int | None:
+def ignorant_find_batch_size(data: object) -> int | None:
     """:func:`find_batch_size`, or None when ``data`` holds no tensor."""
     try:
         return find_batch_size(data)
@@ -466,7 +497,7 @@ def copy_tensor_to_devices(tensor: torch.Tensor | None = None) -> torch.Tensor:
     return tensor
 
 
-def gather_across_data_parallel_groups(tensor: Any) -> Any:
+def gather_across_data_parallel_groups(tensor: T) -> T:
     """Gather ``tensor`` (nested) over the data-parallel processes only.
 
     Under N-D parallelism with tensor / context parallelism (an
@@ -484,10 +515,11 @@ def gather_across_data_parallel_groups(tensor: Any) -> Any:
     if not config.dp_dim_names:
         return tensor
     group = mesh["dp"].get_group()
-    return recursively_apply(lambda t: _gather_one(t, group), tensor, error_on_other_type=True)
+    gathered = recursively_apply(lambda t: _gather_one(t, group), tensor, error_on_other_type=True)
+    return cast(T, gathered)
 
 
-def pad_input_tensors(tensor: Any, batch_size: int, num_processes: int, dim: int = 0) -> Any:
+def pad_input_tensors(tensor: T, batch_size: int, num_processes: int, dim: int = 0) -> T:
     """Pad each tensor along ``dim`` (repeating its last slice) so ``batch_size`` divides by ``num_processes``."""
 
     def _pad(t: torch.Tensor) -> torch.Tensor:
@@ -506,26 +538,26 @@ def pad_input_tensors(tensor: Any, batch_size: int, num_processes: int, dim: int
         last = t.narrow(dim, t.shape[dim] - 1, 1)
         return torch.cat([t, *[last] * remainder], dim=dim)
 
-    return recursively_apply(_pad, tensor, error_on_other_type=True)
+    return cast(T, recursively_apply(_pad, tensor, error_on_other_type=True))
 
 
 class _ConvertOutputsToFp32:
     """A forward whose outputs are cast to fp32 (picklable)."""
 
-    def __init__(self, model_forward: Callable):
+    def __init__(self, model_forward: Callable[..., object]):
         self.model_forward = model_forward
         functools.update_wrapper(self, model_forward)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> object:
         return convert_to_fp32(self.model_forward(*args, **kwargs))
 
 
-def convert_outputs_to_fp32(model_forward: Callable) -> Callable:
+def convert_outputs_to_fp32(model_forward: Callable[..., object]) -> Callable[..., object]:
     """Wrap ``model_forward`` so that its fp16/bf16 outputs come back as fp32."""
     return _ConvertOutputsToFp32(model_forward)
 
 
-def get_pretty_name(obj: Any) -> str:
+def get_pretty_name(obj: object) -> str:
     """The qualified name of a function or class (of ``obj``'s class otherwise)."""
     if not hasattr(obj, "__qualname__") and not hasattr(obj, "__name__"):
         obj = getattr(obj, "__class__", obj)
@@ -542,6 +574,6 @@ def merge_dicts(source: dict, destination: dict) -> dict:
     return destination
 
 
-def recursive_getattr(obj: Any, attr: str) -> Any:
+def recursive_getattr(obj: object, attr: str) -> object:
     """``obj.a.b.c`` for ``attr="a.b.c"``."""
     return functools.reduce(getattr, attr.split("."), obj)

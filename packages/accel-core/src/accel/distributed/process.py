@@ -8,8 +8,24 @@ party does it the same way as the first-party ones.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, MutableMapping
+from typing import Protocol, TypeVar, cast
+
+P = TypeVar("P")
+
+
+class HasPlugins(Protocol):
+    """What holds the plugin objects by key: a backend context or the Accelerator's state."""
+
+    @property
+    def plugins(self) -> MutableMapping[str, object]: ...
+
+
+class HasState(Protocol):
+    """What holds a state with plugin objects: an Accelerator."""
+
+    @property
+    def state(self) -> HasPlugins: ...
 
 
 def ensure_process_group(backend: str = "gloo") -> bool:
@@ -29,7 +45,7 @@ def ensure_process_group(backend: str = "gloo") -> bool:
     return True
 
 
-def plugin_object(owner: Any, key: str, factory: Callable[[], Any]) -> Any:
+def plugin_object(owner: HasPlugins | HasState, key: str, factory: Callable[[], P]) -> P:
     """The plugin object ``key`` (``"fsdp_plugin"``) of the Accelerator's state, made if absent.
 
     ``owner`` is a :class:`~accel.backends.BackendContext` or an
@@ -39,12 +55,14 @@ def plugin_object(owner: Any, key: str, factory: Callable[[], Any]) -> Any:
     launched config section itself) and it is recorded in the state, so ``state.<key>``
     returns the object the backend uses from then on.
     """
-    plugins = owner.plugins if hasattr(owner, "plugins") else owner.state.plugins
+    holder = cast(HasPlugins, owner) if hasattr(owner, "plugins") else cast(HasState, owner).state
+    plugins = holder.plugins
     plugin = plugins.get(key)
     if plugin is None:
-        plugin = factory()
-        plugins[key] = plugin
-    return plugin
+        made = factory()
+        plugins[key] = made
+        return made
+    return cast(P, plugin)
 
 
 __all__ = ["ensure_process_group", "plugin_object"]

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from accel.big_model.device_map import DeviceLike
 
 
 class Quantizer:
@@ -20,9 +24,9 @@ class Quantizer:
     def quantize(
         self,
         model: torch.nn.Module,
-        config: Any,
+        config: object,
         weights_location: str | None = None,
-        device_map: Any = None,
+        device_map: str | Mapping[str, DeviceLike] | None = None,
         no_split_module_classes: list[str] | None = None,
         max_memory: dict | None = None,
         offload_folder: str | None = None,

@@ -5,8 +5,9 @@ from __future__ import annotations
 import inspect
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar, cast
 
 import pytest
 import torch
@@ -14,7 +15,14 @@ import torch
 from accel.backends import Backend
 
 from .processes import WORKERS, accel_executable, clean_environment, run_command, run_processes
-from .reference import differences, load_object, losses_match, make_model, train_reference
+from .reference import (
+    TrainRun,
+    differences,
+    load_object,
+    losses_match,
+    make_model,
+    train_reference,
+)
 
 
 class BackendConformance:
@@ -39,7 +47,7 @@ class BackendConformance:
     """Environment variables of the workers (e.g. ``{"ACCEL_BACKEND": "mine"}``)."""
     config_file: ClassVar[str | None] = None
     """YAML of an ``accel launch`` config file; when set the workers start through ``accel launch``."""
-    accelerator_kwargs: ClassVar[dict[str, Any]] = {}
+    accelerator_kwargs: ClassVar[dict[str, object]] = {}
     """JSON-able keyword arguments of ``Accelerator(...)`` in the workers."""
     accelerator_kwargs_factory: ClassVar[str | None] = None
     """``"module:function"`` or ``"/file.py:function"`` returning more kwargs (plugin objects)."""
@@ -63,7 +71,7 @@ class BackendConformance:
     """Seconds each launch may take."""
 
     # -- running ------------------------------------------------------------
-    def launch(self, folder: Path, phase: str, world_size: int) -> dict[str, Any]:
+    def launch(self, folder: Path, phase: str, world_size: int) -> TrainRun:
         """Run the worker for ``phase`` on ``world_size`` processes; return what rank 0 saved."""
         folder.mkdir(parents=True, exist_ok=True)
         expected = self.backend_name
@@ -105,9 +113,13 @@ class BackendConformance:
         assert out.exists(), f"rank 0 wrote no result ({out})"
         return torch.load(out, weights_only=True)
 
-    def reference(self) -> dict[str, Any]:
+    def reference(self) -> TrainRun:
         """Plain PyTorch, one process, full global batches."""
-        factory = load_object(self.model_factory) if self.model_factory else make_model
+        factory = (
+            cast("Callable[[int], torch.nn.Module]", load_object(self.model_factory))
+            if self.model_factory
+            else make_model
+        )
         return train_reference(self.steps, self.global_batch_size, factory)
 
     @pytest.fixture(scope="class")
@@ -118,13 +130,13 @@ class BackendConformance:
 
     @pytest.fixture(scope="class")
     @classmethod
-    def largest_run(cls, conformance_folder) -> dict[str, Any]:
+    def largest_run(cls, conformance_folder) -> TrainRun:
         """The uninterrupted training run on the largest world size (it also writes the checkpoint)."""
         return cls().launch(conformance_folder, "train", max(cls.world_sizes))
 
     @pytest.fixture(scope="class")
     @classmethod
-    def one_process_run(cls, conformance_folder, request) -> dict[str, Any]:
+    def one_process_run(cls, conformance_folder, request) -> TrainRun:
         """The training run on one process (the largest run itself for a one-process backend)."""
         if 1 not in cls.world_sizes:
             pytest.skip(f"this backend runs on {cls.world_sizes} processes, not on one")
@@ -132,7 +144,7 @@ class BackendConformance:
             return request.getfixturevalue("largest_run")
         return cls().launch(conformance_folder, "train", 1)
 
-    def assert_matches_reference(self, run: dict[str, Any]) -> None:
+    def assert_matches_reference(self, run: TrainRun) -> None:
         """Losses and final weights of ``run`` equal the plain-PyTorch reference within tolerance."""
         want = self.reference()
         assert losses_match(run["losses"], want["losses"], self.atol, self.rtol), (

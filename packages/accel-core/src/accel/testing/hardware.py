@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def get_backend() -> tuple[str, int, Callable[[], int]]:
@@ -19,20 +21,20 @@ def get_backend() -> tuple[str, int, Callable[[], int]]:
     return "cpu", 1, lambda: 0
 
 
-def _skip_unless(condition: bool, reason: str) -> Callable[[Any], Any]:
+def _skip_unless(condition: bool, reason: str) -> Callable[[T], T]:
     import unittest
 
     return unittest.skipUnless(condition, reason)
 
 
-def require_cuda(test: Any) -> Any:
+def require_cuda(test: T) -> T:
     """Skip ``test`` unless a CUDA GPU is present."""
     import torch
 
     return _skip_unless(torch.cuda.is_available(), "needs a CUDA GPU")(test)
 
 
-def require_multi_gpu(test: Any) -> Any:
+def require_multi_gpu(test: T) -> T:
     """Skip ``test`` unless at least two CUDA GPUs are present."""
     import torch
 

@@ -24,7 +24,7 @@ class LauncherConformance:
 
     launcher_name: ClassVar[str] = ""
     """The name the launcher is registered under (``accel launch --launcher NAME``)."""
-    settings: ClassVar[dict[str, Any]] = {"num_processes": 2, "use_cpu": True}
+    settings: ClassVar[dict[str, object]] = {"num_processes": 2, "use_cpu": True}
     """``accel launch`` settings (``"section.key"`` names set a key of a plugin section)."""
     required_programs: ClassVar[tuple[str, ...]] = ()
     """Programs the launch needs (``("mpirun",)``): the run check is skipped without them."""
@@ -33,7 +33,7 @@ class LauncherConformance:
     timeout: ClassVar[float] = 180
     """Seconds the launched job may take."""
 
-    def make_settings(self, folder: Path) -> dict[str, Any]:
+    def make_settings(self, folder: Path) -> dict[str, object]:
         """The settings for a run in ``folder``; override to write files a launcher needs (host files)."""
         return dict(self.settings)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import pytest
 import torch
@@ -51,7 +51,7 @@ class PrecisionConformance:
     steps: ClassVar[int] = 3
     """Optimizer steps of the training check."""
 
-    def handlers(self) -> dict[str, Any]:
+    def handlers(self) -> dict[str, object]:
         """Kwargs handlers by class name, as the Accelerator passes them (e.g. a recipe)."""
         return {}
 
@@ -179,7 +179,7 @@ class PrecisionConformance:
         assert _plain(other.state_dict()) == _plain(state), (other.state_dict(), state)
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     if isinstance(value, torch.Tensor):
         return value.tolist()
     if isinstance(value, dict):

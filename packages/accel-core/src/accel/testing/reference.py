@@ -9,11 +9,14 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import torch
+
+if TYPE_CHECKING:
+    from accel.accelerator import Accelerator
 
 IN_FEATURES = 4
 """Inputs per sample of the conformance data."""
@@ -25,7 +28,7 @@ MOMENTUM = 0.9
 """SGD momentum: the optimizer has state, so a resume that loses it is caught."""
 
 
-def load_object(spec: str) -> Any:
+def load_object(spec: str) -> object:
     """Import ``"package.module:name"`` or ``"/path/to/file.py:name"`` and return the attribute.
 
     The file form lets a test module point the worker processes at a function defined in itself.
@@ -43,10 +46,25 @@ def load_object(spec: str) -> Any:
         loader_spec.loader.exec_module(module)
     else:
         module = importlib.import_module(where)
-    obj: Any = module
+    obj: object = module
     for part in name.split("."):
         obj = getattr(obj, part)
     return obj
+
+
+class TrainRun(TypedDict, total=False):
+    """What a conformance run records (rank 0's file), and the reference's ``losses`` / ``weights``."""
+
+    backend: str
+    world_size: int
+    losses: list[float]
+    """The mean loss of each optimizer step."""
+    weights: dict[str, torch.Tensor]
+    """The final weights (float32, CPU)."""
+    initial_weights: dict[str, torch.Tensor]
+    weights_at_save: dict[str, torch.Tensor]
+    weights_before_load: dict[str, torch.Tensor]
+    weights_after_load: dict[str, torch.Tensor]
 
 
 def make_model(seed: int = 0) -> torch.nn.Module:
@@ -70,7 +88,12 @@ def make_optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
     return torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
 
 
-def default_train_step(accelerator: Any, model: Any, optimizer: Any, batch: Any) -> torch.Tensor:
+def default_train_step(
+    accelerator: Accelerator,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch: Sequence[torch.Tensor],
+) -> torch.Tensor:
     """One accelerated step: forward, MSE loss, ``accelerator.backward``, step, zero_grad.
 
     A plugin whose prepared model behaves differently (it runs forward and backward itself)
@@ -89,7 +112,7 @@ def train_reference(
     global_batch_size: int,
     model_factory: Callable[[int], torch.nn.Module] = make_model,
     seed: int = 0,
-) -> dict[str, Any]:
+) -> TrainRun:
     """Train in plain PyTorch, one process, full global batches: ``{"losses", "weights"}``."""
     model = model_factory(seed)
     optimizer = make_optimizer(model)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -33,12 +34,12 @@ class TrackerConformance:
 
     PROJECT: ClassVar[str] = spec.PROJECT
     """The project / run name the worker passes to ``init_trackers``."""
-    CONFIG: ClassVar[dict[str, Any]] = spec.CONFIG
+    CONFIG: ClassVar[Mapping[str, object]] = spec.CONFIG
     """The configuration the worker passes to ``init_trackers``."""
     STEPS: ClassVar[list[int]] = spec.STEPS
     """The steps the worker logs."""
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         if "tracker_names" in cls.__dict__:
             names = list(cls.tracker_names)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from typing import cast
 
 import torch
 
@@ -46,9 +48,20 @@ def main() -> None:
         spec = json.load(f)
     kwargs = dict(spec["accelerator_kwargs"])
     if spec.get("accelerator_kwargs_factory"):
-        kwargs.update(load_object(spec["accelerator_kwargs_factory"])())
-    model_factory = load_object(spec["model_factory"]) if spec.get("model_factory") else make_model
-    train_step = load_object(spec["train_step"]) if spec.get("train_step") else default_train_step
+        factory = cast(
+            "Callable[[], dict[str, object]]", load_object(spec["accelerator_kwargs_factory"])
+        )
+        kwargs.update(factory())
+    model_factory = (
+        cast("Callable[[int], torch.nn.Module]", load_object(spec["model_factory"]))
+        if spec.get("model_factory")
+        else make_model
+    )
+    train_step = (
+        cast("Callable[..., torch.Tensor | float]", load_object(spec["train_step"]))
+        if spec.get("train_step")
+        else default_train_step
+    )
     accelerator = Accelerator(**kwargs)
     world_size = spec["world_size"]
     assert accelerator.num_processes == world_size, (accelerator.num_processes, world_size)
