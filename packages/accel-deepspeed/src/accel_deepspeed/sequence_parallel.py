@@ -25,7 +25,7 @@ from accel.errors import ConfigError
 from .hf_config import JSONValue
 
 if TYPE_CHECKING:
-    from accel import Accelerator, ParallelismConfig
+    from accel import ParallelismConfig
 
 LoaderT = TypeVar("LoaderT", bound="torch.utils.data.DataLoader")
 
@@ -88,6 +88,20 @@ def fixed_sequence_length(config: ParallelismConfig | None) -> int | None:
     """``sp_seq_length`` when every batch must have it (``sp_seq_length_is_variable=False``), else None."""
     handler = sp_options(config)
     return None if handler.sp_seq_length_is_variable else handler.sp_seq_length
+
+
+class _HasBackend(Protocol):
+    """What :func:`ulysses_dl_adapter` reads of the accelerator it is given."""
+
+    @property
+    def backend(self) -> object:
+        """The run's backend (DeepSpeed's holds the sequence-parallel layout)."""
+        ...
+
+    @property
+    def state(self) -> object:
+        """The run's state (holding the ``parallelism_config``)."""
+        ...
 
 
 class _AttentionConfig(Protocol):
@@ -401,7 +415,7 @@ def sequence_parallel_loss(
 
 
 def ulysses_dl_adapter(
-    accelerator: Accelerator, dataloader: LoaderT, model: object = None
+    accelerator: _HasBackend, dataloader: LoaderT, model: object = None
 ) -> LoaderT:
     """``dataloader`` giving this rank its slice of every batch under DeepSpeed sequence parallelism.
 
