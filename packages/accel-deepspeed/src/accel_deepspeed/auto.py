@@ -11,11 +11,15 @@ from __future__ import annotations
 import copy
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from accel.errors import ConfigError
 
 from .config import half_precision_sections
+from .hf_config import DeepSpeedConfig, JSONValue
+
+if TYPE_CHECKING:
+    from accel.precision import Precision
 
 logger = logging.getLogger("accel_deepspeed.auto")
 
@@ -41,7 +45,7 @@ class Filled:
     """One ``"auto"`` value that was filled: the dotted key, the value and where it came from."""
 
     key: str
-    value: Any
+    value: JSONValue
     source: str
 
     def __str__(self) -> str:
@@ -57,11 +61,11 @@ class AutoContext:
     gradient_accumulation_source: str = "Accelerator(gradient_accumulation_steps=...)"
     micro_batch_size: int | None = None
     micro_batch_source: str = ""
-    precision: Any = "no"
+    precision: Precision | str = "no"
     """The run's :class:`~accel.precision.Precision` (or a ``mixed_precision`` name)."""
     gradient_clipping: float | None = None
     zero3_save_16bit_model: bool = False
-    optimizer_values: dict[str, Any] = field(default_factory=dict)
+    optimizer_values: dict[str, JSONValue] = field(default_factory=dict)
     optimizer_source: str = ""
     total_num_steps: int | None = None
     warmup_num_steps: int | None = None
@@ -70,7 +74,7 @@ class AutoContext:
     hidden_size_source: str = ""
 
 
-def auto_keys(config: Any, prefix: str = "") -> list[str]:
+def auto_keys(config: JSONValue, prefix: str = "") -> list[str]:
     """Every dotted key whose value is ``"auto"``."""
     found: list[str] = []
     if isinstance(config, dict):
@@ -83,8 +87,8 @@ def auto_keys(config: Any, prefix: str = "") -> list[str]:
     return found
 
 
-def _get(config: dict[str, Any], dotted: str) -> Any:
-    node: Any = config
+def _get(config: DeepSpeedConfig, dotted: str) -> JSONValue:
+    node: JSONValue = config
     for part in dotted.split("."):
         if not isinstance(node, dict) or part not in node:
             return None
@@ -92,7 +96,7 @@ def _get(config: dict[str, Any], dotted: str) -> Any:
     return node
 
 
-def _set(config: dict[str, Any], dotted: str, value: Any) -> None:
+def _set(config: DeepSpeedConfig, dotted: str, value: JSONValue) -> None:
     *parents, last = dotted.split(".")
     node = config
     for part in parents:
@@ -100,7 +104,7 @@ def _set(config: dict[str, Any], dotted: str, value: Any) -> None:
     node[last] = value
 
 
-def _precision(config: dict[str, Any], ctx: AutoContext, filled: list[Filled]) -> None:
+def _precision(config: DeepSpeedConfig, ctx: AutoContext, filled: list[Filled]) -> None:
     """fp16 / bf16 sections: ``auto`` or absent follow the run's precision
     (:func:`~accel_deepspeed.config.half_precision_sections`); explicit ones must agree with it."""
     wanted = half_precision_sections(ctx.precision)
@@ -124,7 +128,7 @@ def _precision(config: dict[str, Any], ctx: AutoContext, filled: list[Filled]) -
         )
 
 
-def _batch_sizes(config: dict[str, Any], ctx: AutoContext, filled: list[Filled]) -> None:
+def _batch_sizes(config: DeepSpeedConfig, ctx: AutoContext, filled: list[Filled]) -> None:
     world, steps = ctx.num_processes, ctx.gradient_accumulation_steps
     micro, total = (
         config.get("train_micro_batch_size_per_gpu"),
@@ -174,10 +178,10 @@ def _batch_sizes(config: dict[str, Any], ctx: AutoContext, filled: list[Filled])
         )
 
 
-def _simple_values(ctx: AutoContext) -> dict[str, tuple[Any, str]]:
+def _simple_values(ctx: AutoContext) -> dict[str, tuple[JSONValue, str]]:
     """Values that depend on nothing else in the config: ``{key: (value or None, source)}``."""
     clip = ctx.gradient_clipping
-    values: dict[str, tuple[Any, str]] = {
+    values: dict[str, tuple[JSONValue, str]] = {
         "gradient_clipping": (
             (clip, "DeepSpeedPlugin(gradient_clipping=...)")
             if clip is not None
@@ -207,7 +211,7 @@ def _simple_values(ctx: AutoContext) -> dict[str, tuple[Any, str]]:
     return values
 
 
-def fill_auto(config: dict[str, Any], ctx: AutoContext) -> tuple[dict[str, Any], list[Filled]]:
+def fill_auto(config: DeepSpeedConfig, ctx: AutoContext) -> tuple[DeepSpeedConfig, list[Filled]]:
     """A copy of ``config`` with every ``"auto"`` filled, and the record of what was filled.
 
     Raises :class:`ConfigError` listing every ``"auto"`` that cannot be resolved.

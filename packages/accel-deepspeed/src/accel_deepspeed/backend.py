@@ -14,7 +14,7 @@ import re
 import warnings
 from collections.abc import Generator, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import torch
 from accel.backends import Backend
@@ -25,17 +25,26 @@ from accel.precision import Precision
 from .auto import AutoContext, Filled, fill_auto
 from .config import DeepSpeedPlugin
 from .dummy import DummyOptim, DummyScheduler
+from .hf_config import DeepSpeedConfig
 from .locks import check_extension_locks
 from .sequence_parallel import (
     SequenceParallelLayout,
     SequenceSlicingCollate,
     check_layout,
+    fixed_sequence_length,
     initialize_groups,
     is_transformers_model,
     register_attention,
     slice_loader,
+    sp_options,
 )
 from .wrappers import DeepSpeedEngineWrapper, DeepSpeedOptimizerWrapper, DeepSpeedSchedulerWrapper
+
+if TYPE_CHECKING:
+    from accel.data.shard import DataLoaderShard
+    from deepspeed.runtime.engine import DeepSpeedEngine
+
+LoaderT = TypeVar("LoaderT", bound="torch.utils.data.DataLoader")
 
 MODEL_NAME = "pytorch_model"
 """Checkpoint tag of model 0 (model ``i`` > 0: ``pytorch_model_i``), as in Accelerate."""
@@ -55,7 +64,7 @@ def zero_partitions(tag_dir: Path) -> int:
     return len({match.group(1) for match in found if match})
 
 
-def resharded_tag(engine: Any, folder: Path, tag: str) -> str:
+def resharded_tag(engine: DeepSpeedEngine, folder: Path, tag: str) -> str:
     """The tag to load: ``tag``, or its universal conversion when the data-parallel size changed.
 
     A ZeRO checkpoint holds one optimizer partition per data-parallel rank and DeepSpeed loads
@@ -80,7 +89,7 @@ def resharded_tag(engine: Any, folder: Path, tag: str) -> str:
     )
 
 
-def _is_scheduler(obj: Any) -> bool:
+def _is_scheduler(obj: object) -> bool:
     return isinstance(obj, (torch.optim.lr_scheduler.LRScheduler, DummyScheduler)) or (
         hasattr(obj, "step")
         and hasattr(obj, "optimizer")
@@ -140,15 +149,15 @@ class DeepSpeedBackend(Backend):
         os.environ.setdefault("LOCAL_RANK", str(run.local_process_index))
         os.environ.setdefault("RANK", str(run.process_index))
         os.environ.setdefault("WORLD_SIZE", str(run.num_processes))
-        self.engines: list[Any] = []
+        self.engines: list[DeepSpeedEngine] = []
         self.filled: list[list[Filled]] = []
         """Per engine, the ``"auto"`` values filled and where each came from."""
         self._micro_batch: tuple[int, str] | None = None
-        self._last_forward: list[Any] = []
+        self._last_forward: list[DeepSpeedEngine] = []
         self._warned_clip = False
         self.sequence_parallel: SequenceParallelLayout | None = self._sequence_parallel_layout()
         """Where this process sits in DeepSpeed's sequence-parallel groups (``sp_size > 1``), else None."""
-        self.mpu: Any = None
+        self.mpu: object = None
         """DeepSpeed's sequence-parallel groups given to ``deepspeed.initialize`` (None without SP)."""
         return EnginePrecision(run.precision)
 
@@ -196,27 +205,28 @@ class DeepSpeedBackend(Backend):
             return super().data_parallel_shard()
         return self.sequence_parallel.dp_size, self.sequence_parallel.dp_rank
 
-    def prepare_data_loader(self, dataloader: Any, device_placement: bool = True) -> Any:
+    def prepare_data_loader(
+        self, dataloader: torch.utils.data.DataLoader, device_placement: bool = True
+    ) -> DataLoaderShard:
         """The usual prepared loader; with sequence parallelism each batch is cut to this rank's slice."""
         loader = super().prepare_data_loader(dataloader, device_placement)
         layout = self.sequence_parallel
         if layout is not None:
-            handler = self.context.parallelism_config.sp_handler
-            fixed = None if handler.sp_seq_length_is_variable else handler.sp_seq_length
+            fixed = fixed_sequence_length(self.context.parallelism_config)
             loader.collate_fn = SequenceSlicingCollate(
                 loader.collate_fn, layout.sp_rank, layout.sp_size, fixed
             )
         return loader
 
-    def deepspeed_ulysses_dl_adapter(self, dataloader: Any, model: Any = None) -> Any:
+    def deepspeed_ulysses_dl_adapter(self, dataloader: LoaderT, model: object = None) -> LoaderT:
         """The loader cutting each batch to this rank's sequence slice (see
         :func:`accel_deepspeed.sequence_parallel.ulysses_dl_adapter`); unchanged without SP."""
-        return slice_loader(self.sequence_parallel, self.context, dataloader)
+        return slice_loader(self.sequence_parallel, self.context.parallelism_config, dataloader)
 
     # -- prepare ----------------------------------------------------------------
-    def prepare(self, objects: list[Any], device_placement: list[bool]) -> list[Any]:
+    def prepare(self, objects: list[object], device_placement: list[bool]) -> list[object]:
         """Data loaders as usual; each model with the optimizer and scheduler after it into one engine."""
-        result = list(objects)
+        result: list[object] = list(objects)
         for index, obj in enumerate(objects):
             if isinstance(obj, torch.utils.data.DataLoader):
                 self._note_batch_size(obj)
@@ -238,9 +248,12 @@ class DeepSpeedBackend(Backend):
         for n, model_index in enumerate(models):
             opt_index = optimizers[n] if n < len(optimizers) else None
             sched_index = schedulers[n] if n < len(schedulers) else None
+            # the indices were chosen by isinstance above
             engine, optimizer, scheduler = self._build_engine(
-                objects[model_index],
-                objects[opt_index] if opt_index is not None else None,
+                cast("torch.nn.Module", objects[model_index]),
+                cast("torch.optim.Optimizer | DummyOptim", objects[opt_index])
+                if opt_index is not None
+                else None,
                 objects[sched_index] if sched_index is not None else None,
             )
             result[model_index] = engine
@@ -265,7 +278,12 @@ class DeepSpeedBackend(Backend):
         else:
             self._micro_batch = (size, f"the data loader's batch_size {size}")
 
-    def _context(self, model: torch.nn.Module, optimizer: Any, scheduler: Any) -> AutoContext:
+    def _context(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer | DummyOptim | None,
+        scheduler: object,
+    ) -> AutoContext:
         run, plugin = self.context, self.plugin
         ctx = AutoContext(
             num_processes=self.data_parallel_shard()[0],
@@ -307,7 +325,7 @@ class DeepSpeedBackend(Backend):
         ctx.hidden_size = hidden if isinstance(hidden, int) else None
         return ctx
 
-    def _check_pairing(self, optimizer: Any, scheduler: Any) -> None:
+    def _check_pairing(self, optimizer: object, scheduler: object) -> None:
         config = self.plugin.deepspeed_config
         if (
             "optimizer" in config
@@ -344,8 +362,11 @@ class DeepSpeedBackend(Backend):
             )
 
     def _build_engine(
-        self, model: torch.nn.Module, optimizer: Any, scheduler: Any
-    ) -> tuple[Any, Any, Any]:
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer | DummyOptim | None,
+        scheduler: object,
+    ) -> tuple[DeepSpeedEngine, DeepSpeedOptimizerWrapper | None, DeepSpeedSchedulerWrapper | None]:
         import deepspeed
 
         self._check_pairing(optimizer, scheduler)
@@ -353,6 +374,8 @@ class DeepSpeedBackend(Backend):
             self.plugin.deepspeed_config, self._context(model, optimizer, scheduler)
         )
         self.plugin.set_moe_leaf_modules(model)
+        # Any: deepspeed.initialize's hints are narrower than what it takes (model_parameters
+        # is hinted a Module and receives parameter groups, lr_scheduler a torch scheduler)
         kwargs: dict[str, Any] = {"model": model, "config": config}
         if self.sequence_parallel is not None:
             kwargs["mpu"] = self._sequence_parallel_mpu(model, config)
@@ -379,7 +402,9 @@ class DeepSpeedBackend(Backend):
         self.engines.append(engine)
         self.filled.append(filled)
         wrapped_optimizer = (
-            DeepSpeedOptimizerWrapper(ds_optimizer) if optimizer is not None else None
+            DeepSpeedOptimizerWrapper(ds_optimizer)
+            if optimizer is not None and ds_optimizer is not None
+            else None
         )
         wrapped_scheduler = (
             DeepSpeedSchedulerWrapper(ds_scheduler, [wrapped_optimizer])
@@ -390,7 +415,7 @@ class DeepSpeedBackend(Backend):
 
     @contextlib.contextmanager
     def _scalar_parameters_broadcast(
-        self, model: torch.nn.Module, config: dict[str, Any]
+        self, model: torch.nn.Module, config: DeepSpeedConfig
     ) -> Generator[None, None, None]:
         """Let ``deepspeed.initialize`` take a model with zero-dimensional parameters (ZeRO 0-2).
 
@@ -436,7 +461,7 @@ class DeepSpeedBackend(Backend):
             for _, p in scalars:
                 del vars(p)["ds_optim_param"]
 
-    def _sequence_parallel_mpu(self, model: torch.nn.Module, config: dict[str, Any]) -> Any:
+    def _sequence_parallel_mpu(self, model: torch.nn.Module, config: DeepSpeedConfig) -> object:
         """The groups for ``deepspeed.initialize``; a transformers model's attention becomes Ulysses."""
         layout = self.sequence_parallel
         assert layout is not None  # called only when sequence parallelism is on
@@ -450,12 +475,14 @@ class DeepSpeedBackend(Backend):
                 "pass the training data loader to the same accelerator.prepare() call as the "
                 "model, or set train_micro_batch_size_per_gpu in the DeepSpeed config"
             )
-        handler = self.context.parallelism_config.sp_handler
+        handler = sp_options(self.context.parallelism_config)
         self.mpu = register_attention(model, handler, layout.sp_size, micro)
         return self.mpu
 
     @staticmethod
-    def _offload_ready(optimizer: torch.optim.Optimizer, config: dict[str, Any]) -> Any:
+    def _offload_ready(
+        optimizer: torch.optim.Optimizer, config: DeepSpeedConfig
+    ) -> torch.optim.Optimizer:
         """With optimizer offload, torch Adam/AdamW become DeepSpeedCPUAdam (same param groups)."""
         device = (config.get("zero_optimization", {}).get("offload_optimizer") or {}).get("device")
         if device in (None, "none") or type(optimizer) not in (torch.optim.Adam, torch.optim.AdamW):
@@ -469,20 +496,20 @@ class DeepSpeedBackend(Backend):
             **defaults,
         )
 
-    def _record_forward(self, engine: Any, args: Any) -> None:
+    def _record_forward(self, engine: DeepSpeedEngine, args: tuple[object, ...]) -> None:
         if engine in self._last_forward:
             self._last_forward.remove(engine)
         self._last_forward.append(engine)
 
     # -- training step ----------------------------------------------------------
-    def engine_of(self, model: Any) -> Any:
+    def engine_of(self, model: object) -> DeepSpeedEngine | None:
         """The engine of a prepared model (the engine itself or the module inside it), or None."""
         for engine in self.engines:
             if model is engine or model is engine.module:
                 return engine
         return None
 
-    def _engine_for_backward(self, model: Any) -> Any:
+    def _engine_for_backward(self, model: object) -> DeepSpeedEngine:
         if model is not None:
             engine = self.engine_of(model)
             if engine is None:
@@ -503,7 +530,7 @@ class DeepSpeedBackend(Backend):
             "loss trains with accelerator.backward(loss, model=model)"
         )
 
-    def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
+    def backward(self, loss: torch.Tensor, **kwargs: object) -> None:
         """Backward and, on synchronising micro-batches, the optimizer step, through the engine.
 
         As in Accelerate, ``scale_wrt_gas`` (default True) says whether the loss is divided
@@ -666,7 +693,7 @@ class DeepSpeedBackend(Backend):
             raise CheckpointError(f"DeepSpeed could not load checkpoint {tag} from {folder}")
 
     def save_optimizer_state(
-        self, optimizer: Any, folder: Path, index: int, model: torch.nn.Module | None = None
+        self, optimizer: object, folder: Path, index: int, model: torch.nn.Module | None = None
     ) -> None:
         """Nothing for DeepSpeed optimizers: their state is in the engine's checkpoint."""
         if not isinstance(optimizer, DeepSpeedOptimizerWrapper):
@@ -674,7 +701,7 @@ class DeepSpeedBackend(Backend):
 
     def load_optimizer_state(
         self,
-        optimizer: Any,
+        optimizer: object,
         folder: Path,
         index: int,
         model: torch.nn.Module | None = None,

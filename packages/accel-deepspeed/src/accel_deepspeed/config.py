@@ -13,12 +13,12 @@ import sys
 import warnings
 from collections.abc import Generator
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from accel.config.keys import parse_bool
 from accel.errors import ConfigError
 
-from .hf_config import HfDeepSpeedConfig
+from .hf_config import DeepSpeedConfig, HfDeepSpeedConfig, JSONValue
 from .options import (  # the declarations, in a module `accel launch` imports alone
     DEEPSPEED_SECTION,
     DEEPSPEED_STRATEGY,  # noqa: F401 - its public path stays accel_deepspeed.config
@@ -37,27 +37,35 @@ validate_section = DEEPSPEED_SECTION.validate
 """Errors in a ``deepspeed_config`` section (unknown keys, bad values, offload against the
 ZeRO stage), one line each."""
 
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Callable
+
+    import torch
+    from accel.backends import BackendContext
+    from accel.precision import Precision
+
 _FIELD_OF_KEY = {
     "deepspeed_config_file": "hf_ds_config",
     "deepspeed_moe_layer_cls_names": "transformer_moe_cls_names",
 }
 
 
-def _device(key: str, value: Any) -> str:
+def _device(key: str, value: object) -> str:
     """An offload device (``none`` when unset); errors name ``key``."""
     return DEEPSPEED_SECTION["offload_param_device"].convert(
         "none" if value is None else value, key
     )
 
 
-def _warn_ignored_param_offload(stage: Any, param_device: str) -> None:
+def _warn_ignored_param_offload(stage: int | str, param_device: str) -> None:
     """Warn (not refuse, as Accelerate accepts it) when DeepSpeed will ignore ``offload_param``."""
     message = ignored_param_offload(stage, param_device)
     if message is not None:
         warnings.warn(message, UserWarning, stacklevel=4)
 
 
-def _steps(key: str, value: Any) -> int | str:
+def _steps(key: str, value: object) -> int | str:
     return DEEPSPEED_SECTION["gradient_accumulation_steps"].convert(value, key)
 
 
@@ -73,7 +81,7 @@ class DeepSpeedPlugin:
     the prepared objects when :meth:`~accel.Accelerator.prepare` runs.
     """
 
-    hf_ds_config: Any = None
+    hf_ds_config: HfDeepSpeedConfig | DeepSpeedConfig | str | os.PathLike[str] | None = None
     """A DeepSpeed config: dict, path of a JSON file, JSON text, or :class:`HfDeepSpeedConfig`.
     An :class:`HfDeepSpeedConfig` (such as transformers' ``HfTrainerDeepSpeedConfig``) is kept
     as it is, and :attr:`deepspeed_config` is its very ``config`` dict; others are wrapped in one."""
@@ -133,23 +141,23 @@ class DeepSpeedPlugin:
             self.hf_ds_config = HfDeepSpeedConfig(self._from_fields())
         # One dict, shared with hf_ds_config (which may be transformers' HfTrainerDeepSpeedConfig):
         # the "auto" values the Trainer fills there are the ones the engine is built from.
-        self.deepspeed_config: dict[str, Any] = self.hf_ds_config.config
+        self.deepspeed_config: DeepSpeedConfig = self.hf_ds_config.config
         if self.zero3_init_flag and self.zero_stage != 3:
             self.zero3_init_flag = False  # Accelerate's rule: only meaningful with ZeRO-3
         self._selected = False
-        self._run: Any = None  # the BackendContext of the Accelerator using it (see attach)
-        self.dschf: Any = None
+        self._run: BackendContext | None = None  # the run of the Accelerator using it (see attach)
+        self.dschf: object = None
         """transformers' ``HfDeepSpeedConfig`` made by :meth:`set_deepspeed_weakref` (kept alive)."""
 
     # -- building the config ------------------------------------------------
-    def _from_fields(self) -> dict[str, Any]:
+    def _from_fields(self) -> DeepSpeedConfig:
         self.zero_stage = 2 if self.zero_stage is None else _stage(self.zero_stage)
         optimizer_device = _device("offload_optimizer_device", self.offload_optimizer_device)
         param_device = _device("offload_param_device", self.offload_param_device)
         check_combination(self.zero_stage, optimizer_device, param_device)
         _warn_ignored_param_offload(self.zero_stage, param_device)
         self.offload_optimizer_device, self.offload_param_device = optimizer_device, param_device
-        zero: dict[str, Any] = {"stage": self.zero_stage}
+        zero: DeepSpeedConfig = {"stage": self.zero_stage}
         for kind, device, path in (
             ("optimizer", optimizer_device, self.offload_optimizer_nvme_path),
             ("param", param_device, self.offload_param_nvme_path),
@@ -177,7 +185,7 @@ class DeepSpeedPlugin:
 
     def _from_file(self) -> None:
         """Complete the given config in place with the plugin's fields (no copy: see ``__post_init__``)."""
-        config = self.hf_ds_config.config
+        config = self._hf.config
         zero = config.setdefault("zero_optimization", {})
         zero.setdefault("stage", 0)
         _merge(config, "zero_optimization.stage", self.zero_stage, _stage)
@@ -225,9 +233,14 @@ class DeepSpeedPlugin:
         config.setdefault("zero_allow_untested_optimizer", True)
 
     # -- queries ----------------------------------------------------------------
-    def get_value(self, ds_key_long: str, default: Any = None) -> Any:
+    @property
+    def _hf(self) -> HfDeepSpeedConfig:
+        """:attr:`hf_ds_config`, which ``__post_init__`` made an :class:`HfDeepSpeedConfig`."""
+        return cast("HfDeepSpeedConfig", self.hf_ds_config)
+
+    def get_value(self, ds_key_long: str, default: JSONValue = None) -> JSONValue:
         """The value at a dotted key of the DeepSpeed config (``zero_optimization.stage``)."""
-        return self.hf_ds_config.get_value(ds_key_long, default)
+        return self._hf.get_value(ds_key_long, default)
 
     def is_auto(self, ds_key_long: str) -> bool:
         """Whether the dotted key is ``"auto"``."""
@@ -238,7 +251,7 @@ class DeepSpeedPlugin:
         ds_key_long: str,
         mismatches: list[str] | None = None,
         must_match: bool = True,
-        **kwargs: Any,
+        **kwargs: JSONValue,
     ) -> None:
         """Fill ``ds_key_long`` when it is ``"auto"`` from ``kwargs[ds_key_long]`` (Accelerate's API).
 
@@ -246,7 +259,7 @@ class DeepSpeedPlugin:
         ``must_match``, a set value that differs from ``kwargs`` is appended to ``mismatches``.
         """
         mismatches = [] if mismatches is None else mismatches
-        node, key = self.hf_ds_config.find_config_node(ds_key_long)
+        node, key = self._hf.find_config_node(ds_key_long)
         if node is None:
             return
         if node.get(key) == "auto":
@@ -267,9 +280,9 @@ class DeepSpeedPlugin:
         self,
         prefix: str = "",
         mismatches: list[str] | None = None,
-        config: dict[str, Any] | None = None,
+        config: DeepSpeedConfig | None = None,
         must_match: bool = True,
-        **kwargs: Any,
+        **kwargs: JSONValue,
     ) -> None:
         """:meth:`fill_match` every key of the config with ``kwargs`` (dotted keys); mismatches raise."""
         mismatches = [] if mismatches is None else mismatches
@@ -292,7 +305,7 @@ class DeepSpeedPlugin:
                 + "\nset them to auto in the DeepSpeed config to take the given ones"
             )
 
-    def set_mixed_precision(self, mixed_precision: Any) -> None:
+    def set_mixed_precision(self, mixed_precision: Precision | str) -> None:
         """Make the config's ``fp16`` / ``bf16`` sections say ``mixed_precision`` (a name or a
         :class:`~accel.precision.Precision`), by :func:`half_precision_sections`.
 
@@ -361,12 +374,12 @@ class DeepSpeedPlugin:
             self.set_deepspeed_weakref()
         self._selected = True
 
-    def attach(self, run: Any) -> None:
+    def attach(self, run: BackendContext) -> None:
         """Called by the DeepSpeed backend with its run context (a ``BackendContext``): what
         the plugin needs of the run (the mixed precision for ZeRO-3 init) is read there."""
         self._run = run
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         # A copy or a pickle (transformers saves TrainingArguments, which hold the plugin,
         # with every checkpoint) leaves the run behind: it holds the prepared engine.
         return {**self.__dict__, "_run": None}
@@ -376,7 +389,7 @@ class DeepSpeedPlugin:
         """Whether this plugin is the active one (the one the Accelerator was given)."""
         return self._selected
 
-    def set_moe_leaf_modules(self, model: Any) -> list[type]:
+    def set_moe_leaf_modules(self, model: torch.nn.Module) -> list[type]:
         """Mark the MoE layer classes of ``model`` as ZeRO-3 leaf modules; returns the classes found."""
         names = list(self.transformer_moe_cls_names or [])
         if not names:
@@ -419,13 +432,13 @@ class DeepSpeedPlugin:
                 self.zero3_init_flag = old
                 self.set_deepspeed_weakref()
 
-    def _zero_init_config(self) -> dict[str, Any]:
+    def _zero_init_config(self) -> DeepSpeedConfig:
         """What ``zero.Init`` needs: the parameter offload and dtype (fp16/bf16 from the config or
         else the mixed precision of the run it is attached to, otherwise fp32), without ``auto``
         values."""
         wanted = half_precision_sections(self._run.precision if self._run is not None else "no")
-        zero: dict[str, Any] = {"stage": 3}
-        config: dict[str, Any] = {
+        zero: DeepSpeedConfig = {"stage": 3}
+        config: DeepSpeedConfig = {
             "train_micro_batch_size_per_gpu": 1,
             "gradient_accumulation_steps": 1,
             "zero_optimization": zero,
@@ -439,7 +452,7 @@ class DeepSpeedPlugin:
         return config
 
 
-def half_precision_sections(precision: Any) -> dict[str, bool]:
+def half_precision_sections(precision: Precision | str) -> dict[str, bool]:
     """Which of the DeepSpeed config's ``fp16`` / ``bf16`` sections a precision enables: the one rule.
 
     ``precision`` is a :class:`~accel.precision.Precision` or a ``mixed_precision`` name; its
@@ -455,12 +468,17 @@ def half_precision_sections(precision: Any) -> dict[str, bool]:
     return {"fp16": dtype == torch.float16, "bf16": dtype == torch.bfloat16}
 
 
-def _precision_name(precision: Any) -> str:
+def _precision_name(precision: Precision | str) -> str:
     """The ``mixed_precision`` name of a precision or a name, for messages."""
     return str(getattr(precision, "name", precision))
 
 
-def _merge(config: dict[str, Any], dotted: str, value: Any, cast: Any) -> None:
+def _merge(
+    config: DeepSpeedConfig,
+    dotted: str,
+    value: JSONValue,
+    cast: Callable[[JSONValue], JSONValue] | None,
+) -> None:
     """Put a plugin field into the config: fills ``auto`` or a missing key; a different value is an error."""
     if value is None:
         return

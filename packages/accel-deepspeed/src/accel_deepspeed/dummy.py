@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+    from torch.optim.optimizer import ParamsT
 
 
 class DummyOptim:
@@ -14,7 +18,9 @@ class DummyOptim:
     optimizer DeepSpeed built.
     """
 
-    def __init__(self, params: Any, lr: float = 0.001, weight_decay: float = 0, **kwargs: Any):
+    def __init__(
+        self, params: ParamsT, lr: float = 0.001, weight_decay: float = 0, **kwargs: object
+    ):
         self.params = params
         self.lr = lr
         self.weight_decay = weight_decay
@@ -31,11 +37,11 @@ class DummyScheduler:
 
     def __init__(
         self,
-        optimizer: Any,
+        optimizer: torch.optim.Optimizer | DummyOptim,
         total_num_steps: int | None = None,
         warmup_num_steps: int = 0,
-        lr_scheduler_callable: Callable[[Any], Any] | None = None,
-        **kwargs: Any,
+        lr_scheduler_callable: Callable[[torch.optim.Optimizer], object] | None = None,
+        **kwargs: object,
     ):
         self.optimizer = optimizer
         self.total_num_steps = total_num_steps

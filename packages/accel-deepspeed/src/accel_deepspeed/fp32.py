@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from accel.errors import CheckpointError
 
 from .backend import checkpoint_tag
+
+if TYPE_CHECKING:
+    import torch
+
+ModuleT = TypeVar("ModuleT", bound="torch.nn.Module")
 
 
 def _tag(checkpoint_dir: Path, tag: str | None, index: int) -> str:
@@ -32,7 +37,7 @@ def _tag(checkpoint_dir: Path, tag: str | None, index: int) -> str:
 
 def get_fp32_state_dict_from_zero_checkpoint(
     checkpoint_dir: str | os.PathLike, tag: str | None = None, index: int = 0
-) -> dict[str, Any]:
+) -> dict[str, torch.Tensor]:
     """The fp32 state dict of model ``index`` from a ZeRO (stage 1-3) checkpoint folder."""
     from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint as convert
 
@@ -41,8 +46,8 @@ def get_fp32_state_dict_from_zero_checkpoint(
 
 
 def load_state_dict_from_zero_checkpoint(
-    model: Any, checkpoint_dir: str | os.PathLike, tag: str | None = None, index: int = 0
-) -> Any:
+    model: ModuleT, checkpoint_dir: str | os.PathLike, tag: str | None = None, index: int = 0
+) -> ModuleT:
     """Load the fp32 weights of a ZeRO checkpoint into ``model`` (moved to the CPU); returns it."""
     state_dict = get_fp32_state_dict_from_zero_checkpoint(checkpoint_dir, tag, index)
     model = model.cpu()

@@ -13,15 +13,23 @@ import copy
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from accel.errors import ConfigError
+
+JSONValue: TypeAlias = Any
+"""A value parsed from JSON (str, int, float, bool, None, a list or a dict of them). A DeepSpeed
+config is a user's JSON document, whose values are checked where they are read (``isinstance``,
+the section's declarations), so readers index into it freely."""
+
+DeepSpeedConfig: TypeAlias = dict[str, JSONValue]
+"""A DeepSpeed JSON config (the object ``deepspeed.initialize(config=...)`` takes)."""
 
 OFFLOAD_TARGETS = ("cpu", "nvme")
 """Offload devices that count as offloading (``none`` does not)."""
 
 
-def _read_config(source: Any) -> Any:
+def _read_config(source: object) -> JSONValue:
     """The config held by ``source``: a dict (copied), a JSON file path, JSON text or base64 JSON."""
     if isinstance(source, HfDeepSpeedConfig):
         return copy.deepcopy(source.config)
@@ -68,18 +76,18 @@ class HfDeepSpeedConfig:
     ZeRO stage and offload answers follow it as it changes.
     """
 
-    def __init__(self, config_file_or_dict: Any):
+    def __init__(self, config_file_or_dict: object):
         config = _read_config(config_file_or_dict)
         if not isinstance(config, dict):
             raise ConfigError("a DeepSpeed config must be a JSON object (a mapping of keys)")
-        self.config: dict[str, Any] = config
+        self.config: DeepSpeedConfig = config
         self.set_stage_and_offload()
 
     def set_stage_and_offload(self) -> None:
         """Kept for Accelerate's API: :attr:`_stage` and :attr:`_offload` are read from the config live."""
 
     @property
-    def _stage(self) -> Any:
+    def _stage(self) -> JSONValue:
         """The ZeRO stage (``zero_optimization.stage``; -1 when not set), as Accelerate's attribute."""
         return self.get_value("zero_optimization.stage", -1)
 
@@ -93,17 +101,17 @@ class HfDeepSpeedConfig:
             for kind in ("optimizer", "param")
         )
 
-    def find_config_node(self, ds_key_long: str) -> tuple[dict[str, Any] | None, str]:
+    def find_config_node(self, ds_key_long: str) -> tuple[DeepSpeedConfig | None, str]:
         """The dict holding the last part of a dotted key, and that part (None if a parent is missing)."""
         *parents, last = ds_key_long.split(".")
-        node: Any = self.config
+        node: JSONValue = self.config
         for part in parents:
             node = node.get(part) if isinstance(node, dict) else None
             if node is None:
                 return None, last
         return (node if isinstance(node, dict) else None), last
 
-    def get_value(self, ds_key_long: str, default: Any = None) -> Any:
+    def get_value(self, ds_key_long: str, default: JSONValue = None) -> JSONValue:
         """The value at a dotted key, or ``default``."""
         node, last = self.find_config_node(ds_key_long)
         return default if node is None else node.get(last, default)

@@ -9,6 +9,7 @@ Torch-free.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from accel.errors import ConfigError
@@ -19,18 +20,22 @@ from .config import MULTINODE_LAUNCHERS
 RUNNER_MODULE = "accel_deepspeed.runner"
 
 
-def _section(config: dict[str, Any]) -> dict[str, Any]:
+def _section(config: Mapping[str, Any]) -> Mapping[str, object]:
     section = config.get("deepspeed_config") or {}
     return section if isinstance(section, dict) else {}
 
 
 class DeepSpeedMultinodeLauncher(Launcher):
-    """Several machines through DeepSpeed's runner (``deepspeed --hostfile ... --launcher pdsh script``)."""
+    """Several machines through DeepSpeed's runner (``deepspeed --hostfile ... --launcher pdsh script``).
+
+    ``config`` is the launch configuration (core's :class:`~accel.launchers.Launcher` contract):
+    settings by name, each of its declared type.
+    """
 
     name = "deepspeed"
     priority = 50
 
-    def claims(self, config: dict[str, Any]) -> bool:
+    def claims(self, config: Mapping[str, Any]) -> bool:
         """DeepSpeed on more than one machine with a launcher other than ``standard``."""
         return (
             str(config.get("distributed_type")) == "DEEPSPEED"
@@ -39,7 +44,7 @@ class DeepSpeedMultinodeLauncher(Launcher):
         )
 
     @staticmethod
-    def launcher_name(config: dict[str, Any]) -> str:
+    def launcher_name(config: Mapping[str, Any]) -> str:
         """``deepspeed_multinode_launcher`` (default ``pdsh``), checked."""
         name = str(_section(config).get("deepspeed_multinode_launcher") or "pdsh")
         if name not in MULTINODE_LAUNCHERS:
@@ -48,7 +53,7 @@ class DeepSpeedMultinodeLauncher(Launcher):
             )
         return name
 
-    def command(self, config: dict[str, Any], script: list[str]) -> list[str]:
+    def command(self, config: Mapping[str, Any], script: list[str]) -> list[str]:
         """The argv of DeepSpeed's runner for ``config`` and ``script``."""
         section = _section(config)
         launcher = self.launcher_name(config)

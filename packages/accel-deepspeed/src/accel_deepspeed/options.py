@@ -6,6 +6,7 @@ the rest of the plugin (:mod:`accel_deepspeed.config` re-exports every name). To
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from accel.config.sections import Option, Section
@@ -18,20 +19,17 @@ MULTINODE_LAUNCHERS = ("pdsh", "standard", "openmpi", "mvapich", "mpich", "nossh
 """Values of ``deepspeed_multinode_launcher`` (Accelerate's list; ``pdsh`` is the default)."""
 
 
-def _stage(value: Any, label: str = "zero_stage") -> int:
-    try:
-        stage = int(value)
-    except (TypeError, ValueError):
-        stage = -1
-    if stage not in (0, 1, 2, 3) or str(value).strip() not in ("0", "1", "2", "3"):
+def _stage(value: object, label: str = "zero_stage") -> int:
+    text = str(value).strip()
+    if text not in ("0", "1", "2", "3"):
         raise ConfigError(
             f"{label}={value!r} is not a ZeRO stage: use 0 (off), 1 (optimizer states), "
             "2 (+ gradients) or 3 (+ parameters)"
         )
-    return stage
+    return int(text)
 
 
-def _clip(value: Any, label: str = "gradient_clipping") -> float | str | None:
+def _clip(value: float | str | None, label: str = "gradient_clipping") -> float | str | None:
     if value is None or value == "auto":
         return value
     if str(value).strip().lower() == "none":
@@ -54,7 +52,7 @@ def check_combination(stage: int, optimizer_device: str, param_device: str) -> N
         )
 
 
-def ignored_param_offload(stage: Any, param_device: str) -> str | None:
+def ignored_param_offload(stage: int | str, param_device: str) -> str | None:
     """Why ``offload_param_device`` has no effect at this ZeRO stage, or None when it has.
 
     As in Accelerate, which writes the ``offload_param`` section whatever the stage: DeepSpeed
@@ -68,7 +66,7 @@ def ignored_param_offload(stage: Any, param_device: str) -> str | None:
     )
 
 
-def _check_section(values: dict[str, Any]) -> None:
+def _check_section(values: Mapping[str, Any]) -> None:
     """The section's offload devices must suit its ZeRO stage (unless a JSON file decides)."""
     if values["deepspeed_config_file"] is None:
         check_combination(

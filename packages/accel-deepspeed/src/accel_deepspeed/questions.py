@@ -7,14 +7,17 @@ that only choose what to ask next are written here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .config import DEEPSPEED_SECTION as S
 
+if TYPE_CHECKING:
+    from accel.hookspecs import Questions
 
-def ask_deepspeed(ask: Any, num_machines: int = 1) -> dict[str, Any]:
+
+def ask_deepspeed(ask: Questions, num_machines: int = 1) -> dict[str, object]:
     """Ask Accelerate's DeepSpeed questions; the ``deepspeed_config`` section they produce."""
-    section: dict[str, Any] = {}
+    section: dict[str, object] = {}
     if ask.confirm(
         "Do you want to specify a json file to a DeepSpeed config?",
         default=False,
@@ -98,7 +101,7 @@ def ask_deepspeed(ask: Any, num_machines: int = 1) -> dict[str, Any]:
     return section
 
 
-def _ask_offload(ask: Any, section: dict[str, Any], kind: str, what: str) -> None:
+def _ask_offload(ask: Questions, section: dict[str, object], kind: str, what: str) -> None:
     """``offload_<kind>_device`` (none/cpu/nvme) and, for nvme, ``offload_<kind>_nvme_path``."""
     device = S.ask(ask, f"offload_{kind}_device", f"Where to offload {what}?")
     section[f"offload_{kind}_device"] = device

@@ -15,12 +15,19 @@ group's losses).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 import torch
 from accel.errors import ConfigError
+
+from .hf_config import JSONValue
+
+if TYPE_CHECKING:
+    from accel import ParallelismConfig
+
+LoaderT = TypeVar("LoaderT", bound="torch.utils.data.DataLoader")
 
 IGNORE_INDEX = -100
 """Label value that takes no part in the loss (transformers' and torch's default)."""
@@ -56,8 +63,63 @@ class SequenceParallelLayout:
         return list(range(first, first + self.sp_size))
 
 
+class SequenceParallelOptions(Protocol):
+    """The options of DeepSpeed sequence parallelism a ``ParallelismConfig`` holds as its
+    ``sp_handler`` (core's ``DeepSpeedSequenceParallelConfig``)."""
+
+    sp_seq_length: int | None
+    sp_seq_length_is_variable: bool | None
+    sp_attn_implementation: str | None
+
+
+def sp_options(config: ParallelismConfig | None) -> SequenceParallelOptions:
+    """The ``sp_handler`` of a sequence-parallel ``ParallelismConfig`` (its ``__post_init__``
+    makes one whenever ``sp_size > 1``)."""
+    handler = None if config is None else config.sp_handler
+    if handler is None:
+        raise ConfigError(
+            "DeepSpeed sequence parallelism needs a ParallelismConfig with sp_size > 1 and "
+            "sp_backend='deepspeed'"
+        )
+    return handler
+
+
+def fixed_sequence_length(config: ParallelismConfig | None) -> int | None:
+    """``sp_seq_length`` when every batch must have it (``sp_seq_length_is_variable=False``), else None."""
+    handler = sp_options(config)
+    return None if handler.sp_seq_length_is_variable else handler.sp_seq_length
+
+
+class _HasBackend(Protocol):
+    """What :func:`ulysses_dl_adapter` reads of the accelerator it is given."""
+
+    @property
+    def backend(self) -> object:
+        """The run's backend (DeepSpeed's holds the sequence-parallel layout)."""
+        ...
+
+    @property
+    def state(self) -> object:
+        """The run's state (holding the ``parallelism_config``)."""
+        ...
+
+
+class _AttentionConfig(Protocol):
+    """What Ulysses reads of a transformers ``PretrainedConfig``."""
+
+    _attn_implementation: str | None
+
+
+def _size(value: int | None) -> int:
+    """A ``ParallelismConfig`` size, which its ``__post_init__`` made a whole number (None: 1)."""
+    return 1 if value is None else value
+
+
 def check_layout(
-    config: Any, world_size: int, rank: int, deepspeed_config: Mapping[str, Any]
+    config: ParallelismConfig,
+    world_size: int,
+    rank: int,
+    deepspeed_config: Mapping[str, JSONValue],
 ) -> SequenceParallelLayout:
     """Validate a sequence-parallel ``ParallelismConfig`` for a DeepSpeed run; the layout, or ConfigError.
 
@@ -66,13 +128,13 @@ def check_layout(
     not 1, must be the data-parallel size ``world_size / sp_size`` (ZeRO shards over all
     processes either way); a fixed ``sp_seq_length`` must be divisible by ``sp_size``.
     """
-    sp = config.sp_size
+    sp = _size(config.sp_size)
     if sp > world_size or world_size % sp:
         raise ConfigError(
             f"sp_size={sp} must divide the number of processes ({world_size}): each group of "
             f"sp_size consecutive processes shares one batch"
         )
-    if config.tp_size > 1 or config.cp_size > 1:
+    if _size(config.tp_size) > 1 or _size(config.cp_size) > 1:
         raise ConfigError(
             f"DeepSpeed sequence parallelism (sp_size={sp}) does not combine with tp_size="
             f"{config.tp_size} / cp_size={config.cp_size}: set them to 1"
@@ -83,7 +145,7 @@ def check_layout(
             f"DeepSpeed sequence parallelism (sp_size={sp}) does not combine with AutoTP "
             f"(tensor_parallel.autotp_size={autotp} in the DeepSpeed config)"
         )
-    dp = config.dp_replicate_size * config.dp_shard_size
+    dp = _size(config.dp_replicate_size) * _size(config.dp_shard_size)
     if dp not in (1, world_size // sp):
         raise ConfigError(
             f"dp_replicate_size={config.dp_replicate_size} x dp_shard_size={config.dp_shard_size} "
@@ -98,12 +160,13 @@ def check_layout(
         )
     handler = config.sp_handler
     length = getattr(handler, "sp_seq_length", None)
-    if not getattr(handler, "sp_seq_length_is_variable", True) and length % sp:
+    variable = getattr(handler, "sp_seq_length_is_variable", True)
+    if not variable and isinstance(length, int) and length % sp:
         raise ConfigError(f"sp_seq_length={length} must be divisible by sp_size={sp}")
     return SequenceParallelLayout(sp, world_size, rank)
 
 
-def initialize_groups(sp_size: int) -> Any:
+def initialize_groups(sp_size: int) -> object:
     """DeepSpeed's sequence-parallel groups (``parallel_state_sp``, the ``mpu``), made once per process."""
     import deepspeed
     import deepspeed.runtime.sequence_parallel.parallel_state_sp as mpu
@@ -162,13 +225,13 @@ def refuse_recurrent_layers(model: torch.nn.Module) -> None:
         )
 
 
-_registered: dict[str, Any] = {}
+_registered: dict[str, object] = {}
 """The attention implementation swapped for Ulysses in this process -> the mpu (at most one)."""
 
 
 def register_attention(
-    model: torch.nn.Module, handler: Any, sp_size: int, micro_batch_size: int
-) -> Any:
+    model: torch.nn.Module, handler: SequenceParallelOptions, sp_size: int, micro_batch_size: int
+) -> object:
     """Route ``model``'s attention through DeepSpeed's Ulysses all-to-all; returns the mpu.
 
     ``handler.sp_attn_implementation`` (default: the model's own, which must not be
@@ -182,7 +245,7 @@ def register_attention(
     refuse_recurrent_layers(model)
     from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
 
-    model_config: Any = model.config  # a transformers PretrainedConfig
+    model_config = cast("_AttentionConfig", model.config)  # a transformers PretrainedConfig
     own = model_config._attn_implementation
     impl = handler.sp_attn_implementation or own
     if impl != own:
@@ -212,7 +275,7 @@ def register_attention(
         mpu._release_sequence_parallel_groups()
     except AssertionError:
         pass
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, bool] = {}
     if (
         "disable_in_eval"
         in inspect.signature(UlyssesSPAttentionHF.register_with_transformers).parameters
@@ -237,8 +300,8 @@ def shard_sequence(tensor: torch.Tensor, rank: int, size: int) -> torch.Tensor:
 
 
 def slice_batch(
-    batch: Mapping[str, Any], sp_rank: int, sp_size: int, seq_length: int | None = None
-) -> dict[str, Any]:
+    batch: Mapping[str, object], sp_rank: int, sp_size: int, seq_length: int | None = None
+) -> dict[str, object]:
     """This rank's part of a dict batch of ``[batch, sequence, ...]`` tensors.
 
     Adds ``position_ids`` (``0 .. length-1`` per sample) when absent and ``shift_labels``
@@ -246,12 +309,12 @@ def slice_batch(
     token of a slice is scored against the first token of the next; then every tensor
     of 2 or more dimensions is cut along dimension 1. Other values are kept as they are.
     """
-    if "input_ids" not in batch or not torch.is_tensor(batch["input_ids"]):
+    ids = batch.get("input_ids")
+    if not torch.is_tensor(ids):
         raise ValueError(
             "DeepSpeed sequence parallelism needs dict batches with an input_ids tensor "
             f"[batch, sequence]; got keys {sorted(batch)}"
         )
-    ids = batch["input_ids"]
     length = ids.shape[1]
     if seq_length is not None and length != seq_length:
         raise ValueError(
@@ -270,7 +333,7 @@ def slice_batch(
     if torch.is_tensor(labels) and "shift_labels" not in full:
         padded = torch.nn.functional.pad(labels, (0, 1), value=IGNORE_INDEX)
         full["shift_labels"] = padded[..., 1:].contiguous()
-    result: dict[str, Any] = {}
+    result: dict[str, object] = {}
     for key, value in full.items():
         if torch.is_tensor(value) and value.dim() >= 2:
             if value.shape[1] != length:
@@ -286,13 +349,19 @@ def slice_batch(
 class SequenceSlicingCollate:
     """A collate function that gives each rank of a sequence-parallel group its slice (picklable)."""
 
-    def __init__(self, collate_fn: Any, sp_rank: int, sp_size: int, seq_length: int | None = None):
+    def __init__(
+        self,
+        collate_fn: Callable[[Sequence[object]], object],
+        sp_rank: int,
+        sp_size: int,
+        seq_length: int | None = None,
+    ):
         self.collate_fn = collate_fn
         self.sp_rank = sp_rank
         self.sp_size = sp_size
         self.seq_length = seq_length
 
-    def __call__(self, samples: Any) -> Any:
+    def __call__(self, samples: Sequence[object]) -> object:
         """Collate ``samples``, then :func:`slice_batch` (non-dict results pass through unchanged)."""
         batch = self.collate_fn(samples)
         if isinstance(batch, Mapping):
@@ -305,7 +374,7 @@ class SequenceSlicingCollate:
         return batch
 
 
-def sequence_parallel_group() -> Any:
+def sequence_parallel_group() -> torch.distributed.ProcessGroup:
     """This process's sequence-parallel process group (made by ``accelerator.prepare(model)``)."""
     import deepspeed.runtime.sequence_parallel.parallel_state_sp as mpu
 
@@ -321,7 +390,7 @@ def sequence_parallel_group() -> Any:
 def sequence_parallel_loss(
     loss: torch.Tensor,
     shift_labels: torch.Tensor,
-    group: Any = None,
+    group: torch.distributed.ProcessGroup | None = None,
     ignore_index: int = IGNORE_INDEX,
 ) -> torch.Tensor:
     """The mean loss over the whole sequences of a sequence-parallel group, weighted by tokens.
@@ -345,7 +414,9 @@ def sequence_parallel_loss(
     return (own + others) / totals[1].clamp(min=1)
 
 
-def ulysses_dl_adapter(accelerator: Any, dataloader: Any, model: Any = None) -> Any:
+def ulysses_dl_adapter(
+    accelerator: _HasBackend, dataloader: LoaderT, model: object = None
+) -> LoaderT:
     """``dataloader`` giving this rank its slice of every batch under DeepSpeed sequence parallelism.
 
     What Accelerate's ``Accelerator.deepspeed_ulysses_dl_adapter(dl, model)`` does, for a loader
@@ -356,13 +427,18 @@ def ulysses_dl_adapter(accelerator: Any, dataloader: Any, model: Any = None) -> 
     ``model`` is accepted for Accelerate's signature (the slices stay on the loader's device).
     """
     layout = getattr(accelerator.backend, "sequence_parallel", None)
-    return slice_loader(layout, accelerator.state, dataloader)
+    # a state reset after training has no parallelism_config: then there is no layout either
+    config = getattr(accelerator.state, "parallelism_config", None)
+    return slice_loader(layout, config, dataloader)
 
 
-def slice_loader(layout: Any, state: Any, dataloader: Any) -> Any:
-    """``dataloader`` cutting each batch to this rank's slice under ``layout`` (a
-    :class:`SequenceParallelLayout`; ``state`` holds the ``parallelism_config``); unchanged
-    without sequence parallelism (see :func:`ulysses_dl_adapter`)."""
+def slice_loader(
+    layout: SequenceParallelLayout | None,
+    parallelism_config: ParallelismConfig | None,
+    dataloader: LoaderT,
+) -> LoaderT:
+    """``dataloader`` cutting each batch to this rank's slice under ``layout`` (set by
+    ``parallelism_config``); unchanged without sequence parallelism (see :func:`ulysses_dl_adapter`)."""
     if not isinstance(layout, SequenceParallelLayout) or layout.sp_size == 1:
         return dataloader
     collate = getattr(dataloader, "collate_fn", None)
@@ -373,7 +449,6 @@ def slice_loader(layout: Any, state: Any, dataloader: Any) -> Any:
             "deepspeed_ulysses_dl_adapter needs a data loader with a collate_fn (a torch "
             f"DataLoader or a loader from accelerator.prepare), not {type(dataloader).__name__}"
         )
-    handler = state.parallelism_config.sp_handler
-    fixed = None if handler.sp_seq_length_is_variable else handler.sp_seq_length
+    fixed = fixed_sequence_length(parallelism_config)
     dataloader.collate_fn = SequenceSlicingCollate(collate, layout.sp_rank, layout.sp_size, fixed)
     return dataloader

@@ -8,21 +8,25 @@ gradient clipping, zeroing and the scheduler step (in
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from accel.faults import preemption
 from accel.optimizer import AcceleratedOptimizer
 from accel.scheduler import AcceleratedScheduler
 
+if TYPE_CHECKING:
+    from deepspeed.runtime.base_optimizer import DeepSpeedOptimizer
+    from deepspeed.runtime.engine import DeepSpeedEngine
+
 
 class DeepSpeedEngineWrapper:
     """Runs one backward pass through a DeepSpeed engine, stepping at accumulation boundaries."""
 
-    def __init__(self, engine: Any):
+    def __init__(self, engine: DeepSpeedEngine):
         self.engine = engine
 
-    def backward(self, loss: torch.Tensor, sync_gradients: bool = True, **kwargs: Any) -> None:
+    def backward(self, loss: torch.Tensor, sync_gradients: bool = True, **kwargs: object) -> None:
         """``engine.backward(loss, **kwargs)``, then the engine's step when ``sync_gradients``.
 
         ``kwargs`` go to ``engine.backward`` (``scale_wrt_gas``: whether the engine divides
@@ -48,13 +52,14 @@ class DeepSpeedEngineWrapper:
 class DeepSpeedOptimizerWrapper(AcceleratedOptimizer):
     """The optimizer DeepSpeed steps; ``step`` and ``zero_grad`` are done by ``accelerator.backward``."""
 
-    def __init__(self, optimizer: Any):
-        super().__init__(optimizer, precision=None)
+    def __init__(self, optimizer: torch.optim.Optimizer | DeepSpeedOptimizer):
+        # a ZeRO optimizer is no torch Optimizer subclass, but has the interface the wrapper reads
+        super().__init__(cast("torch.optim.Optimizer", optimizer), precision=None)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Nothing: the engine zeroes gradients after its step."""
 
-    def step(self, closure: Any = None) -> Any:
+    def step(self, closure: Any = None) -> Any:  # as AcceleratedOptimizer.step (torch overloads it)
         """Nothing to compute (the engine stepped in ``accelerator.backward``); marks the step.
 
         On a synchronising step the next batch becomes a point where the processes may
@@ -72,8 +77,8 @@ class DeepSpeedOptimizerWrapper(AcceleratedOptimizer):
 class DeepSpeedSchedulerWrapper(AcceleratedScheduler):
     """A scheduler the engine steps once per optimizer step; ``step`` here does nothing."""
 
-    def __init__(self, scheduler: Any, optimizers: Any):
+    def __init__(self, scheduler: object, optimizers: list[DeepSpeedOptimizerWrapper | None]):
         super().__init__(scheduler, optimizers)
 
-    def step(self, *args: Any, **kwargs: Any) -> None:
+    def step(self, *args: object, **kwargs: object) -> None:
         """Nothing: the engine stepped the scheduler with the optimizer."""

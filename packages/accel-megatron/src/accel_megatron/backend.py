@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
@@ -19,6 +19,10 @@ from .data import MegatronLMDummyDataLoader
 from .engine import MegatronEngine
 from .optimizer import MegatronLMOptimizerWrapper, install_init_state_fn, optimizer_config
 from .scheduler import MegatronLMDummyScheduler, MegatronLMSchedulerWrapper, build_param_scheduler
+
+if TYPE_CHECKING:
+    from accel.data.shard import DataLoaderShard
+    from megatron.core.optimizer import MegatronOptimizer
 
 
 class MegatronLMBackend(Backend):
@@ -59,7 +63,7 @@ class MegatronLMBackend(Backend):
         self.on_cpu = run.device.type == "cpu"
         self._initialize_parallel_state()
         self.model: MegatronEngine | None = None
-        self.megatron_optimizer: Any = None
+        self.megatron_optimizer: MegatronOptimizer | None = None
         self.optimizer: MegatronLMOptimizerWrapper | None = None
 
     def _initialize_parallel_state(self) -> None:
@@ -95,9 +99,9 @@ class MegatronLMBackend(Backend):
         return ps.get_data_parallel_rank()
 
     # -- prepare ------------------------------------------------------------
-    def prepare(self, objects: list[Any], device_placement: list[bool]) -> list[Any]:
+    def prepare(self, objects: list[object], device_placement: list[bool]) -> list[object]:
         """Prepare data loaders, then the model, its optimizer and the scheduler, all at once."""
-        result = list(objects)
+        result: list[object] = list(objects)
         seen: dict[int, int] = {}  # a MegatronLMDummyDataLoader's occurrences: train, valid, test
         for index, obj in enumerate(objects):
             if isinstance(obj, MegatronLMDummyDataLoader):
@@ -115,11 +119,11 @@ class MegatronLMBackend(Backend):
                 )
             elif isinstance(obj, torch.utils.data.DataLoader):
                 result[index] = self.prepare_data_loader(obj, device_placement[index])
-        models = [i for i, o in enumerate(objects) if isinstance(o, torch.nn.Module)]
+        models = [(i, o) for i, o in enumerate(objects) if isinstance(o, torch.nn.Module)]
         if len(models) > 1:
             raise ValueError("MEGATRON_LM prepares one model per Accelerator")
-        for index in models:
-            result[index] = self.prepare_model(objects[index], device_placement[index])
+        for index, model in models:
+            result[index] = self.prepare_model(model, device_placement[index])
         for index, obj in enumerate(objects):
             if isinstance(obj, torch.optim.Optimizer):
                 result[index] = self.prepare_optimizer(obj, device_placement[index])
@@ -134,7 +138,9 @@ class MegatronLMBackend(Backend):
                 )
         return result
 
-    def prepare_data_loader(self, dataloader: Any, device_placement: bool = True) -> Any:
+    def prepare_data_loader(
+        self, dataloader: torch.utils.data.DataLoader, device_placement: bool = True
+    ) -> DataLoaderShard:
         """Batches of ``batch_size * num_micro_batches`` samples, sharded over the data-parallel group only.
 
         Every tensor- and pipeline-parallel peer of a process sees the same samples.
@@ -151,7 +157,9 @@ class MegatronLMBackend(Backend):
             )
         if plugin.global_batch_size is None:
             plugin.set_batch_sizes(dataloader.batch_size, self.world_size)
-        combined = _with_batch_size(dataloader, dataloader.batch_size * plugin.num_micro_batches)
+        combined = _with_batch_size(
+            dataloader, dataloader.batch_size * filled(plugin.num_micro_batches)
+        )
         config = run.dataloader_config
         seed = config.data_seed
         if seed is None:
@@ -209,7 +217,7 @@ class MegatronLMBackend(Backend):
         self.model = MegatronEngine(wrapped, self.plugin, self.on_cpu)
         return self.model
 
-    def _check_model_config(self, config: Any) -> None:
+    def _check_model_config(self, config: object) -> None:
         plugin = self.plugin
         wanted = {
             "tensor_model_parallel_size": plugin.tp_degree,
@@ -239,7 +247,7 @@ class MegatronLMBackend(Backend):
             # Module.__getattr__ types as a plain module
             self.megatron_optimizer = get_megatron_optimizer(
                 config,
-                [self.model.module],  # ty: ignore[invalid-argument-type]
+                [self.model.module],
             )
         install_init_state_fn(self.megatron_optimizer, config)
         self.optimizer = MegatronLMOptimizerWrapper(
@@ -247,7 +255,9 @@ class MegatronLMBackend(Backend):
         )
         return self.optimizer
 
-    def _prepare_dummy_scheduler(self, dummy: MegatronLMDummyScheduler) -> Any:
+    def _prepare_dummy_scheduler(
+        self, dummy: MegatronLMDummyScheduler
+    ) -> MegatronLMSchedulerWrapper:
         if self.megatron_optimizer is None:
             raise ValueError(
                 "MEGATRON_LM: prepare the optimizer together with (or before) MegatronLMDummyScheduler"
@@ -256,7 +266,7 @@ class MegatronLMBackend(Backend):
         return MegatronLMSchedulerWrapper(scheduler, [self.optimizer])
 
     # -- training step ------------------------------------------------------
-    def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
+    def backward(self, loss: torch.Tensor, **kwargs: object) -> None:
         """Nothing to do: the prepared model's forward already ran backward for every micro-batch."""
 
     def clip_grad_norm_(
@@ -316,13 +326,17 @@ class MegatronLMBackend(Backend):
         load_model(self.unwrap_model(model), Path(folder) / f"model_{index}", self.on_cpu, strict)
 
     def save_optimizer_state(
-        self, optimizer: Any, folder: Path, index: int, model: torch.nn.Module | None = None
+        self,
+        optimizer: MegatronLMOptimizerWrapper,
+        folder: Path,
+        index: int,
+        model: torch.nn.Module | None = None,
     ) -> None:
         """Every process writes its optimizer states into ``optimizer_<index>/``."""
         from .checkpoint import save_optimizer
 
         save_optimizer(
-            optimizer.optimizer,
+            optimizer.megatron_optimizer,
             self.unwrap_model(self._model_of(model)),
             Path(folder) / f"optimizer_{index}",
             self.on_cpu,
@@ -330,7 +344,7 @@ class MegatronLMBackend(Backend):
 
     def load_optimizer_state(
         self,
-        optimizer: Any,
+        optimizer: MegatronLMOptimizerWrapper,
         folder: Path,
         index: int,
         model: torch.nn.Module | None = None,
@@ -340,14 +354,16 @@ class MegatronLMBackend(Backend):
         from .checkpoint import load_optimizer
 
         load_optimizer(
-            optimizer.optimizer,
+            optimizer.megatron_optimizer,
             self.unwrap_model(self._model_of(model)),
             Path(folder) / f"optimizer_{index}",
             self.on_cpu,
         )
 
 
-def _with_batch_size(dataloader: torch.utils.data.DataLoader, batch_size: int) -> Any:
+def _with_batch_size(
+    dataloader: torch.utils.data.DataLoader, batch_size: int
+) -> torch.utils.data.DataLoader:
     """The same loader yielding ``batch_size`` samples per batch."""
     from torch.utils.data import DataLoader, IterableDataset
 

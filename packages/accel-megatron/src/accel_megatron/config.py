@@ -6,13 +6,18 @@ objects are built by the backend.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from accel.config.sections import Option, Section
 from accel.config.strategy import Strategy
 from accel.errors import ConfigError
+
+if TYPE_CHECKING:
+    from accel.backends import BackendContext
+    from accel.precision import Precision
+    from megatron.core.transformer import TransformerConfig
 
 LR_DECAY_STYLES = ("constant", "linear", "cosine", "inverse-square-root", "WSD")
 """Learning-rate decay styles of megatron-core's ``OptimizerParamScheduler``."""
@@ -20,7 +25,7 @@ WD_INCR_STYLES = ("constant", "linear", "cosine")
 """Weight-decay increment styles of megatron-core's ``OptimizerParamScheduler``."""
 
 
-def _check_section(values: dict[str, Any]) -> None:
+def _check_section(values: Mapping[str, Any]) -> None:
     """The section's settings must fit together (as :class:`MegatronLMPlugin` checks them)."""
     MegatronLMPlugin(**{name.removeprefix("megatron_lm_"): v for name, v in values.items()})
 
@@ -141,7 +146,7 @@ class MegatronLMPlugin:
     """Seed of megatron-core's model-parallel RNG tracker (1234)."""
     custom_loss_function: Callable | None = None
     """``fn(output, batch) -> loss``: the loss of a micro-batch for models returning no loss themselves."""
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+    extra: dict[str, object] = field(default_factory=dict, repr=False)
     """Further megatron-core ``TransformerConfig`` fields applied by :meth:`transformer_config`."""
     global_batch_size: int | None = field(default=None, init=False)
     """Samples per optimizer step over all data-parallel ranks; set when a training loader is prepared."""
@@ -149,12 +154,12 @@ class MegatronLMPlugin:
     """Samples per micro-batch on one data-parallel rank; set when a training loader is prepared."""
     _run = None  # not a field: the BackendContext of the Accelerator using the plugin (attach)
 
-    def attach(self, run: Any) -> None:
+    def attach(self, run: BackendContext) -> None:
         """Called by the Megatron-LM backend with its run context (a ``BackendContext``): what
         the plugin's helpers need of the run (the mixed precision) is read there."""
         self._run = run
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         # A copy or a pickle of the plugin leaves the run (and its prepared model) behind.
         return {**self.__dict__, "_run": None}
 
@@ -164,7 +169,7 @@ class MegatronLMPlugin:
         return self._run.mixed_precision if self._run is not None else "no"
 
     @property
-    def precision(self) -> Any:
+    def precision(self) -> Precision | None:
         """The :class:`~accel.precision.Precision` of the run the plugin is attached to (None before)."""
         return self._run.precision if self._run is not None else None
 
@@ -221,7 +226,9 @@ class MegatronLMPlugin:
         )
         return self.global_batch_size
 
-    def transformer_config(self, mixed_precision: Any = "no", **kwargs: Any) -> Any:
+    def transformer_config(
+        self, mixed_precision: Precision | str = "no", **kwargs: object
+    ) -> TransformerConfig:
         """A megatron-core ``TransformerConfig`` carrying this plugin's parallel settings.
 
         ``mixed_precision`` (a :class:`~accel.precision.Precision` or its name) gives the
@@ -234,6 +241,7 @@ class MegatronLMPlugin:
         from megatron.core.transformer import TransformerConfig
 
         dtype = dtype_of(mixed_precision)
+        # Any: TransformerConfig's fields, each of its own type
         values: dict[str, Any] = {
             "tensor_model_parallel_size": self.tp_degree,
             "pipeline_model_parallel_size": self.pp_degree,
@@ -254,7 +262,7 @@ class MegatronLMPlugin:
         if self.recompute_activations:
             values["recompute_granularity"] = "selective"
         if self.num_layers_per_virtual_pipeline_stage is not None:
-            layers = kwargs.get("num_layers")
+            layers = cast("int | None", kwargs.get("num_layers"))
             if layers:
                 values["virtual_pipeline_model_parallel_size"] = layers // (
                     filled(self.pp_degree) * self.num_layers_per_virtual_pipeline_stage

@@ -16,17 +16,20 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.overrides import TorchFunctionMode
+
+if TYPE_CHECKING:
+    from megatron.core.tensor_parallel.random import CudaRNGStatesTracker
 
 _lock = threading.RLock()
 _depth = 0
 _saved: list[Any] = []  # torch.cuda.current_device and synchronize while redirected
 
 
-def _is_cuda_device(device: Any) -> bool:
+def _is_cuda_device(device: torch.device | str | int) -> bool:
     if isinstance(device, int) and not isinstance(device, bool):
         return True  # a bare index means a CUDA device to torch
     try:
@@ -89,11 +92,11 @@ def _current_device() -> int:
     return 0
 
 
-def _synchronize(device: Any = None) -> None:
+def _synchronize(device: torch.device | str | int | None = None) -> None:
     return None
 
 
-def _new_cpu_tracker_class() -> type:
+def _new_cpu_tracker_class() -> type[CudaRNGStatesTracker]:
     from megatron.core.tensor_parallel.random import CudaRNGStatesTracker
 
     class CpuRNGStatesTracker(CudaRNGStatesTracker):
@@ -131,15 +134,15 @@ def _new_cpu_tracker_class() -> type:
     return CpuRNGStatesTracker
 
 
-def _no_cuda_rng_state(*args: Any, **kwargs: Any) -> torch.Tensor:
+def _no_cuda_rng_state(*args: object, **kwargs: object) -> torch.Tensor:
     return torch.empty(0, dtype=torch.uint8)
 
 
-def _ignore_cuda_rng_state(*args: Any, **kwargs: Any) -> None:
+def _ignore_cuda_rng_state(*args: object, **kwargs: object) -> None:
     return None
 
 
-def install_cpu_rng_tracker(seed: int) -> Any:
+def install_cpu_rng_tracker(seed: int) -> CudaRNGStatesTracker:
     """Make a :class:`CpuRNGStatesTracker` megatron-core's RNG tracker, seeded like ``model_parallel_cuda_manual_seed``.
 
     For a CPU-only process. Activation recomputation saves and restores the CPU

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+    from megatron.core.datasets.blended_megatron_dataset_builder import TopLevelDataset
 
 SPLITS = ("train", "valid", "test")
 
@@ -16,7 +20,7 @@ class _Tokenizer:
     eod: int
 
     @property
-    def unique_identifiers(self) -> dict[str, Any]:
+    def unique_identifiers(self) -> dict[str, object]:
         """What megatron-core hashes to name its index caches."""
         return {
             "class": "accel_megatron.data._Tokenizer",
@@ -74,7 +78,7 @@ class MegatronLMDummyDataLoader:
         self.reset_position_ids = reset_position_ids
         self.reset_attention_mask = reset_attention_mask
         self.eod_mask_loss = eod_mask_loss
-        self._datasets: list[Any] | None = None
+        self._datasets: list[TopLevelDataset | None] | None = None
 
     def _blend(self) -> tuple[list[str], list[float] | None]:
         paths = self.data_path
@@ -86,7 +90,7 @@ class MegatronLMDummyDataLoader:
             return paths[1::2], weights
         return paths, None
 
-    def datasets(self) -> list[Any]:
+    def datasets(self) -> list[TopLevelDataset | None]:
         """The train, validation and test datasets (None where a split is empty); built once, on every rank."""
         if self._datasets is None:
             from megatron.core.datasets.blended_megatron_dataset_builder import (
@@ -111,7 +115,7 @@ class MegatronLMDummyDataLoader:
             ).build()
         return self._datasets
 
-    def data_loader(self, split: int) -> Any:
+    def data_loader(self, split: int) -> torch.utils.data.DataLoader | None:
         """A torch DataLoader over split ``split`` (0 train, 1 valid, 2 test), or None when it is empty."""
         import torch
 

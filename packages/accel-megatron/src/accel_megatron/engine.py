@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, cast
 
 import torch
 import torch.distributed as dist
@@ -11,21 +11,24 @@ import torch.distributed as dist
 from .config import MegatronLMPlugin, filled
 from .cpu import cpu_execution
 
+if TYPE_CHECKING:
+    from megatron.core.distributed import DistributedDataParallel
 
-class MegatronLMOutput(dict):
+
+class MegatronLMOutput(dict[str, torch.Tensor]):
     """What the prepared model returns: ``loss`` (mean over micro-batches and the data-parallel group).
 
     Readable as ``out.loss`` or ``out["loss"]``; every rank holds the same value.
     """
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> torch.Tensor:
         try:
             return self[name]
         except KeyError:
             raise AttributeError(name) from None
 
 
-def split_micro_batches(batch: Any, count: int) -> list[Any]:
+def split_micro_batches(batch: object, count: int) -> list[torch.Tensor] | list[dict[str, object]]:
     """Cut every tensor of ``batch`` (a tensor or a mapping) into ``count`` equal parts along dim 0."""
     if isinstance(batch, torch.Tensor):
         size = batch.shape[0]
@@ -48,7 +51,7 @@ def split_micro_batches(batch: Any, count: int) -> list[Any]:
     step = size // count
     if isinstance(batch, torch.Tensor):
         return list(batch.split(step))
-    parts: list[dict] = [{} for _ in range(count)]
+    parts: list[dict[str, object]] = [{} for _ in range(count)]
     for key, value in batch.items():
         pieces = (
             value.split(step)
@@ -133,9 +136,9 @@ class MegatronEngine(torch.nn.Module):
     already averaged over the micro-batches and the data-parallel group.
     """
 
-    def __init__(self, module: torch.nn.Module, plugin: MegatronLMPlugin, on_cpu: bool):
+    def __init__(self, module: DistributedDataParallel, plugin: MegatronLMPlugin, on_cpu: bool):
         super().__init__()
-        self.module = module
+        self.module: DistributedDataParallel = module
         self.plugin = plugin
         self.on_cpu = on_cpu
 
@@ -146,10 +149,9 @@ class MegatronEngine(torch.nn.Module):
 
     def zero_grad_buffer(self) -> None:
         """Clear the gradients accumulated in megatron-core's buffers."""
-        ddp: Any = self.module  # megatron-core's DistributedDataParallel
-        ddp.zero_grad_buffer()
+        self.module.zero_grad_buffer()
 
-    def forward(self, *args: Any, **kwargs: Any) -> MegatronLMOutput:
+    def forward(self, *args: object, **kwargs: object) -> MegatronLMOutput:
         """One step over a batch (``model(**batch)``, ``model(batch)`` or ``model(tensor)``)."""
         if args and kwargs:
             raise TypeError("pass the batch either as keyword arguments or as one argument")
@@ -159,7 +161,7 @@ class MegatronEngine(torch.nn.Module):
         forward_only = not (self.training and torch.is_grad_enabled())
         return self.run_schedule(batch, forward_only)
 
-    def run_schedule(self, batch: Any, forward_only: bool) -> MegatronLMOutput:
+    def run_schedule(self, batch: object, forward_only: bool) -> MegatronLMOutput:
         """Run megatron-core's forward-backward function over ``batch`` cut into micro-batches."""
         from megatron.core import parallel_state as ps
         from megatron.core.pipeline_parallel import get_forward_backward_func
@@ -167,13 +169,13 @@ class MegatronEngine(torch.nn.Module):
         count = self.plugin.num_micro_batches
         micro_batches = split_micro_batches(batch, filled(count))
         first = micro_batches[0]
-        sample = (
-            first
-            if isinstance(first, torch.Tensor)
-            else first.get("input_ids", first.get("tokens"))
-        )
-        if sample is None:
-            sample = next(v for v in first.values() if isinstance(v, torch.Tensor) and v.dim())
+        if isinstance(first, torch.Tensor):
+            sample = first
+        else:
+            found = first.get("input_ids", first.get("tokens"))
+            if found is None:
+                found = next(v for v in first.values() if isinstance(v, torch.Tensor) and v.dim())
+            sample = cast("torch.Tensor", found)  # a batch's input ids are a tensor
         seq_length = sample.shape[1] if sample.dim() > 1 else 1
         schedule = get_forward_backward_func()
         with cpu_execution(self.on_cpu):
@@ -201,10 +203,13 @@ class MegatronEngine(torch.nn.Module):
             )
         return MegatronLMOutput(loss=loss)
 
-    def _forward_step(self, data_iterator: Any, model: torch.nn.Module) -> tuple[Any, Any]:
+    def _forward_step(
+        self, data_iterator: Iterator[torch.Tensor | dict[str, object]], model: torch.nn.Module
+    ) -> tuple[object, Callable[[torch.Tensor], tuple[torch.Tensor, dict[str, torch.Tensor]]]]:
         micro_batch = next(data_iterator)
         if _is_gpt(self.inner):
-            inputs = gpt_inputs(micro_batch)
+            # a causal-LM micro-batch: a mapping of tensors (gpt_inputs)
+            inputs = gpt_inputs(cast("Mapping[str, torch.Tensor]", micro_batch))
             loss_mask = inputs.pop("loss_mask")
             output = model(
                 inputs["input_ids"],
@@ -213,7 +218,7 @@ class MegatronEngine(torch.nn.Module):
                 labels=inputs["labels"],
             )
 
-            def gpt_loss(per_token: torch.Tensor) -> tuple[torch.Tensor, dict]:
+            def gpt_loss(per_token: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
                 mask = loss_mask.to(per_token.device)
                 loss = (per_token.float() * mask).sum() / mask.sum().clamp(min=1.0)
                 return loss, {"loss": loss.detach().clone()}
@@ -222,7 +227,7 @@ class MegatronEngine(torch.nn.Module):
         output = model(**micro_batch) if isinstance(micro_batch, Mapping) else model(micro_batch)
         custom = self.plugin.custom_loss_function
 
-        def module_loss(out: Any) -> tuple[torch.Tensor, dict]:
+        def module_loss(out: object) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
             if custom is not None:
                 loss = custom(out, micro_batch)
             else:

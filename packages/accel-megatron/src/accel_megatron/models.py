@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from accel.errors import ConfigError
 
 from .config import MegatronLMPlugin
 
+if TYPE_CHECKING:
+    from accel.precision import Precision
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.transformer.spec_utils import ModuleSpec
 
-def _plugin_and_precision(plugin: MegatronLMPlugin | None) -> tuple[MegatronLMPlugin, Any]:
+
+def _plugin_and_precision(
+    plugin: MegatronLMPlugin | None,
+) -> tuple[MegatronLMPlugin, Precision | str]:
     """The plugin (``plugin=``, else the active Accelerator's) and the precision of its run
     (``"no"`` before it is attached to one)."""
     if plugin is None:
@@ -34,8 +41,8 @@ def build_gpt_model(
     hidden_size: int,
     num_attention_heads: int,
     plugin: MegatronLMPlugin | None = None,
-    **config_kwargs: Any,
-) -> Any:
+    **config_kwargs: object,
+) -> GPTModel:
     """A megatron-core ``GPTModel`` for this process: its pipeline stage, its tensor-parallel shard.
 
     Call after creating the ``Accelerator`` (megatron-core's groups must exist). The
@@ -65,7 +72,7 @@ def build_gpt_model(
     )
 
 
-def _layer_spec(plugin: MegatronLMPlugin) -> Any:
+def _layer_spec(plugin: MegatronLMPlugin) -> ModuleSpec:
     from megatron.core.models.gpt import gpt_layer_specs
 
     try:

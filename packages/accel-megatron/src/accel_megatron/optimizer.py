@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import ChainMap
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from accel.errors import ConfigError
@@ -13,12 +13,21 @@ from accel.precision import dtype_of
 
 from .config import MegatronLMPlugin, filled
 
+if TYPE_CHECKING:
+    from accel.precision import Precision
+    from megatron.core.optimizer import MegatronOptimizer, OptimizerConfig
+
+    from .engine import MegatronEngine
+
 _KINDS = {"Adam": "adam", "AdamW": "adam", "SGD": "sgd"}
 
 
 def optimizer_config(
-    optimizer: torch.optim.Optimizer, plugin: MegatronLMPlugin, precision: Any, on_cpu: bool
-) -> Any:
+    optimizer: torch.optim.Optimizer,
+    plugin: MegatronLMPlugin,
+    precision: Precision | str,
+    on_cpu: bool,
+) -> OptimizerConfig:
     """megatron-core's ``OptimizerConfig`` equivalent to ``optimizer`` and the plugin's settings.
 
     ``precision`` (the run's :class:`~accel.precision.Precision`, or a name) gives the
@@ -50,6 +59,7 @@ def optimizer_config(
             "Float16 optimizer accepts only torch.cuda tensors; on CPU use mixed_precision=no"
         )
     group = optimizer.param_groups[0]
+    # Any: OptimizerConfig's fields, each of its own type
     values: dict[str, Any] = {
         "optimizer": kind,
         "lr": float(group["lr"]),
@@ -71,7 +81,7 @@ def optimizer_config(
     return OptimizerConfig(**values)
 
 
-def sgd_init_state_fn(optimizer: torch.optim.Optimizer, config: Any = None) -> None:
+def sgd_init_state_fn(optimizer: torch.optim.Optimizer, config: object = None) -> None:
     """Give every parameter of an SGD ``optimizer`` with momentum a zero ``momentum_buffer``.
 
     megatron-core calls its wrapper's ``init_state_fn`` before building the template that
@@ -89,7 +99,7 @@ def sgd_init_state_fn(optimizer: torch.optim.Optimizer, config: Any = None) -> N
                 state["momentum_buffer"] = torch.zeros_like(param.data)
 
 
-def install_init_state_fn(megatron_optimizer: Any, config: Any) -> None:
+def install_init_state_fn(megatron_optimizer: MegatronOptimizer, config: OptimizerConfig) -> None:
     """Give the SGD wrappers inside ``megatron_optimizer`` the ``init_state_fn`` megatron-core leaves out.
 
     Every wrapper (one, or each of a ``ChainedOptimizer``'s) calls it when a checkpoint is
@@ -102,7 +112,7 @@ def install_init_state_fn(megatron_optimizer: Any, config: Any) -> None:
             wrapper.init_state_fn = sgd_init_state_fn
 
 
-def clip_on_cpu(megatron_optimizer: Any, max_norm: float) -> float:
+def clip_on_cpu(megatron_optimizer: MegatronOptimizer, max_norm: float) -> float:
     """Clip the gradients the optimizer will use to a global norm of ``max_norm``; return the norm.
 
     Call after ``prepare_grads()`` (which moves megatron-core's gradient buffers into
@@ -139,13 +149,25 @@ class MegatronLMOptimizerWrapper(AcceleratedOptimizer):
     clears megatron-core's gradient buffers.
     """
 
-    def __init__(self, optimizer: Any, model: Any, plugin: MegatronLMPlugin, on_cpu: bool):
-        super().__init__(optimizer)
+    def __init__(
+        self,
+        optimizer: MegatronOptimizer,
+        model: MegatronEngine,
+        plugin: MegatronLMPlugin,
+        on_cpu: bool,
+    ):
+        # megatron-core's optimizer is no torch Optimizer subclass; it has the interface read here
+        super().__init__(cast("torch.optim.Optimizer", optimizer))
         self.model = model
         self.plugin = plugin
         self.on_cpu = on_cpu
         self.grad_norm: float | None = None
         """Global gradient norm of the last step (before clipping)."""
+
+    @property
+    def megatron_optimizer(self) -> MegatronOptimizer:
+        """The megatron-core optimizer this wraps (:attr:`optimizer`)."""
+        return cast("MegatronOptimizer", self.optimizer)
 
     @property
     def state(self) -> Any:  # type: ignore[override]
@@ -163,12 +185,12 @@ class MegatronLMOptimizerWrapper(AcceleratedOptimizer):
     def state(self, value: Any) -> None:
         self.optimizer.state = value
 
-    def step(self, closure: Any = None) -> Any:
+    def step(self, closure: Any = None) -> Any:  # as AcceleratedOptimizer.step (torch overloads it)
         """Clip and update; with fp16, a step skipped for overflow is recorded in ``step_was_skipped``."""
         from .cpu import cpu_execution
 
         preemption.step_done()  # the next batch is a point where ranks may agree to stop
-        megatron_optimizer: Any = self.optimizer  # megatron-core's MegatronOptimizer
+        megatron_optimizer = self.megatron_optimizer
         with cpu_execution(self.on_cpu):
             if self.on_cpu:
                 megatron_optimizer.prepare_grads()

@@ -5,33 +5,36 @@ Each key's question comes from its declaration (:data:`accel_megatron.config.MEG
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .config import MEGATRON_SECTION as S
 
+if TYPE_CHECKING:
+    from accel.hookspecs import Questions
 
-def ask_megatron(ask: Any) -> dict[str, Any]:
+
+def ask_megatron(ask: Questions) -> dict[str, object]:
     """Ask the Megatron-LM questions; the ``megatron_lm_config`` section they produce."""
-    section: dict[str, Any] = {}
-    section["megatron_lm_tp_degree"] = S.ask(
+    section: dict[str, object] = {}
+    tp_degree = section["megatron_lm_tp_degree"] = S.ask(
         ask, "megatron_lm_tp_degree", "What is the Tensor Parallelism degree/size?"
     )
-    if section["megatron_lm_tp_degree"] > 1:
+    if tp_degree > 1:
         section["megatron_lm_sequence_parallelism"] = S.ask(
             ask,
             "megatron_lm_sequence_parallelism",
             "Do you want to enable Sequence Parallelism?",
             default=True,
         )
-    section["megatron_lm_pp_degree"] = S.ask(
+    pp_degree = section["megatron_lm_pp_degree"] = S.ask(
         ask, "megatron_lm_pp_degree", "What is the Pipeline Parallelism degree/size?"
     )
-    if section["megatron_lm_pp_degree"] > 1:  # at least one micro-batch per stage
+    if pp_degree > 1:  # at least one micro-batch per stage
         section["megatron_lm_num_micro_batches"] = ask.integer(
             "What is the number of micro-batches?",
-            section["megatron_lm_pp_degree"],
+            pp_degree,
             key="megatron_lm_config.megatron_lm_num_micro_batches",
-            minimum=section["megatron_lm_pp_degree"],
+            minimum=pp_degree,
         )
     section["megatron_lm_recompute_activations"] = S.ask(
         ask,

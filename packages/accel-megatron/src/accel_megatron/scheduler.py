@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from accel.scheduler import AcceleratedScheduler
 
 from .config import MegatronLMPlugin, filled
+
+if TYPE_CHECKING:
+    import torch
+    from megatron.core.optimizer import MegatronOptimizer
+    from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
+
+    from .optimizer import MegatronLMOptimizerWrapper
 
 
 class MegatronLMDummyScheduler:
@@ -20,15 +27,16 @@ class MegatronLMDummyScheduler:
 
     def __init__(
         self,
-        optimizer: Any,
+        optimizer: torch.optim.Optimizer,
         total_num_steps: int | None = None,
         warmup_num_steps: int = 0,
-        **kwargs: Any,
+        **kwargs: object,
     ):
+        # transformers' names for the two counts
         if total_num_steps is None:
-            total_num_steps = kwargs.pop("num_training_steps", None)
+            total_num_steps = cast("int | None", kwargs.pop("num_training_steps", None))
         if "num_warmup_steps" in kwargs:
-            warmup_num_steps = kwargs.pop("num_warmup_steps")
+            warmup_num_steps = cast("int", kwargs.pop("num_warmup_steps"))
         if total_num_steps is None or int(total_num_steps) < 1:
             raise ValueError(
                 "MegatronLMDummyScheduler needs total_num_steps (or num_training_steps) >= 1"
@@ -47,7 +55,7 @@ class MegatronLMDummyScheduler:
         """The settings (a placeholder has no progress to save)."""
         return {"total_num_steps": self.total_num_steps, "warmup_num_steps": self.warmup_num_steps}
 
-    def step(self, *args: Any, **kwargs: Any) -> None:
+    def step(self, *args: object, **kwargs: object) -> None:
         """Refuse: only the prepared scheduler steps."""
         raise RuntimeError(
             "MegatronLMDummyScheduler is a placeholder: step the scheduler returned by accelerator.prepare"
@@ -55,19 +63,20 @@ class MegatronLMDummyScheduler:
 
 
 def build_param_scheduler(
-    dummy: MegatronLMDummyScheduler, megatron_optimizer: Any, plugin: MegatronLMPlugin
-) -> Any:
+    dummy: MegatronLMDummyScheduler, megatron_optimizer: MegatronOptimizer, plugin: MegatronLMPlugin
+) -> OptimizerParamScheduler:
     """megatron-core's ``OptimizerParamScheduler`` for ``dummy`` over ``megatron_optimizer``."""
     from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
 
     config = megatron_optimizer.config
+    lr = cast("float", config.lr)  # optimizer_config always sets it
     weight_decay = config.weight_decay
     start_wd = plugin.start_weight_decay if plugin.start_weight_decay is not None else weight_decay
     end_wd = plugin.end_weight_decay if plugin.end_weight_decay is not None else weight_decay
     return OptimizerParamScheduler(
         megatron_optimizer,
-        init_lr=0.0 if dummy.warmup_num_steps else config.lr,
-        max_lr=config.lr,
+        init_lr=0.0 if dummy.warmup_num_steps else lr,
+        max_lr=lr,
         min_lr=filled(plugin.min_lr),
         lr_warmup_steps=dummy.warmup_num_steps,
         lr_decay_steps=dummy.total_num_steps,
@@ -86,10 +95,14 @@ class MegatronLMSchedulerWrapper(AcceleratedScheduler):
     already inside the prepared model's forward).
     """
 
-    def __init__(self, scheduler: Any, optimizers: list[Any]):
+    def __init__(
+        self,
+        scheduler: OptimizerParamScheduler,
+        optimizers: list[MegatronLMOptimizerWrapper | None],
+    ):
         super().__init__(scheduler, optimizers, step_with_optimizer=False)
 
-    def step(self, *args: Any, **kwargs: Any) -> None:
+    def step(self, *args: object, **kwargs: object) -> None:
         """Advance the learning-rate and weight-decay schedule by one step."""
         self.scheduler.step(increment=1)
 

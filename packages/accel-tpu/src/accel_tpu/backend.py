@@ -15,7 +15,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from accel.backends.base import Backend
@@ -24,11 +24,14 @@ from accel.optimizer import AcceleratedOptimizer
 from accel.types import DistributedType
 
 from . import runtime
-from .data import to_xla_loader
+from .data import SpmdMesh, to_xla_loader
 from .settings import check_precision
 
 if TYPE_CHECKING:
+    from accel.data.shard import DataLoaderShard
     from accel.precision import Precision
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +48,7 @@ class XLAOptimizer(AcceleratedOptimizer):
     """An :class:`~accel.optimizer.AcceleratedOptimizer` that averages gradients over the
     replicas before stepping, then ends the traced step."""
 
-    def step(self, closure: Any = None) -> Any:
+    def step(self, closure: Any = None) -> Any:  # as AcceleratedOptimizer.step (torch overloads it)
         """All-reduce the gradients (unless clipping already did), step, then ``torch_xla.sync()``."""
         if not self.gradient_state.sync_gradients:
             return None
@@ -76,7 +79,7 @@ class XLABackend(Backend):
 
     name = "xla"
     distributed_types = ("XLA", "TPU")
-    mesh: Any = None
+    mesh: SpmdMesh | None = None
     """Under SPMD, the ``(data, model)`` mesh batches are sharded over; None otherwise."""
 
     # -- lifecycle ----------------------------------------------------------
@@ -98,7 +101,7 @@ class XLABackend(Backend):
         return type(run.precision)(run.precision.name, run.device, run.handlers)
 
     # -- prepare --------------------------------------------------------------
-    def prepare(self, objects: list[Any], device_placement: list[bool]) -> list[Any]:
+    def prepare(self, objects: list[object], device_placement: list[bool]) -> list[object]:
         """Prepare everything, then point the optimizers at the moved parameters.
 
         Moving a module to an XLA device makes new ``Parameter`` objects, so optimizers
@@ -150,13 +153,15 @@ class XLABackend(Backend):
 
     def prepare_optimizer(
         self, optimizer: torch.optim.Optimizer, device_placement: bool = True
-    ) -> Any:
+    ) -> XLAOptimizer:
         """Wrap the optimizer in :class:`XLAOptimizer`."""
         return XLAOptimizer(
             optimizer, precision=self.context.precision, device_placement=device_placement
         )
 
-    def prepare_data_loader(self, dataloader: Any, device_placement: bool = True) -> Any:
+    def prepare_data_loader(
+        self, dataloader: torch.utils.data.DataLoader, device_placement: bool = True
+    ) -> DataLoaderShard:
         """Shard the loader over the replicas; batches go to the XLA device, one step each."""
         run = self.context
         config = run.dataloader_config
@@ -193,7 +198,7 @@ class XLABackend(Backend):
         state.is_xla_gradients_synced = True
 
     # -- collectives ----------------------------------------------------------
-    def gather(self, tensor: Any) -> Any:
+    def gather(self, tensor: T) -> T:
         """Concatenate ``tensor`` (nested) from every replica with ``xm.all_gather``."""
         if runtime.world_size() == 1:
             return tensor
@@ -205,7 +210,7 @@ class XLABackend(Backend):
             error_on_other_type=True,
         )
 
-    def reduce(self, tensor: Any, reduction: str = "sum", scale: float = 1.0) -> Any:
+    def reduce(self, tensor: T, reduction: str = "sum", scale: float = 1.0) -> T:
         """All-reduce ``tensor`` (nested) over the replicas with ``xm.all_reduce``."""
         if reduction not in ("sum", "mean", "none"):
             raise ValueError(f"reduce(reduction={reduction!r}): use 'sum', 'mean' or 'none'")
@@ -239,7 +244,11 @@ class XLABackend(Backend):
         return runtime.to_cpu(super().get_state_dict(model, unwrap=unwrap))
 
     def save_optimizer_state(
-        self, optimizer: Any, folder: Path, index: int, model: torch.nn.Module | None = None
+        self,
+        optimizer: torch.optim.Optimizer,
+        folder: Path,
+        index: int,
+        model: torch.nn.Module | None = None,
     ) -> None:
         """Write the optimizer state from the main replica with ``xm.save`` (CPU copies)."""
         import torch_xla.core.xla_model as xm
@@ -260,7 +269,7 @@ def switch_parameters(optimizer: torch.optim.Optimizer, moved: Mapping[int, torc
     for group in optimizer.param_groups:
         group["params"] = [moved.get(id(p), p) for p in group["params"]]
     if optimizer.state:
-        state: defaultdict[Any, dict] = defaultdict(dict)
+        state: defaultdict[torch.Tensor, dict] = defaultdict(dict)
         state.update({moved.get(id(k), k): v for k, v in optimizer.state.items()})
         optimizer.state = state
 
@@ -277,7 +286,7 @@ def _check_on_xla(optimizer: torch.optim.Optimizer) -> None:
         )
 
 
-def _data_mesh() -> Any:
+def _data_mesh() -> SpmdMesh:
     """A ``(data, model)`` SPMD mesh putting every device on the data axis."""
     import numpy as np
     import torch_xla.distributed.spmd as xs

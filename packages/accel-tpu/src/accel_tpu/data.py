@@ -11,16 +11,35 @@ the batch sharding.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 import torch
 from torch.utils.data import DataLoader
 
 from . import runtime
 
+BatchT = TypeVar("BatchT")
+LoaderT = TypeVar("LoaderT", bound=DataLoader)
 
-def shard_batch(batch: Any, mesh: Any) -> Any:
+
+class SpmdMesh(Protocol):
+    """What is read of a ``torch_xla.distributed.spmd.Mesh``: its axis sizes by name."""
+
+    def shape(self) -> Mapping[str, int]:
+        """``{axis name: number of devices}``."""
+        ...
+
+
+if TYPE_CHECKING:
+
+    class _XLALoader(DataLoader):
+        """A prepared loader that :func:`to_xla_loader` turned into its XLA variant."""
+
+        _xla_mesh: SpmdMesh | None
+
+
+def shard_batch(batch: BatchT, mesh: SpmdMesh) -> BatchT:
     """Annotate every tensor of ``batch`` as split along its first dimension over the mesh's ``data`` axis.
 
     Tensors whose first dimension does not divide evenly stay replicated.
@@ -42,7 +61,7 @@ def shard_batch(batch: Any, mesh: Any) -> Any:
 def _xla_class(base: type[DataLoader]) -> type[DataLoader]:
     """A subclass of the prepared loader's class whose iteration marks XLA steps."""
 
-    def __iter__(self: Any) -> Iterator[Any]:
+    def __iter__(self: _XLALoader) -> Iterator[object]:
         for index, batch in enumerate(base.__iter__(self)):
             if index:
                 runtime.sync()  # the previous batch's step is complete: run its graph
@@ -61,11 +80,11 @@ def _xla_class(base: type[DataLoader]) -> type[DataLoader]:
     )
 
 
-def to_xla_loader(loader: Any, mesh: Any = None) -> Any:
+def to_xla_loader(loader: LoaderT, mesh: SpmdMesh | None = None) -> LoaderT:
     """Turn a prepared loader into its XLA variant in place (same state, positions and flags).
 
     ``mesh``: an SPMD mesh with a ``data`` axis to shard batches over, or None.
     """
-    loader.__class__ = _xla_class(type(loader))
+    loader.__class__ = cast("type[LoaderT]", _xla_class(type(loader)))  # a subclass of it
     loader._xla_mesh = mesh
     return loader

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import cast
 
 from accel.config.keys import KEYS, launched_distributed_type
 from accel.launchers import Launcher, LaunchPlan
 
 from . import pod
-from .settings import XLA_TYPES, check_xla_config, xla_environment
+from .settings import XLA_TYPES, check_xla_config, launch_count, tpu_env_entries, xla_environment
 from .settings import downcast_bf16 as _downcast
 from .settings import is_xla as _is_xla
 
@@ -32,11 +32,11 @@ class XLALauncher(Launcher):
     name = "xla"
     priority = 50
 
-    def claims(self, config: dict[str, Any]) -> bool:
+    def claims(self, config: Mapping[str, object]) -> bool:
         """XLA jobs that are not pod-wide."""
         return _is_xla(config) and not config.get("tpu_use_cluster")
 
-    def command(self, config: dict[str, Any], script: list[str]) -> list[str]:
+    def command(self, config: Mapping[str, object], script: list[str]) -> list[str]:
         """``python -m accel_tpu.spawn --main_training_function F [--module] script args``."""
         check_xla_config(config)
         argv = [
@@ -46,14 +46,14 @@ class XLALauncher(Launcher):
             "--main_training_function",
             str(config.get("main_training_function") or "main"),
             "--num_processes",
-            str(int(config.get("num_processes") or 1)),
+            str(launch_count(config, "num_processes")),
         ]
         if config.get("module"):
             argv.append("--module")
         return argv + list(script)
 
     def plan(
-        self, config: dict[str, Any], script: list[str], environment: Mapping[str, str]
+        self, config: dict[str, object], script: list[str], environment: Mapping[str, str]
     ) -> LaunchPlan:
         """The spawn command; its environment adds bf16 downcasting, ``tpu_env`` and (on PJRT
         CPU) the number of devices."""
@@ -79,12 +79,16 @@ class XLALauncher(Launcher):
         return requested in XLA_TYPES or any(os.environ.get(name) for name in TPU_HINTS)
 
     def notebook_launch(
-        self, function: Any, args: tuple, num_processes: int | None, mixed_precision: str
-    ) -> Any:
+        self,
+        function: Callable[..., object],
+        args: tuple[object, ...],
+        num_processes: int | None,
+        mixed_precision: str,
+    ) -> None:
         """Run ``function(*args)`` on the XLA devices from a notebook (forked ``xmp.spawn``)."""
         from .notebook import notebook_launch
 
-        return notebook_launch(function, args, num_processes, mixed_precision)
+        notebook_launch(function, args, num_processes, mixed_precision)
 
 
 class TPUPodLauncher(Launcher):
@@ -96,22 +100,22 @@ class TPUPodLauncher(Launcher):
     name = "tpu_pod"
     priority = 60
 
-    def claims(self, config: dict[str, Any]) -> bool:
+    def claims(self, config: Mapping[str, object]) -> bool:
         """XLA jobs with ``tpu_use_cluster``."""
         return _is_xla(config) and bool(config.get("tpu_use_cluster"))
 
-    def command(self, config: dict[str, Any], script: list[str]) -> list[str]:
+    def command(self, config: Mapping[str, object], script: list[str]) -> list[str]:
         """``gcloud compute tpus tpu-vm ssh NAME --zone Z --command "cd DIR; accel launch --tpu ..." --worker all``."""
         check_xla_config(config)
-        name = pod.check_tpu_name(config.get("tpu_name"))
-        zone = pod.check_tpu_zone(config.get("tpu_zone"))
+        name = pod.check_tpu_name(cast("str | None", config.get("tpu_name")))
+        zone = pod.check_tpu_zone(cast("str | None", config.get("tpu_zone")))
         launch = [
             "accel",
             "launch",
             "--tpu",
             "--no_tpu_cluster",
             "--num_processes",
-            str(int(config.get("num_processes") or 1)),
+            str(launch_count(config, "num_processes")),
             "--mixed_precision",
             str(config.get("mixed_precision") or "no"),
             "--downcast_bf16",
@@ -124,13 +128,13 @@ class TPUPodLauncher(Launcher):
         remote = pod.remote_launch(
             launch + list(script),
             workdir=os.getcwd(),
-            env=pod.check_env_entries(config.get("tpu_env")),
+            env=tpu_env_entries(config),
             use_sudo=bool(config.get("tpu_use_sudo")),
         )
         return pod.gcloud_ssh(name, zone, remote)
 
     def plan(
-        self, config: dict[str, Any], script: list[str], environment: Mapping[str, str]
+        self, config: dict[str, object], script: list[str], environment: Mapping[str, str]
     ) -> LaunchPlan:
         """The gcloud command; every worker of the pod runs ``accel launch --tpu`` itself."""
         plan = super().plan(config, script, environment)

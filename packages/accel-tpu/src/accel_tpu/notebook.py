@@ -8,7 +8,6 @@ defined in the notebook itself: the fork start method needs no pickling.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from accel import environment
 from accel.launchers.notebook import patch_environment
@@ -19,7 +18,7 @@ from .settings import check_precision, xla_environment
 
 
 def notebook_launch(
-    function: Callable[..., Any],
+    function: Callable[..., object],
     args: tuple = (),
     num_processes: int | None = None,
     mixed_precision: str = "no",

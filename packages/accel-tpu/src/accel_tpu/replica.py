@@ -8,7 +8,6 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
 
 from accel.config.keys import PROCESS_SECTION
 
@@ -52,17 +51,17 @@ class Replica:
     any replica starts, so each one's ``Accelerator`` sees its own ordinal and device.
     """
 
-    def __init__(self, function: Callable[..., Any]):
+    def __init__(self, function: Callable[..., object]):
         self.function = function
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
+    def __setstate__(self, state: dict[str, object]) -> None:
         # unpickled in the spawned process before its replica threads start
         from accel.state import use_thread_local_state
 
         use_thread_local_state()
         self.__dict__.update(state)
 
-    def __call__(self, index: int, *args: Any) -> Any:
+    def __call__(self, index: int, *args: object) -> object:
         """Run the function in replica ``index`` (its global ordinal, given by ``xmp.spawn``)."""
         from accel.state import use_thread_local_state
 
@@ -75,7 +74,7 @@ class Replica:
 
 
 def spawn(
-    function: Callable[..., Any],
+    function: Callable[..., object],
     args: tuple = (),
     num_processes: int | None = None,
     start_method: str = "spawn",

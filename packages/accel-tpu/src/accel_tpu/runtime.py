@@ -6,9 +6,11 @@ Importing this module does not import torch_xla; each function does, on first ca
 from __future__ import annotations
 
 import importlib.util
-from typing import Any
+from typing import TypeVar
 
 import torch
+
+T = TypeVar("T")
 
 
 def xla_available() -> bool:
@@ -65,7 +67,7 @@ def sync() -> None:
     torch_xla.sync()
 
 
-def to_cpu(data: Any) -> Any:
+def to_cpu(data: T) -> T:
     """``data`` (tensors nested in lists, tuples, dicts) with every XLA tensor copied to the CPU."""
     from accel.distributed.operations import recursively_apply
 
