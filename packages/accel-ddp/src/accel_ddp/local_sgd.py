@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import contextlib
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 import torch.distributed as dist
 
-if TYPE_CHECKING:
-    from accel import Accelerator
+
+class Trainer(Protocol):
+    """What :class:`LocalSGD` uses of the Accelerator it is given."""
+
+    @property
+    def num_processes(self) -> int: ...
+
+    def no_sync(self, model: torch.nn.Module) -> contextlib.AbstractContextManager[None]: ...
+
+    def wait_for_everyone(self) -> None: ...
+
+    def unwrap_model(self, model: torch.nn.Module) -> torch.nn.Module: ...
 
 
 class LocalSGD:
@@ -23,7 +33,7 @@ class LocalSGD:
 
     def __init__(
         self,
-        accelerator: Accelerator,
+        accelerator: Trainer,
         model: torch.nn.Module,
         local_sgd_steps: int,
         enabled: bool = True,

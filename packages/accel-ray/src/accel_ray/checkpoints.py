@@ -33,7 +33,6 @@ from accel.config.sections import Option
 from accel.logging import get_logger
 
 if TYPE_CHECKING:
-    from accel import Accelerator
     from accel.checkpoint.view import RunView
 
 logger = get_logger(__name__)
@@ -58,6 +57,17 @@ class Run(Protocol):
     def is_local_main_process(self) -> bool: ...
 
     def wait_for_everyone(self) -> None: ...
+
+
+class Saver(Run, Protocol):
+    """What :func:`save_and_report` uses of the Accelerator: :class:`Run` and ``save_state``."""
+
+    def save_state(
+        self,
+        output_dir: str | os.PathLike | None = None,
+        safe_serialization: bool = True,
+        async_save: bool = False,
+    ) -> str: ...
 
 
 class _RayCheckpoint(Protocol):
@@ -148,7 +158,7 @@ def _ray_name(path: Path) -> str:
 
 
 def save_and_report(
-    accelerator: Accelerator, metrics: Mapping[str, object] | None = None, **save_kwargs: Any
+    accelerator: Saver, metrics: Mapping[str, object] | None = None, **save_kwargs: Any
 ) -> str:
     """``accelerator.save_state(**save_kwargs)``, then :func:`report_checkpoint` of it; the path.
 
