@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import numbers
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 from accel.precision import dtype_of
@@ -15,7 +15,7 @@ QUANT_TYPES = ("fp4", "nf4")
 _DEFAULT_THRESHOLD = 6.0
 
 
-def _dtype(key: str, value: Any) -> torch.dtype:
+def _dtype(key: str, value: object) -> torch.dtype:
     """``value`` (a floating torch dtype, its name, or a precision name: see
     :func:`accel.precision.dtype_of`) as a torch dtype, or a ValueError naming ``key``."""
     try:
@@ -30,7 +30,7 @@ def _dtype(key: str, value: Any) -> torch.dtype:
     )
 
 
-def _names(key: str, value: Any) -> list[str] | None:
+def _names(key: str, value: Iterable[str] | None) -> list[str] | None:
     if value is None:
         return None
     if isinstance(value, str) or not all(isinstance(v, str) for v in value):
@@ -66,7 +66,7 @@ class BnbQuantizationConfig:
     torch_dtype: str | torch.dtype | None = None
     skip_modules: list[str] | None = None
     keep_in_fp32_modules: list[str] | None = None
-    target_dtype: Any = field(default=None, init=False, repr=False)
+    target_dtype: torch.dtype | str | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         for key in ("load_in_8bit", "load_in_4bit", "bnb_4bit_use_double_quant"):
@@ -129,9 +129,9 @@ class BnbQuantizationConfig:
         """8 or 4."""
         return 8 if self.load_in_8bit else 4
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The settings as plain values (dtypes as their names), e.g. for logging."""
-        result: dict[str, Any] = {}
+        result: dict[str, object] = {}
         for key in (
             "load_in_8bit",
             "llm_int8_threshold",

@@ -10,12 +10,19 @@ int8 state after it so the weight can leave memory.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Protocol, cast
 
 import torch
 from accel.big_model.hooks import HOOK_ATTR, ModelHook, add_hook_to_module
 
 from .params import int8_param
+
+
+class _MatmulState(Protocol):
+    """What the hook clears of bitsandbytes' ``MatmulLtState`` (a ``Linear8bitLt``'s ``state``)."""
+
+    CB: torch.Tensor | None
+    SCB: torch.Tensor | None
 
 
 class Int8WeightHook(ModelHook):
@@ -31,16 +38,16 @@ class Int8WeightHook(ModelHook):
         return module
 
     def pre_forward(
-        self, module: torch.nn.Module, *args: Any, **kwargs: Any
-    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        self, module: torch.nn.Module, *args: object, **kwargs: object
+    ) -> tuple[tuple[object, ...], dict[str, object]]:
         """Wrap the weight accel's hook just loaded."""
         self._wrap(module)
         return args, kwargs
 
-    def post_forward(self, module: torch.nn.Module, output: Any) -> Any:
+    def post_forward(self, module: torch.nn.Module, output: object) -> object:
         """For an offloaded layer, forget the int8 state so the weight is freed with it."""
         if self.offloaded:
-            state: Any = module.state  # bitsandbytes' MatmulLtState
+            state = cast("_MatmulState", module.state)
             state.CB = None
             state.SCB = None
         return output

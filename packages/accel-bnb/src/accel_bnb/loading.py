@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
-from accel.big_model.device_map import device_for
+from accel.big_model.device_map import Device, device_for
 from accel.big_model.modeling import (
     find_tied_parameters,
     retie_parameters,
@@ -35,12 +35,12 @@ logger = logging.getLogger(__name__)
 _INT8_STATS = ("SCB", "weight_format")
 
 
-def is_offloaded(device: Any, main: Any) -> bool:
+def is_offloaded(device: object, main: object) -> bool:
     """Whether weights placed on ``device`` are offloaded (kept off the device they run on)."""
     return device == "disk" or (device == "cpu" and main != "cpu")
 
 
-def torch_device(device: Any) -> torch.device:
+def torch_device(device: Device) -> torch.device:
     """A device-map device (``0``, ``"cpu"``, ``"mps"``) as a ``torch.device``."""
     return index_device(device) if isinstance(device, int) else torch.device(device)
 
@@ -62,7 +62,7 @@ def checkpoint_tensors(weights_location: str | os.PathLike) -> Iterator[tuple[st
                     yield name, tensor
 
 
-def _check_int8_format(name: str, value: Any) -> None:
+def _check_int8_format(name: str, value: object) -> None:
     value = value.item() if isinstance(value, torch.Tensor) else value
     if value not in (0, "row"):
         raise ValueError(f"{name}={value!r}: only the row-major 8-bit format is supported")
@@ -79,8 +79,8 @@ class QuantizedLoader:
         self,
         model: torch.nn.Module,
         config: BnbQuantizationConfig,
-        device_map: Mapping[str, Any],
-        main: Any,
+        device_map: Mapping[str, Device],
+        main: Device,
         offload_folder: str | os.PathLike | None,
         original_dtypes: Mapping[str, torch.dtype],
     ):
@@ -108,7 +108,7 @@ class QuantizedLoader:
         self.loaded: set[str] = set()
         self.unexpected: list[str] = []
         self.pending: dict[str, dict[str, torch.Tensor]] = {}
-        self.offload_index: dict[str, Any] = {}
+        self.offload_index: dict[str, dict[str, Any]] = {}
         self.ram: dict[str, torch.Tensor] = {}
         self.int8_scales: dict[str, torch.Tensor] = {}
 
@@ -238,7 +238,7 @@ class QuantizedLoader:
                 "saved with"
             )
 
-    def _device(self, name: str) -> Any:
+    def _device(self, name: str) -> Device:
         """Where tensor ``name`` goes; a tied group goes where one of its names is not offloaded."""
         group = self.group_of.get(name)
         names = self.tied[group] if group is not None else [name]

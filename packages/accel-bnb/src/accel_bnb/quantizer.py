@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 import torch
 from accel.big_model.device_map import (
+    Device,
     check_device_map,
     device_for,
     get_balanced_memory,
@@ -38,12 +38,14 @@ def _require_bitsandbytes() -> None:
         ) from exc
 
 
-def _default_device() -> Any:
+def _default_device() -> Device:
     """The first accelerator, or the CPU when there is none."""
     return next((d for d in get_max_memory() if d not in ("cpu", "disk")), "cpu")
 
 
-def _module_devices(name: str, device_map: Mapping[str, Any], tensors: Iterable[str]) -> set[Any]:
+def _module_devices(
+    name: str, device_map: Mapping[str, Device], tensors: Iterable[str]
+) -> set[Device]:
     """Devices the tensors of module ``name`` are mapped to."""
     return {device_for(f"{name}.{t}", device_map) for t in tensors}
 
@@ -51,11 +53,11 @@ def _module_devices(name: str, device_map: Mapping[str, Any], tensors: Iterable[
 def plan_device_map(
     model: torch.nn.Module,
     config: BnbQuantizationConfig,
-    device_map: str | Mapping[str, Any] | None,
+    device_map: str | Mapping[str, object] | None,
     to_quantize: list[str],
-    max_memory: Mapping[Any, int | str] | None,
+    max_memory: Mapping[Device, int | str] | None,
     no_split_module_classes: list[str] | None,
-) -> dict[str, Any]:
+) -> dict[str, Device]:
     """The device map to load with: ``None`` -> everything on the first accelerator (or the CPU);
     a strategy name -> planned with quantized weights counted at one byte per value (an
     over-estimate for 4-bit); a dict -> checked."""
@@ -116,9 +118,9 @@ class BnbQuantizer(Quantizer):
     def quantize(
         self,
         model: torch.nn.Module,
-        config: Any,
+        config: object,
         weights_location: str | os.PathLike | None = None,
-        device_map: Any = None,
+        device_map: str | Mapping[str, object] | None = None,
         no_split_module_classes: list[str] | None = None,
         max_memory: dict | None = None,
         offload_folder: str | os.PathLike | None = None,
@@ -193,9 +195,13 @@ class BnbQuantizer(Quantizer):
             state_dict=loader.ram or None,
         )
         attach_int8_hooks(model, loader.int8_layers, loader.int8_scales, offloaded)
-        model.is_loaded_in_8bit = config.load_in_8bit  # type: ignore[assignment]
-        model.is_loaded_in_4bit = config.load_in_4bit  # type: ignore[assignment]
-        model.bnb_quantization_config = config  # type: ignore[assignment]
+        marks = {
+            "is_loaded_in_8bit": config.load_in_8bit,
+            "is_loaded_in_4bit": config.load_in_4bit,
+            "bnb_quantization_config": config,
+        }
+        for name, value in marks.items():  # plain attributes: torch's stub allows only tensors
+            setattr(model, name, value)
         logger.info(
             "quantized %d Linear layers to %d bits (%d offloaded), skipped %s",
             len(to_quantize),

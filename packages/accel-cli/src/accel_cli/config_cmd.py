@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from .config_paths import config_to_read, config_to_write
 from .parsing import Parser, UsageError
@@ -84,13 +85,13 @@ def _questionnaire(argv: list[str], prog: str) -> int:
     return 0
 
 
-def _read_answers(path: str) -> dict[str, Any]:
+def _read_answers(path: str) -> dict[str, object]:
     from accel.config.settings import read_config_file
 
     return read_config_file(path)
 
 
-def _save(data: dict[str, Any], path: Path) -> None:
+def _save(data: Mapping[str, object], path: Path) -> None:
     from accel.config.settings import save_config_file
 
     save_config_file(data, path)
@@ -167,7 +168,7 @@ def _update(argv: list[str], prog: str) -> int:
     return 0
 
 
-def _current_sections(data: dict[str, Any]) -> dict[str, Any]:
+def _current_sections(data: Mapping[str, object]) -> dict[str, object]:
     """``data`` with each declared plugin section in its current spelling (Section.current)."""
     from accel.config.registered import registered_sections
 
@@ -183,7 +184,7 @@ def _current_sections(data: dict[str, Any]) -> dict[str, Any]:
 def _show(argv: list[str], prog: str) -> int:
     from .launch import parse, resolve_from
 
-    def configure(parser: Any) -> None:
+    def configure(parser: argparse.ArgumentParser) -> None:
         parser.description = (
             "Print every setting `accel launch` would use and where it came from "
             "(default, file, env, flag or derived). Takes the same options as accel launch."
@@ -217,7 +218,7 @@ def _show(argv: list[str], prog: str) -> int:
     return 0
 
 
-def _fmt(value: Any) -> str:
+def _fmt(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from accel.errors import UsageError
 
@@ -31,7 +30,7 @@ def config_to_read(value: str | os.PathLike, option: str = "--config_file") -> P
     return path
 
 
-def read_config(value: str | os.PathLike, option: str = "--config_file") -> dict[str, Any]:
+def read_config(value: str | os.PathLike, option: str = "--config_file") -> dict[str, object]:
     """The mapping in the config file ``value`` names (a ConfigError, exit 2, when malformed)."""
     from accel.config.settings import read_config_file
 

@@ -16,17 +16,38 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from accel.sizes import convert_bytes
 
 from .parsing import Parser, UsageError
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 DTYPE_BYTES = {"float32": 4.0, "float16": 2.0, "bfloat16": 2.0, "int8": 1.0, "int4": 0.5}
 DEFAULT_DTYPES = ["float32", "float16", "int8", "int4"]
 
 
 FORMATS = ("table", "markdown", "json")
+
+
+class SizeRow(TypedDict):
+    """One dtype's sizes in bytes."""
+
+    dtype: str
+    largest_layer: float
+    total_size: float
+    training_using_adam: float
+
+
+class Report(TypedDict):
+    """One model's estimate: its name, where its config came from, and a row per dtype."""
+
+    model: str
+    source: str
+    rows: list[SizeRow]
 
 
 def main(argv: list[str], prog: str = "accel estimate-memory") -> int:
@@ -89,11 +110,11 @@ def main(argv: list[str], prog: str = "accel estimate-memory") -> int:
     return 0
 
 
-def estimate(name: str, origin: str, model: Any, dtypes: list[str]) -> dict[str, Any]:
+def estimate(name: str, origin: str, model: nn.Module, dtypes: list[str]) -> Report:
     """``{"model", "source", "rows"}``: per dtype, the largest layer, total size and training
     with Adam (4x the total), in bytes."""
     largest, total = model_sizes(model)
-    rows = []
+    rows: list[SizeRow] = []
     for dtype in dtypes:
         scale = DTYPE_BYTES[dtype] / 4.0
         rows.append(
@@ -107,7 +128,7 @@ def estimate(name: str, origin: str, model: Any, dtypes: list[str]) -> dict[str,
     return {"model": name, "source": origin, "rows": rows}
 
 
-def render(reports: list[dict[str, Any]], fmt: str) -> str:
+def render(reports: list[Report], fmt: str) -> str:
     """The reports of :func:`estimate` as ``fmt``: ``table``, ``markdown`` or ``json``."""
     if fmt == "json":
         return json.dumps(reports[0] if len(reports) == 1 else reports, indent=2)
@@ -120,7 +141,7 @@ def render(reports: list[dict[str, Any]], fmt: str) -> str:
     )
 
 
-def _cells(rows: list[dict[str, Any]]) -> list[list[str]]:
+def _cells(rows: list[SizeRow]) -> list[list[str]]:
     return [
         [
             r["dtype"],
@@ -135,7 +156,7 @@ def _cells(rows: list[dict[str, Any]]) -> list[list[str]]:
 HEADER = ["dtype", "Largest Layer", "Total Size", "Training using Adam"]
 
 
-def _markdown(name: str, rows: list[dict[str, Any]]) -> str:
+def _markdown(name: str, rows: list[SizeRow]) -> str:
     lines = [
         f"Memory usage for loading `{name}`:",
         "",
@@ -146,7 +167,7 @@ def _markdown(name: str, rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _table(name: str, rows: list[dict[str, Any]]) -> str:
+def _table(name: str, rows: list[SizeRow]) -> str:
     header = HEADER
     cells = _cells(rows)
     widths = [max(len(c[i]) for c in [header, *cells]) for i in range(4)]
@@ -169,11 +190,11 @@ def _table(name: str, rows: list[dict[str, Any]]) -> str:
 # --------------------------------------------------------------------------- sizes
 
 
-def _byte_size(tensor: Any) -> float:
+def _byte_size(tensor: torch.Tensor) -> float:
     return float(tensor.numel() * tensor.element_size())
 
 
-def model_sizes(model: Any) -> tuple[float, float]:
+def model_sizes(model: nn.Module) -> tuple[float, float]:
     """``(largest layer, total)`` in bytes, each tensor at its own dtype (float32 weights).
 
     The largest layer is the biggest leaf module or block that must not be split
@@ -181,7 +202,7 @@ def model_sizes(model: Any) -> tuple[float, float]:
     """
     no_split = set(getattr(model, "_no_split_modules", None) or [])
 
-    def size(module: Any) -> float:
+    def size(module: nn.Module) -> float:
         seen: set[int] = set()
         total = 0.0
         for t in [*module.parameters(), *module.buffers()]:
@@ -220,7 +241,9 @@ def _local_config(name: str) -> Path | None:
     return None
 
 
-def build_empty_model(name: str, library: str | None, trust_remote_code: bool) -> tuple[Any, str]:
+def build_empty_model(
+    name: str, library: str | None, trust_remote_code: bool
+) -> tuple[nn.Module, str]:
     """The model on the meta device, and where its config came from."""
     import importlib.util
 
@@ -251,13 +274,13 @@ def build_empty_model(name: str, library: str | None, trust_remote_code: bool) -
     )
 
 
-def _meta():
+def _meta() -> torch.device:
     import torch
 
     return torch.device("meta")
 
 
-def _transformers_from_dict(config: dict, trust_remote_code: bool) -> Any:
+def _transformers_from_dict(config: dict, trust_remote_code: bool) -> nn.Module:
     from transformers import AutoConfig, AutoModel
 
     model_type = config.get("model_type")
@@ -268,7 +291,7 @@ def _transformers_from_dict(config: dict, trust_remote_code: bool) -> Any:
         return AutoModel.from_config(cfg, trust_remote_code=trust_remote_code)
 
 
-def _transformers_from_hub(name: str, trust_remote_code: bool) -> Any:
+def _transformers_from_hub(name: str, trust_remote_code: bool) -> nn.Module:
     from transformers import AutoConfig, AutoModel
 
     try:
@@ -282,7 +305,7 @@ def _transformers_from_hub(name: str, trust_remote_code: bool) -> Any:
         return AutoModel.from_config(cfg, trust_remote_code=trust_remote_code)
 
 
-def _timm_model(name: str, config_path: Path | None) -> Any:
+def _timm_model(name: str, config_path: Path | None) -> nn.Module:
     try:
         import timm
     except ImportError:
@@ -301,7 +324,7 @@ def _timm_model(name: str, config_path: Path | None) -> Any:
 # --------------------------------------------------------------------------- accel's builders
 
 
-def _builtin_model(config: dict, origin: str) -> Any:
+def _builtin_model(config: dict, origin: str) -> nn.Module:
     model_type = str(config.get("model_type", "")).lower()
     builders = {
         "bert": _bert,
@@ -322,7 +345,7 @@ def _builtin_model(config: dict, origin: str) -> Any:
         raise UsageError(f"{origin}: {model_type} config lacks {exc.args[0]!r}") from None
 
 
-def _embedding(num: int, dim: int) -> Any:
+def _embedding(num: int, dim: int) -> nn.Embedding:
     """An nn.Embedding without initialisation (normal_ on meta is slow the first time)."""
     import torch
     from torch import nn
@@ -330,7 +353,7 @@ def _embedding(num: int, dim: int) -> Any:
     return nn.Embedding(num, dim, _weight=torch.empty(num, dim))
 
 
-def _bert(c: dict) -> Any:
+def _bert(c: dict) -> nn.Module:
     import torch
     from torch import nn
 
@@ -364,7 +387,7 @@ def _bert(c: dict) -> Any:
     return BertModel()
 
 
-def _gpt2(c: dict) -> Any:
+def _gpt2(c: dict) -> nn.Module:
     from torch import nn
 
     h = c.get("n_embd", c.get("hidden_size"))
@@ -395,7 +418,7 @@ def _gpt2(c: dict) -> Any:
     return GPT2Model()
 
 
-def _llama(c: dict) -> Any:
+def _llama(c: dict) -> nn.Module:
     import torch
     from torch import nn
 

@@ -14,9 +14,10 @@ import os
 import shlex
 import shutil
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, TypedDict, cast
 
 from accel import catalog
 from accel.config import keys
@@ -24,6 +25,38 @@ from accel.config.sections import Option, Section
 from accel.errors import UsageError
 
 from .parsing import Parser, underscored
+
+if TYPE_CHECKING:
+    from accel.config.kubeflow import JobEnvironment
+    from accel.launchers import Launcher, LaunchPlan
+    from accel.plugins import PluginInfo
+    from pluggy import HookCaller, PluginManager
+
+
+class _Source(Protocol):
+    """Where one resolved setting came from (``kind``: default, file, env, flag, derived)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def detail(self) -> str: ...
+
+
+class ResolvedSettings(Protocol):
+    """What ``accel launch`` reads of the resolved settings (``resolve_from``'s result)."""
+
+    @property
+    def values(self) -> Mapping[str, object]: ...
+
+    @property
+    def notes(self) -> list[str]: ...
+
+    @property
+    def job(self) -> JobEnvironment | None: ...
+
+    def source(self, key: str) -> _Source: ...
+
 
 DESCRIPTION = """\
 Launch a training script on one process, several processes or several machines.
@@ -85,7 +118,7 @@ class PluginFlag:
     plugin: str
     target: str
     """Where the value goes: a core key, ``"section.key"``, or the dest itself."""
-    default: Any = None
+    default: object = None
     """The default the plugin declared (applied by the plugin, never over the config file)."""
 
 
@@ -273,19 +306,23 @@ def _add_plugin_arguments(result: LaunchParser) -> None:
         _add_plugin(result, name, dists.get(name), add_arguments, declare)
 
 
-def _one_plugin(pm: Any, hook_name: str, plugin: object) -> Any:
+def _one_plugin(pm: PluginManager, hook_name: str, plugin: object) -> HookCaller:
     """The hook ``hook_name`` of the plugin manager restricted to ``plugin``'s implementation."""
     others = [p for p in pm.get_plugins() if p is not plugin]
     return pm.subset_hook_caller(hook_name, remove_plugins=others)
 
 
-def load_error_line(info: Any) -> str:
+def load_error_line(info: PluginInfo) -> str:
     """One line for a plugin that failed to load: its name, distribution and error."""
     return f"plugin {info.name} ({info.distribution or 'unknown distribution'}) failed to load: {info.error}"
 
 
 def _add_plugin(
-    result: LaunchParser, name: str, dist: Any, add_arguments: Any, declare: Any
+    result: LaunchParser,
+    name: str,
+    dist: str | None,
+    add_arguments: HookCaller,
+    declare: HookCaller,
 ) -> None:
     parser = result.parser
     group = parser.add_argument_group(f"{name} options ({dist or 'plugin'})")
@@ -327,8 +364,8 @@ def parse(
     argv: list[str],
     prog: str = "accel launch",
     script: bool = True,
-    configure: Any = None,
-):
+    configure: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> tuple[argparse.Namespace, LaunchParser]:
     """Parse ``argv``; returns ``(namespace, LaunchParser)``. Unknown flags fail clearly.
 
     ``configure(parser)`` may add options first (``accel config show`` adds ``--json``).
@@ -408,7 +445,7 @@ def argv_from_namespace(ns: argparse.Namespace, parser: argparse.ArgumentParser)
     return argv + positionals
 
 
-def _machine_range(value: str) -> dict[str, Any]:
+def _machine_range(value: str) -> dict[str, int]:
     """``--nnodes MIN:MAX`` (torchrun's elastic membership) as settings."""
     low, _, high = value.partition(":")
     try:
@@ -422,9 +459,9 @@ def _machine_range(value: str) -> dict[str, Any]:
     return {"num_machines": minimum, "max_num_machines": maximum}
 
 
-def flags_from(ns: argparse.Namespace, lp: LaunchParser) -> dict[str, Any]:
+def flags_from(ns: argparse.Namespace, lp: LaunchParser) -> dict[str, object]:
     """The settings given as flags, by setting name (``section.key`` for plugin sections)."""
-    flags: dict[str, Any] = {}
+    flags: dict[str, object] = {}
     selected: list[tuple[str, str]] = []
     for dest, value in vars(ns).items():
         if value is None:
@@ -522,21 +559,33 @@ def _check_script(ns: argparse.Namespace, prog: str) -> list[str]:
     return [script, *ns.training_script_args]
 
 
-def worker_environment(resolved: Any) -> dict[str, str]:
+def worker_environment(resolved: ResolvedSettings) -> dict[str, str]:
     """The ``ACCEL_*`` (and device) variables every worker gets for ``resolved`` (plugins' included)."""
     from accel.launchers import worker_environment as environment_for
 
     return environment_for(resolved.values)
 
 
-def choose_launcher(config: dict[str, Any], name: str | None = None) -> Any:
+def choose_launcher(config: Mapping[str, object], name: str | None = None) -> Launcher:
     """The launcher for ``config``: ``name`` if given, else the highest-priority one claiming it."""
     from accel.launchers import choose_launcher as choose
 
     return choose(config, name)
 
 
-def plan(argv: list[str], prog: str = "accel launch") -> dict[str, Any]:
+class LaunchSummary(TypedDict):
+    """What :func:`plan` returns: everything ``accel launch`` would do."""
+
+    ns: argparse.Namespace
+    resolved: ResolvedSettings
+    config: dict[str, object]
+    launcher: Launcher
+    plan: LaunchPlan
+    command: list[str]
+    env: dict[str, str]
+
+
+def plan(argv: list[str], prog: str = "accel launch") -> LaunchSummary:
     """Everything ``accel launch argv`` would do, without doing it.
 
     A dict with the parsed ``ns``, the ``resolved`` settings, the launcher's ``config``, the
@@ -615,22 +664,26 @@ TOPOLOGY_KEYS = (
 """Settings the summary line shows with their origin when a Kubeflow pod's environment is read."""
 
 
-def _origins(resolved: Any) -> str:
+def _origins(resolved: ResolvedSettings, job: JobEnvironment) -> str:
     """``num_machines=2 (env PET_NNODES), ...``: the machine settings and where each came from."""
     shown = []
     for name in TOPOLOGY_KEYS:
         source = resolved.source(name)
-        if source.kind == "default" and name not in resolved.job.settings:
+        if source.kind == "default" and name not in job.settings:
             continue
         origin = f"derived: {source.detail}" if source.kind == "derived" else str(source)
         shown.append(f"{name}={resolved.values.get(name)} ({origin})")
     return ", ".join(shown)
 
 
-def _topology(config: dict[str, Any], launch_plan: Any, resolved: Any = None) -> str:
+def _topology(
+    config: Mapping[str, object],
+    launch_plan: LaunchPlan,
+    resolved: ResolvedSettings | None = None,
+) -> str:
     machines = launch_plan.num_machines
     nproc = launch_plan.nproc_per_node
-    elastic = config.get("max_num_machines")
+    elastic = cast("int | None", config.get("max_num_machines"))
     parts = [
         f"{machines}{f'-{elastic}' if elastic else ''} machine"
         f"{'s' if (elastic or machines) > 1 else ''} x {nproc} process{'es' if nproc > 1 else ''}"
@@ -654,7 +707,7 @@ def _topology(config: dict[str, Any], launch_plan: Any, resolved: Any = None) ->
     parts.append(f"launcher {launch_plan.launcher}")
     line = "accel launch: " + ", ".join(parts)
     if resolved is not None and resolved.job is not None:
-        line += "; Kubeflow pod: " + _origins(resolved)
+        line += "; Kubeflow pod: " + _origins(resolved, resolved.job)
     return line
 
 

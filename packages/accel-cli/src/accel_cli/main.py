@@ -7,7 +7,11 @@ subcommands through the ``accel_cli_commands`` hook.
 from __future__ import annotations
 
 import sys
-from typing import Any, NoReturn
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    from accel.hookspecs import CliCommand
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "config": ("accel_cli.config_cmd", "create, update or show the configuration file"),
@@ -28,11 +32,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
 """Built-in subcommands: ``name: (module, one-line help)``."""
 
 
-def _plugin_commands() -> dict[str, Any]:
+def _plugin_commands() -> dict[str, CliCommand]:
     try:
         from accel.plugins import hook
 
-        found: dict[str, Any] = {}
+        found: dict[str, CliCommand] = {}
         for commands in hook().accel_cli_commands():
             for command in commands or []:
                 name = getattr(command, "name", None)
@@ -43,7 +47,7 @@ def _plugin_commands() -> dict[str, Any]:
         return {}
 
 
-def _usage(plugin_commands: dict[str, Any]) -> str:
+def _usage(plugin_commands: dict[str, CliCommand]) -> str:
     width = max(len(n) for n in [*COMMANDS, *plugin_commands])
     lines = [
         "usage: accel <command> [<args>]",
@@ -67,7 +71,7 @@ def _usage(plugin_commands: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _run_plugin_command(name: str, command: Any, argv: list[str]) -> int:
+def _run_plugin_command(name: str, command: CliCommand, argv: list[str]) -> int:
     from .parsing import Parser
 
     parser = Parser(prog=f"accel {name}", description=getattr(command, "help", None))
@@ -108,7 +112,7 @@ def run(argv: list[str]) -> int:
     return _guarded(runner, prog)
 
 
-def _guarded(runner: Any, prog: str) -> int:
+def _guarded(runner: Callable[[], int | None], prog: str) -> int:
     from accel.errors import ConfigError, MissingPluginError
 
     from .parsing import UsageError, fail

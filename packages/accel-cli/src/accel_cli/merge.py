@@ -10,9 +10,12 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .parsing import Parser, UsageError
+
+if TYPE_CHECKING:
+    import torch
 
 
 def main(argv: list[str], prog: str = "accel merge-weights") -> int:
@@ -95,7 +98,7 @@ def merge_weights(
     return target, len(tensors)
 
 
-def _read_dcp(source: Path, scratch: Path) -> Any:
+def _read_dcp(source: Path, scratch: Path) -> object:
     """The whole state dict of the DCP checkpoint ``source``, read file by file with a
     progress bar (on a terminal); through a torch.save file in ``scratch`` where this torch's
     DCP lacks the pieces."""
@@ -134,7 +137,7 @@ def _read_dcp(source: Path, scratch: Path) -> Any:
                     pass
                 del self.fs.create_stream
 
-    state: dict[str, Any] = {}
+    state: dict[str, object] = {}
     # what dcp_to_torch_save does, with the reader above and no torch.save copy on disk
     _load_state_dict(
         state,
@@ -145,15 +148,15 @@ def _read_dcp(source: Path, scratch: Path) -> Any:
     return state
 
 
-def _flatten(state: Any) -> dict[str, Any]:
+def _flatten(state: object) -> dict[str, torch.Tensor]:
     """Tensors of a nested state dict by dotted name; a lone ``model`` entry is unwrapped."""
     import torch
 
     if isinstance(state, dict) and set(state) == {"model"} and isinstance(state["model"], dict):
         state = state["model"]
-    out: dict[str, Any] = {}
+    out: dict[str, torch.Tensor] = {}
 
-    def walk(prefix: str, value: Any) -> None:
+    def walk(prefix: str, value: object) -> None:
         if isinstance(value, torch.Tensor):
             out[prefix] = value
         elif isinstance(value, dict):

@@ -113,12 +113,12 @@ class ScriptedAsk(Ask):
     ``asked`` records ``(key or question, answer)`` in order.
     """
 
-    def __init__(self, answers: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, answers: Mapping[str, object] | None = None) -> None:
         self.answers = dict(answers or {})
-        self.asked: list[tuple[str, Any]] = []
+        self.asked: list[tuple[str, object]] = []
         self._used: set[str] = set()
 
-    def _lookup(self, question: str, key: str | None, default: Any) -> Any:
+    def _lookup(self, question: str, key: str | None, default: object) -> object:
         for name in (key, question):
             if name is not None and name in self.answers:
                 self._used.add(name)
@@ -196,12 +196,12 @@ def _valid_host(answer: str) -> str | None:
     return None if answer.strip() and " " not in answer.strip() else "enter a host name or IP"
 
 
-def ask_questions(ask: Ask, plugin_questions: bool = True) -> dict[str, Any]:
+def ask_questions(ask: Ask, plugin_questions: bool = True) -> dict[str, object]:
     """Run the questionnaire; the config mapping (Accelerate's keys) it produced."""
     from accel import catalog
     from accel.config.keys import CORE_SECTION, DYNAMO_BACKENDS, DYNAMO_SECTION
 
-    config: dict[str, Any] = {"compute_environment": "LOCAL_MACHINE"}
+    config: dict[str, object] = {"compute_environment": "LOCAL_MACHINE"}
     types = machine_types()
     label = ask.select(
         "Which type of machine are you using?",
@@ -307,7 +307,7 @@ def _plugin_installed(package: str) -> bool:
     return any(i.distribution == package and not i.error for i in list_plugins())
 
 
-def _plugin_questions(ask: Ask, config: dict[str, Any]) -> None:
+def _plugin_questions(ask: Ask, config: dict[str, object]) -> None:
     from accel.plugins import get_plugin_manager
 
     for impl in reversed(get_plugin_manager().hook.accel_config_questions.get_hookimpls()):

@@ -10,7 +10,8 @@ Torch-free.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import Mapping
+from typing import cast
 
 from accel.catalog import FSDP_SHARDING_STRATEGIES
 
@@ -47,7 +48,7 @@ DROPPED: dict[str, str] = {
 """FSDP1 keys left out of an FSDP2 config, and why."""
 
 
-def _reshard(value: Any) -> Any:
+def _reshard(value: object) -> object:
     """A sharding strategy (name in any case, or its number 1-5) as FSDP2's boolean."""
     names = list(RESHARD_AFTER_FORWARD)
     if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= len(names):
@@ -60,13 +61,15 @@ def _reshard(value: Any) -> Any:
     return value
 
 
-def convert_config_to_fsdp2(config: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def convert_config_to_fsdp2(
+    config: Mapping[str, object],
+) -> tuple[dict[str, object], list[str]]:
     """``config`` with its ``fsdp_config`` converted to FSDP2, and notes on what changed.
 
     A config without ``fsdp_config``, or already at ``fsdp_version: 2``, comes back unchanged
     (with a note). ``config`` itself is not modified.
     """
-    fsdp = config.get("fsdp_config") or {}
+    fsdp = cast("Mapping[str, object]", config.get("fsdp_config") or {})
     if not fsdp:
         return dict(config), ["no fsdp_config in the config file: nothing to convert"]
     if str(fsdp.get("fsdp_version", 1)).strip() == "2":
@@ -75,7 +78,7 @@ def convert_config_to_fsdp2(config: dict[str, Any]) -> tuple[dict[str, Any], lis
             "still have FSDP1 names, set fsdp_version: 1 and run the command again"
         ]
     notes: list[str] = []
-    converted: dict[str, Any] = {}
+    converted: dict[str, object] = {}
     for key, value in fsdp.items():
         if key in DROPPED:
             notes.append(f"{key} {DROPPED[key]}: dropped")

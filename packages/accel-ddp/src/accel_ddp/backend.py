@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Generator
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from accel.backends import Backend, BackendContext
@@ -12,6 +12,9 @@ from accel.catalog import DATA_PARALLEL_TYPES
 from torch.nn.parallel import DistributedDataParallel
 
 from .kwargs import DistributedDataParallelKwargs
+
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
 
 
 class DDPBackend(Backend):
@@ -65,7 +68,7 @@ class DDPBackend(Backend):
             if isinstance(model, DistributedDataParallel):
                 average_gradients(list(model.parameters()), model.process_group)
 
-    def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
+    def backward(self, loss: torch.Tensor, **kwargs: object) -> None:
         """Back-propagate ``loss``; first arm models waiting in :meth:`trigger_sync_in_backward` for it."""
         while self._armed_by_next_loss:
             self._armed_by_next_loss.pop().reducer.prepare_for_backward([loss])
@@ -111,7 +114,7 @@ class DDPBackend(Backend):
 
     @contextlib.contextmanager
     def join_uneven_inputs(
-        self, joinables: list[Any], even_batches: bool | None = None
+        self, joinables: list[object], even_batches: bool | None = None
     ) -> Generator[None, None, None]:
         """Let processes with fewer batches finish while the others continue (``torch.distributed.algorithms.Join``)."""
         from torch.distributed.algorithms import Join
@@ -122,7 +125,9 @@ class DDPBackend(Backend):
 
 
 def average_gradients(
-    parameters: list[torch.nn.Parameter], group: Any = None, bucket_elements: int = 2**24
+    parameters: list[torch.nn.Parameter],
+    group: ProcessGroup | None = None,
+    bucket_elements: int = 2**24,
 ) -> None:
     """All-reduce the mean of ``parameters``' gradients over ``group`` (a missing one counts as zeros).
 

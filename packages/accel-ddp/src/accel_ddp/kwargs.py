@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from accel.kwargs import KwargsHandler
+
+if TYPE_CHECKING:
+    import torch
+    from torch.nn.parallel import DistributedDataParallel
 
 
 class DDPCommunicationHookType(str, enum.Enum):
@@ -20,6 +25,32 @@ class DDPCommunicationHookType(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+class PowerSGDOptions(TypedDict, total=False):
+    """``comm_state_option``: keyword arguments of ``torch``'s ``PowerSGDState``."""
+
+    matrix_approximation_rank: int
+    start_powerSGD_iter: int
+    min_compression_rate: float
+    use_error_feedback: bool
+    warm_start: bool
+    orthogonalization_epsilon: float
+    random_seed: int
+    compression_stats_logging_frequency: int
+    batch_tensors_with_same_shape: bool
+
+
+class DDPArguments(TypedDict, total=False):
+    """The ``DistributedDataParallel`` arguments :meth:`DistributedDataParallelKwargs.ddp_kwargs` gives."""
+
+    dim: int
+    broadcast_buffers: bool
+    bucket_cap_mb: int
+    find_unused_parameters: bool
+    check_reduction: bool
+    gradient_as_bucket_view: bool
+    static_graph: bool
 
 
 @dataclass
@@ -41,7 +72,7 @@ class DistributedDataParallelKwargs(KwargsHandler):
     static_graph: bool = False
     comm_hook: DDPCommunicationHookType = DDPCommunicationHookType.NO
     comm_wrapper: DDPCommunicationHookType = DDPCommunicationHookType.NO
-    comm_state_option: dict[str, Any] = field(default_factory=dict)
+    comm_state_option: PowerSGDOptions = field(default_factory=PowerSGDOptions)
 
     def __post_init__(self):
         self.comm_hook = DDPCommunicationHookType(self.comm_hook)
@@ -64,7 +95,7 @@ class DistributedDataParallelKwargs(KwargsHandler):
                 "comm_state_option configures PowerSGD: set comm_hook to POWER_SGD or BATCHED_POWER_SGD"
             )
 
-    def ddp_kwargs(self) -> dict[str, Any]:
+    def ddp_kwargs(self) -> DDPArguments:
         """The arguments for ``DistributedDataParallel`` itself that differ from its defaults."""
         names = (
             "dim",
@@ -76,9 +107,9 @@ class DistributedDataParallelKwargs(KwargsHandler):
             "static_graph",
         )
         changed = self.to_kwargs()
-        return {name: changed[name] for name in names if name in changed}
+        return cast("DDPArguments", {name: changed[name] for name in names if name in changed})
 
-    def register_comm_hook(self, model: Any) -> None:
+    def register_comm_hook(self, model: DistributedDataParallel) -> None:
         """Install the configured communication hook on a DDP ``model``."""
         if self.comm_hook == DDPCommunicationHookType.NO:
             return
@@ -108,7 +139,7 @@ class DistributedDataParallelKwargs(KwargsHandler):
         model.register_comm_hook(state=state, hook=hook)
 
 
-def _accept_unbatched_orthogonalize(module: Any) -> None:
+def _accept_unbatched_orthogonalize(module: ModuleType) -> None:
     """Let ``powerSGD_hook._orthogonalize`` take the 2-D matrix ``batched_powerSGD_hook`` passes.
 
     Recent torch releases made ``_orthogonalize`` require a batch of matrices while
@@ -119,10 +150,10 @@ def _accept_unbatched_orthogonalize(module: Any) -> None:
     if getattr(original, "_accel_unbatched", False):
         return
 
-    def orthogonalize(matrices: Any, epsilon: float = 0) -> Any:
+    def orthogonalize(matrices: torch.Tensor, epsilon: float = 0) -> torch.Tensor:
         if matrices.dim() == 2:
             return original(matrices.unsqueeze(0), epsilon=epsilon)
         return original(matrices, epsilon=epsilon)
 
     vars(orthogonalize)["_accel_unbatched"] = True  # the mark that this patch is in place
-    module._orthogonalize = orthogonalize
+    setattr(module, "_orthogonalize", orthogonalize)  # noqa: B010 (ModuleType declares no _orthogonalize)

@@ -9,9 +9,16 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from torch.utils.hooks import RemovableHandle
+    from torchao.float8 import Float8LinearConfig
+
+ModuleFilter = Callable[[torch.nn.Module, str], bool]
+"""``module_filter_func(module, fqn)``: whether the layer ``fqn`` becomes FP8."""
 
 FP8_DIM_MULTIPLE = 16
 """FP8 GEMM kernels need both sizes of a weight to be multiples of this."""
@@ -42,14 +49,14 @@ def filter_linear_layers(module: torch.nn.Module, fqn: str, layers_to_filter: li
     return fqn not in layers_to_filter
 
 
-def filter_first_and_last_linear_layers(model: torch.nn.Module) -> Callable[[Any, str], bool]:
+def filter_first_and_last_linear_layers(model: torch.nn.Module) -> ModuleFilter:
     """The default module filter for ``model``: every FP8-sized Linear but its first and last."""
     first, last = find_first_last_linear_layers(model)
     keep = [name for name in (first, last) if name is not None]
     return functools.partial(filter_linear_layers, layers_to_filter=keep)
 
 
-def _with_dim_check(user_filter: Callable[[Any, str], bool]) -> Callable[[Any, str], bool]:
+def _with_dim_check(user_filter: ModuleFilter) -> ModuleFilter:
     def module_filter(module: torch.nn.Module, fqn: str) -> bool:
         if isinstance(module, torch.nn.Linear) and not fp8_compatible_dims(module):
             return False
@@ -58,7 +65,9 @@ def _with_dim_check(user_filter: Callable[[Any, str], bool]) -> Callable[[Any, s
     return module_filter
 
 
-def default_config(pad_inner_dim: bool = True, enable_fsdp_float8_all_gather: bool = False) -> Any:
+def default_config(
+    pad_inner_dim: bool = True, enable_fsdp_float8_all_gather: bool = False
+) -> Float8LinearConfig:
     """A ``torchao.float8.Float8LinearConfig`` with these two settings, the rest torchao's defaults."""
     from torchao.float8 import Float8LinearConfig
 
@@ -69,8 +78,8 @@ def default_config(pad_inner_dim: bool = True, enable_fsdp_float8_all_gather: bo
 
 def convert_model_to_fp8_ao(
     model: torch.nn.Module,
-    config: Any = None,
-    module_filter_func: Callable[[Any, str], bool] | None = None,
+    config: Float8LinearConfig | None = None,
+    module_filter_func: ModuleFilter | None = None,
 ) -> torch.nn.Module:
     """Swap ``model``'s ``nn.Linear`` layers for torchao ``Float8Linear`` in place.
 
@@ -97,12 +106,14 @@ def has_ao_layers(model: torch.nn.Module) -> bool:
     return any(isinstance(m, Float8Linear) for m in model.modules())
 
 
-def precompute_scales_after_step(optimizer: torch.optim.Optimizer, model: torch.nn.Module) -> Any:
+def precompute_scales_after_step(
+    optimizer: torch.optim.Optimizer, model: torch.nn.Module
+) -> RemovableHandle:
     """After each ``optimizer`` step, precompute the FP8 scales of ``model``'s weights once
     ``model`` is sharded with FSDP2 (what float8 all-gather needs); returns the hook handle."""
     from torch.distributed.fsdp import FSDPModule
 
-    def hook(*args: Any, **kwargs: Any) -> None:
+    def hook(*args: object, **kwargs: object) -> None:
         if isinstance(model, FSDPModule):
             from torchao.float8 import precompute_float8_dynamic_scale_for_fsdp
 

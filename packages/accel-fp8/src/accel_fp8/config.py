@@ -10,7 +10,7 @@ Accelerate's key names are used (``backend``, ``fp8_format``, ``margin``, ``inte
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from accel.config.keys import parse_bool
@@ -34,7 +34,7 @@ AMAX_COMPUTE_ALGOS = ("max", "most_recent")
 OPT_LEVELS = ("O1", "O2")
 
 
-def backend_name(value: Any, key: str = "backend") -> str:
+def backend_name(value: object, key: str = "backend") -> str:
     """``te`` / ``TE`` / ``msamp`` / ``MSAMP`` / ``ao`` (any case) -> ``TE``, ``MSAMP`` or ``AO``."""
     text = str(getattr(value, "value", value)).strip().upper()
     if text not in BACKEND_ALIASES:
@@ -45,7 +45,7 @@ def backend_name(value: Any, key: str = "backend") -> str:
     return BACKEND_ALIASES[text]
 
 
-def fp8_format(value: Any, key: str = "fp8_format") -> str:
+def fp8_format(value: object, key: str = "fp8_format") -> str:
     """``HYBRID`` (E4M3 forward, E5M2 backward) or ``E4M3``."""
     text = str(getattr(value, "name", value)).strip().upper()
     if text == "E5M2":
@@ -57,7 +57,7 @@ def fp8_format(value: Any, key: str = "fp8_format") -> str:
     return text
 
 
-def amax_compute_algo(value: Any, key: str = "amax_compute_algo") -> Any:
+def amax_compute_algo(value: object, key: str = "amax_compute_algo") -> str | Callable[..., object]:
     """``max`` or ``most_recent`` (a callable, as TransformerEngine allows, is kept as is)."""
     if callable(value):
         return value
@@ -67,7 +67,9 @@ def amax_compute_algo(value: Any, key: str = "amax_compute_algo") -> Any:
     return text
 
 
-def override_linear_precision(value: Any, key: str = "override_linear_precision") -> tuple:
+def override_linear_precision(
+    value: object, key: str = "override_linear_precision"
+) -> tuple[bool, ...]:
     """Three booleans (fprop, dgrad, wgrad) from a tuple/list or a string such as
     ``(false, false, false)`` or ``false,false,true``."""
     if isinstance(value, str):
@@ -84,7 +86,7 @@ def override_linear_precision(value: Any, key: str = "override_linear_precision"
     return tuple(parse_bool(key, p) for p in parts)
 
 
-def opt_level(value: Any, key: str = "opt_level") -> str:
+def opt_level(value: object, key: str = "opt_level") -> str:
     """MS-AMP's ``O1`` or ``O2`` (the letter O)."""
     text = str(value).strip().upper()
     if text in ("01", "02"):
@@ -109,7 +111,7 @@ def _spellings(name: str) -> tuple[str, ...]:
     return tuple(n for n in names[1:] + prefixed if n != name)
 
 
-def _option(name: str, type_: Any, default: Any = None, **kw: Any) -> Option:
+def _option(name: str, type_: type | str, default: object = None, **kw: Any) -> Option:
     return Option(name, type_, default, aliases=_spellings(name), **kw)
 
 
@@ -204,7 +206,7 @@ def canonical_key(key: str) -> str | None:
     return option.name if option is not None else None
 
 
-def read_section(section: Mapping[str, Any] | None) -> dict[str, Any]:
+def read_section(section: Mapping[str, object] | None) -> dict[str, object]:
     """The section with canonical keys and parsed values; the first bad entry raises ConfigError."""
     return FP8_SECTION.read(section or {}, defaults=False)
 
@@ -213,6 +215,12 @@ validate_section = FP8_SECTION.validate
 """Errors in an ``fp8_config`` section (unknown keys, bad values), one line each."""
 
 
-def launched_section() -> dict[str, Any]:
+def launched_section() -> dict[str, object]:
     """The parsed ``fp8_config`` section ``accel launch`` passed to this process (empty otherwise)."""
     return FP8_SECTION.read(defaults=False)
+
+
+def launched_backend() -> str | None:
+    """The ``backend`` of :func:`launched_section` (``TE``, ``MSAMP`` or ``AO``), None if unset."""
+    value = launched_section().get("backend")
+    return None if value is None else str(value)

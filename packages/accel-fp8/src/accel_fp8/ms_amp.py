@@ -8,8 +8,6 @@ and DeepSpeed's ``FusedAdam``.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 SUPPORTED_OPTIMIZERS = ("Adam", "AdamW", "FusedAdam")
@@ -17,8 +15,8 @@ SUPPORTED_OPTIMIZERS = ("Adam", "AdamW", "FusedAdam")
 
 
 def initialize_arguments(
-    objects: list[Any], opt_level: str
-) -> tuple[int, int, dict[str, Any]] | None:
+    objects: list[object], opt_level: str
+) -> tuple[int, int, dict[str, object]] | None:
     """``(model index, optimizer index, msamp.initialize kwargs)`` for ``objects``.
 
     None when the call holds neither a model nor an optimizer; a clear error when it holds
@@ -49,7 +47,7 @@ def initialize_arguments(
     return models[0], optimizers[0], kwargs
 
 
-def initialize(objects: list[Any], opt_level: str) -> list[Any]:
+def initialize(objects: list[object], opt_level: str) -> list[object]:
     """Replace the model and the optimizer of ``objects`` by MS-AMP's cast ones."""
     found = initialize_arguments(objects, opt_level)
     if found is None:

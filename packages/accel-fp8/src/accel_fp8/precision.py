@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Generator
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from accel.catalog import STRATEGY_TYPES
@@ -19,6 +19,9 @@ from accel.precision.native import BF16Precision, FP16Precision
 from . import config as C
 from .recipes import AORecipeKwargs, MSAMPRecipeKwargs, TERecipeKwargs, recipe_for
 from .selection import select_backend
+
+if TYPE_CHECKING:
+    from accel.backends import BackendContext
 
 
 class FP8Precision(BF16Precision):
@@ -30,25 +33,29 @@ class FP8Precision(BF16Precision):
     fp8_backend: str = ""
     """``AO``, ``TE`` or ``MSAMP``."""
 
-    def __new__(cls, name: str, device: torch.device, handlers: dict[str, Any] | None = None):
+    def __new__(
+        cls, name: str, device: torch.device, handlers: dict[str, object] | None = None
+    ) -> FP8Precision:
         if cls is FP8Precision:
-            backend = select_backend(handlers or {}, C.launched_section().get("backend"))
+            backend = select_backend(handlers or {}, C.launched_backend())
             cls = _BACKEND_CLASSES[backend]
         return super().__new__(cls)
 
-    def __init__(self, name: str, device: torch.device, handlers: dict[str, Any] | None = None):
+    def __init__(
+        self, name: str, device: torch.device, handlers: dict[str, object] | None = None
+    ) -> None:
         super().__init__(name, device, handlers)
         self.recipe = recipe_for(self.fp8_backend, self.handlers)
         """This backend's recipe kwargs handler (``AORecipeKwargs``, ``TERecipeKwargs``, ...)."""
 
-    def prepare(self, objects: list[Any]) -> list[Any]:
+    def prepare(self, objects: list[object]) -> list[object]:
         """Convert every model of ``objects`` not yet converted (see :meth:`convert`)."""
         for obj in objects:
             if isinstance(obj, torch.nn.Module) and not getattr(obj, "_accel_fp8", False):
                 self.convert(obj, objects)
         return objects
 
-    def convert(self, model: torch.nn.Module, objects: list[Any]) -> None:
+    def convert(self, model: torch.nn.Module, objects: list[object]) -> None:
         """Turn ``model``'s layers into this backend's FP8 layers (``objects``: the prepare call)."""
         raise NotImplementedError
 
@@ -65,7 +72,7 @@ class AOPrecision(FP8Precision):
     fp8_backend = "AO"
     recipe: AORecipeKwargs
 
-    def convert(self, model: torch.nn.Module, objects: list[Any]) -> None:
+    def convert(self, model: torch.nn.Module, objects: list[object]) -> None:
         """``convert_model_to_fp8_ao`` with the recipe's config and module filter."""
         from .ao import convert_model_to_fp8_ao, default_config, precompute_scales_after_step
 
@@ -92,7 +99,9 @@ class TEPrecision(FP8Precision):
     fp8_backend = "TE"
     recipe: TERecipeKwargs
 
-    def __init__(self, name: str, device: torch.device, handlers: dict[str, Any] | None = None):
+    def __init__(
+        self, name: str, device: torch.device, handlers: dict[str, object] | None = None
+    ) -> None:
         super().__init__(name, device, handlers)
         _require_fp8_hardware()
         from .te import build_recipe
@@ -100,7 +109,7 @@ class TEPrecision(FP8Precision):
         self.te_recipe = build_recipe(self.recipe)
         """The ``transformer_engine.common.recipe.DelayedScaling`` used in the forward."""
 
-    def convert(self, model: torch.nn.Module, objects: list[Any]) -> None:
+    def convert(self, model: torch.nn.Module, objects: list[object]) -> None:
         """Swap ``model``'s layers for TE's and re-point the optimizers of ``objects`` at them."""
         from .te import convert_model, repoint_optimizers
 
@@ -129,7 +138,7 @@ class MSAMPPrecision(FP8Precision, FP16Precision):
     recipe: MSAMPRecipeKwargs
     dtype = torch.bfloat16
 
-    def bind(self, context: Any) -> None:
+    def bind(self, context: BackendContext) -> None:
         """Refuse the training strategies MS-AMP does not run under (FSDP, DeepSpeed, Megatron-LM)."""
         kind = _distributed_type(context)
         if kind in STRATEGY_TYPES:
@@ -139,7 +148,7 @@ class MSAMPPrecision(FP8Precision, FP16Precision):
             )
         super().bind(context)
 
-    def prepare(self, objects: list[Any]) -> list[Any]:
+    def prepare(self, objects: list[object]) -> list[object]:
         """Replace the model and the optimizer by ``msamp.initialize``'s."""
         from .ms_amp import initialize
 
@@ -150,7 +159,7 @@ class MSAMPPrecision(FP8Precision, FP16Precision):
         result = initialize(objects, opt_level)
         for obj in result:
             if isinstance(obj, torch.nn.Module):
-                obj._accel_fp8 = True
+                setattr(obj, "_accel_fp8", True)  # noqa: B010 (Module.__setattr__ takes no bool)
         return result
 
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
@@ -165,14 +174,14 @@ _BACKEND_CLASSES: dict[str, type[FP8Precision]] = {
 }
 
 
-def _distributed_type(context: Any) -> str:
+def _distributed_type(context: BackendContext | None) -> str:
     """The run's distributed type, read from the precision's context (``NO`` without one)."""
     return str(context.distributed_type) if context is not None else "NO"
 
 
-def _fsdp_version(context: Any) -> int | None:
+def _fsdp_version(context: BackendContext | None) -> int | None:
     """FSDP's version when training with FSDP (the plugin's, else the launched config's), else None."""
-    if _distributed_type(context) != "FSDP":
+    if context is None or _distributed_type(context) != "FSDP":
         return None
     plugin = context.plugins.get("fsdp_plugin")
     if plugin is not None:

@@ -6,18 +6,22 @@ only which keys are asked, by backend, is decided here.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from .config import FP8_SECTION as S
 
+if TYPE_CHECKING:
+    from accel.hookspecs import Questions
 
-def ask_fp8(ask: Any, config: dict[str, Any]) -> dict[str, Any]:
+
+def ask_fp8(ask: Questions, config: Mapping[str, object]) -> dict[str, object]:
     """Ask for the FP8 backend and its settings; returns the ``fp8_config`` section.
 
     ``config`` holds the answers so far (FSDP2's FP8 all-gather is asked about only with FSDP).
     """
     backend = S.ask(ask, "backend", default="ao")
-    section: dict[str, Any] = {"backend": backend}
+    section: dict[str, object] = {"backend": backend}
     if backend == "TE":
         section["fp8_format"] = S.ask(ask, "fp8_format", "Which FP8 format should be used?")
         section["use_autocast_during_eval"] = S.ask(

@@ -8,15 +8,22 @@ the default shown.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from accel.kwargs import KwargsHandler
 
 from . import config as C
 
-_TE_DEFAULTS: dict[str, Any] = {
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from torchao.float8 import Float8LinearConfig
+
+    from .ao import ModuleFilter
+
+_TE_DEFAULTS: dict[str, object] = {
     "use_autocast_during_eval": False,
     "margin": 0,
     "interval": 1,
@@ -27,7 +34,7 @@ _TE_DEFAULTS: dict[str, Any] = {
 }
 
 
-def _fill(handler: Any, names: list[str], defaults: dict[str, Any]) -> None:
+def _fill(handler: KwargsHandler, names: list[str], defaults: Mapping[str, object]) -> None:
     """Set each unset field from the launched ``fp8_config`` section, else its default; parse it."""
     section = C.launched_section()
     for name in names:
@@ -87,8 +94,8 @@ class AORecipeKwargs(KwargsHandler):
     (default: every ``nn.Linear`` but the first and the last, whose sizes are multiples of 16).
     """
 
-    config: Any = None
-    module_filter_func: Callable[[Any, str], bool] | None = None
+    config: Float8LinearConfig | None = None
+    module_filter_func: ModuleFilter | None = None
     pad_inner_dim: bool | None = None
     enable_fsdp_float8_all_gather: bool | None = None
 
@@ -127,7 +134,7 @@ class FP8RecipeKwargs(TERecipeKwargs, MSAMPRecipeKwargs, AORecipeKwargs):
                 )
             self.opt_level = self.optimization_level
         if self.backend is None:
-            self.backend = C.launched_section().get("backend")
+            self.backend = C.launched_backend()
         if self.backend is not None:
             self.backend = C.backend_name(self.backend)
         TERecipeKwargs.__post_init__(self)
@@ -141,13 +148,13 @@ class FP8RecipeKwargs(TERecipeKwargs, MSAMPRecipeKwargs, AORecipeKwargs):
         return cls(**{f.name: getattr(self, f.name) for f in fields(cls)})
 
 
-def recipe_for(backend: str, handlers: dict[str, Any]) -> KwargsHandler:
+def recipe_for(backend: str, handlers: Mapping[str, object]) -> KwargsHandler:
     """The recipe of ``backend`` among the Accelerator's ``handlers`` (by class name), else its default."""
     backend = C.backend_name(backend)
     cls = _SPECIFIC[backend]
-    if cls.__name__ in handlers:
-        return handlers[cls.__name__]
-    generic = handlers.get("FP8RecipeKwargs")
+    if cls.__name__ in handlers:  # the handlers are kept by their class's name
+        return cast("KwargsHandler", handlers[cls.__name__])
+    generic = cast("FP8RecipeKwargs | None", handlers.get("FP8RecipeKwargs"))
     if generic is not None:
         return generic.for_backend(backend)
     return cls()

@@ -12,7 +12,6 @@ so is finding none in 3.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from . import config as C
 from .availability import INSTALL, LIBRARIES, FP8BackendError, unavailable_reason
@@ -21,14 +20,15 @@ _HANDLER_BACKENDS = {"TERecipeKwargs": "TE", "MSAMPRecipeKwargs": "MSAMP", "AORe
 
 
 def requested_backend(
-    handlers: Mapping[str, Any], configured: str | None = None
+    handlers: Mapping[str, object], configured: str | None = None
 ) -> tuple[str, str] | None:
     """``(backend, who asked)`` from the handlers, else from the configured section; None if neither."""
     asked = [(b, name) for name, b in _HANDLER_BACKENDS.items() if name in handlers]
     generic = handlers.get("FP8RecipeKwargs")
-    if generic is not None and getattr(generic, "backend", None):
+    generic_backend = getattr(generic, "backend", None) if generic is not None else None
+    if generic_backend:
         asked.append(
-            (C.backend_name(generic.backend), f"FP8RecipeKwargs(backend={generic.backend!r})")
+            (C.backend_name(generic_backend), f"FP8RecipeKwargs(backend={generic_backend!r})")
         )
     if len({b for b, _ in asked}) > 1:
         names = " and ".join(who for _, who in asked)
@@ -43,7 +43,7 @@ def requested_backend(
 
 
 def select_backend(
-    handlers: Mapping[str, Any],
+    handlers: Mapping[str, object],
     configured: str | None = None,
     unavailable: Callable[[str], str | None] = unavailable_reason,
 ) -> str:

@@ -10,31 +10,37 @@ calibrating, fp8_recipe, fp8_group)`` in 2.x. Only what the installed version ac
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 from collections.abc import Collection
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, cast
 
 import torch
 
 from .ao import fp8_compatible_dims
 
+if TYPE_CHECKING:
+    from .recipes import TERecipeKwargs
+
 _OVERRIDES_TE_ACCEPTS = ((False, False, False), (False, False, True))
 
 
-def recipe_arguments(handler: Any, accepted: Collection[str]) -> dict[str, Any]:
+def recipe_arguments(handler: TERecipeKwargs, accepted: Collection[str]) -> dict[str, object]:
     """Keyword arguments for ``DelayedScaling`` from a ``TERecipeKwargs``.
 
     ``accepted`` names the parameters the installed ``DelayedScaling`` takes; ``fp8_format``
     stays a name (``HYBRID`` / ``E4M3``) for :func:`build_recipe` to turn into the enum.
     ``interval`` is never passed: TransformerEngine documents it as deprecated and unused.
     """
-    kwargs = {
+    kwargs: dict[str, object] = {
         "margin": handler.margin,
         "fp8_format": handler.fp8_format,
         "amax_history_len": handler.amax_history_len,
         "amax_compute_algo": handler.amax_compute_algo,
     }
+    assert handler.override_linear_precision is not None  # filled by the recipe's __post_init__
     override = tuple(handler.override_linear_precision)
     if "override_linear_precision" in accepted:
         if override not in _OVERRIDES_TE_ACCEPTS:
@@ -56,8 +62,9 @@ def recipe_arguments(handler: Any, accepted: Collection[str]) -> dict[str, Any]:
     return kwargs
 
 
-def build_recipe(handler: Any) -> Any:
-    """The ``DelayedScaling`` recipe of a ``TERecipeKwargs`` (imports TransformerEngine)."""
+def build_recipe(handler: TERecipeKwargs) -> object:
+    """The ``DelayedScaling`` recipe of a ``TERecipeKwargs`` (imports TransformerEngine); only
+    handed to :func:`fp8_autocast`."""
     from transformer_engine.common import recipe as te_recipe
 
     cls = te_recipe.DelayedScaling  # a (pydantic) dataclass: its fields are its parameters
@@ -66,11 +73,13 @@ def build_recipe(handler: Any) -> Any:
     else:
         accepted = list(inspect.signature(cls).parameters)
     kwargs = recipe_arguments(handler, accepted)
-    kwargs["fp8_format"] = getattr(te_recipe.Format, kwargs["fp8_format"])
+    kwargs["fp8_format"] = getattr(te_recipe.Format, str(kwargs["fp8_format"]))
     return te_recipe.DelayedScaling(**kwargs)
 
 
-def autocast_call(has_autocast: bool, enabled: bool, recipe: Any) -> tuple[str, dict[str, Any]]:
+def autocast_call(
+    has_autocast: bool, enabled: bool, recipe: object
+) -> tuple[str, dict[str, object]]:
     """``(function name, kwargs)`` entering TransformerEngine's FP8 region: ``autocast`` (2.x)
     when the module has it, else ``fp8_autocast`` (1.x)."""
     if has_autocast:
@@ -78,7 +87,7 @@ def autocast_call(has_autocast: bool, enabled: bool, recipe: Any) -> tuple[str, 
     return "fp8_autocast", {"enabled": enabled, "fp8_recipe": recipe}
 
 
-def fp8_autocast(enabled: bool, recipe: Any) -> Any:
+def fp8_autocast(enabled: bool, recipe: object) -> contextlib.AbstractContextManager[object]:
     """TransformerEngine's FP8 autocast context manager for ``recipe``."""
     import transformer_engine.pytorch as te
 
@@ -107,22 +116,25 @@ def plan_layer_swaps(model: torch.nn.Module) -> list[tuple[str, str]]:
 
 
 def layer_arguments(
-    module: torch.nn.Module, kind: str, device: Any
-) -> tuple[tuple, dict[str, Any]]:
+    module: torch.nn.Module, kind: str, device: torch.device | str
+) -> tuple[tuple[int, ...], dict[str, object]]:
     """``(args, kwargs)`` building the TE twin of ``module``: ``te.Linear(in_features,
     out_features, bias=, params_dtype=, device=)`` or ``te.LayerNorm(hidden size, eps=,
     params_dtype=, device=)``."""
     common = {"params_dtype": module.weight.dtype, "device": device}
     if kind == "Linear":
-        return (module.in_features, module.out_features), {
-            "bias": module.bias is not None,
+        linear = cast("torch.nn.Linear", module)
+        return (linear.in_features, linear.out_features), {
+            "bias": linear.bias is not None,
             **common,
         }
-    norm: Any = module  # a LayerNorm (kind), whose fields torch's Module does not declare
+    norm = cast("torch.nn.LayerNorm", module)  # a LayerNorm (kind)
     return (norm.normalized_shape[0],), {"eps": norm.eps, **common}
 
 
-def _replacement(module: torch.nn.Module, kind: str, te: Any, device: Any) -> torch.nn.Module:
+def _replacement(
+    module: torch.nn.Module, kind: str, te: ModuleType, device: torch.device | str
+) -> torch.nn.Module:
     args, kwargs = layer_arguments(module, kind, device)
     new = getattr(te, kind)(*args, **kwargs)
     with torch.no_grad():
@@ -132,7 +144,7 @@ def _replacement(module: torch.nn.Module, kind: str, te: Any, device: Any) -> to
     return new
 
 
-def convert_model(model: torch.nn.Module, device: Any = "cuda") -> torch.nn.Module:
+def convert_model(model: torch.nn.Module, device: torch.device | str = "cuda") -> torch.nn.Module:
     """Swap, in place, the layers :func:`plan_layer_swaps` lists for ``te.Linear`` /
     ``te.LayerNorm`` (weights copied, created on ``device``; parameter names unchanged)."""
     import transformer_engine.pytorch as te

@@ -9,9 +9,12 @@ import os
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from accel.kwargs import KwargsHandler
+
+if TYPE_CHECKING:
+    from torch.profiler import ProfilerAction, ProfilerActivity, profile
 
 ACTIVITIES: dict[str, str] = {
     "cpu": "CPU",
@@ -41,7 +44,7 @@ class ProfilerConfigError(ValueError):
     """A :class:`ProfileKwargs` field has a value the profiler cannot use; the message says which."""
 
 
-def _activity_name(item: Any) -> str:
+def _activity_name(item: object) -> str:
     """``"cpu"`` for ``"cpu"``, ``"CPU"`` or ``ProfilerActivity.CPU``."""
     if isinstance(item, str):
         return item.lower()
@@ -80,9 +83,9 @@ class ProfileKwargs(KwargsHandler):
             ``profile_<rank>_step<N>.json`` each time a scheduled trace is ready.
     """
 
-    activities: list[Any] | None = None
+    activities: list[str | ProfilerActivity] | None = None
     schedule_option: dict[str, int] | None = None
-    on_trace_ready: Callable[..., Any] | None = None
+    on_trace_ready: Callable[[profile], object] | None = None
     record_shapes: bool = False
     profile_memory: bool = False
     with_stack: bool = False
@@ -92,16 +95,16 @@ class ProfileKwargs(KwargsHandler):
 
     def __post_init__(self) -> None:
         if self.activities is not None:
-            if isinstance(self.activities, (str, bytes)) or not isinstance(
-                self.activities, Iterable
-            ):
-                self.activities = [self.activities]
-            self.activities = list(self.activities)
-            for item in self.activities:
+            given: object = self.activities  # a list, or one name or member
+            if isinstance(given, (str, bytes)) or not isinstance(given, Iterable):
+                given = [given]
+            items = list(given)
+            for item in items:
                 if _activity_name(item) not in ACTIVITIES:
                     raise ProfilerConfigError(
                         f"ProfileKwargs(activities=...): unknown activity {item!r}; use some of {sorted(ACTIVITIES)}"
                     )
+            self.activities = items
         if self.schedule_option is not None:
             self._check_schedule_option(self.schedule_option)
         if self.on_trace_ready is not None and not callable(self.on_trace_ready):
@@ -110,7 +113,7 @@ class ProfileKwargs(KwargsHandler):
             )
 
     @staticmethod
-    def _check_schedule_option(option: Any) -> None:
+    def _check_schedule_option(option: object) -> None:
         if not isinstance(option, dict):
             raise ProfilerConfigError(
                 f"ProfileKwargs(schedule_option=...): expected a dict with keys {list(SCHEDULE_KEYS)}, got {option!r}"
@@ -137,7 +140,7 @@ class ProfileKwargs(KwargsHandler):
             )
 
     # -- translation to torch.profiler ------------------------------------------
-    def profiler_activities(self, *, stacklevel: int = 2) -> list[Any]:
+    def profiler_activities(self, *, stacklevel: int = 2) -> list[ProfilerActivity]:
         """The ``ProfilerActivity`` list to profile; activities this machine lacks are dropped with a warning.
 
         ``stacklevel`` as in :func:`warnings.warn`, counted from the caller of this method.
@@ -149,7 +152,7 @@ class ProfileKwargs(KwargsHandler):
             names = ["cpu"] + [name for name in ("cuda", "xpu", "hpu", "mtia") if _present(name)]
         else:
             names = [_activity_name(item) for item in self.activities]
-        result: list[Any] = []
+        result: list[ProfilerActivity] = []
         dropped: list[str] = []
         for name in dict.fromkeys(names):
             activity = getattr(torch.profiler.ProfilerActivity, ACTIVITIES[name], None)
@@ -168,7 +171,7 @@ class ProfileKwargs(KwargsHandler):
             )
         return result
 
-    def profiler_schedule(self) -> Callable[[int], Any] | None:
+    def profiler_schedule(self) -> Callable[[int], ProfilerAction] | None:
         """``torch.profiler.schedule(**schedule_option)``, or None without a schedule."""
         if self.schedule_option is None:
             return None
@@ -178,8 +181,8 @@ class ProfileKwargs(KwargsHandler):
         return torch.profiler.schedule(**self.schedule_option)
 
     def build(
-        self, on_trace_ready: Callable[..., Any] | None = None, *, stacklevel: int = 2
-    ) -> Any:
+        self, on_trace_ready: Callable[[profile], object] | None = None, *, stacklevel: int = 2
+    ) -> profile:
         """A new ``torch.profiler.profile`` configured from these fields (not started).
 
         ``on_trace_ready`` overrides the field of the same name; ``stacklevel`` places the

@@ -5,9 +5,12 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .kwargs import ProfileKwargs
+
+if TYPE_CHECKING:
+    import torch
 
 TRACE_NAME = "profile_{rank}.json"
 """File name of a process's trace written when the profile ends."""
@@ -26,9 +29,11 @@ def trace_path(output_trace_dir: str | os.PathLike, rank: int, step: int | None 
 
 
 def _scheduled_handler(
-    user_handler: Callable[..., Any] | None, output_trace_dir: str, rank: int
-) -> Callable[[Any], None]:
-    def on_trace_ready(prof: Any) -> None:
+    user_handler: Callable[[torch.profiler.profile], object] | None,
+    output_trace_dir: str,
+    rank: int,
+) -> Callable[[torch.profiler.profile], None]:
+    def on_trace_ready(prof: torch.profiler.profile) -> None:
         prof.export_chrome_trace(trace_path(output_trace_dir, rank, prof.step_num))
         if user_handler is not None:
             user_handler(prof)
@@ -41,7 +46,7 @@ def profile(
     profile_kwargs: ProfileKwargs | None = None,
     process_index: int = 0,
     wait_for_everyone: Callable[[], None] | None = None,
-) -> Generator[Any, None, None]:
+) -> Generator[torch.profiler.profile, None, None]:
     """Profile the ``with`` block; yields the running ``torch.profiler.profile``.
 
     With ``output_trace_dir``, process ``process_index`` writes its own Chrome trace there

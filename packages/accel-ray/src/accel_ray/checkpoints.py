@@ -24,11 +24,16 @@ import re
 import shutil
 import socket
 import sys
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from accel.config.sections import Option
 from accel.logging import get_logger
+
+if TYPE_CHECKING:
+    from accel.checkpoint.view import RunView
 
 logger = get_logger(__name__)
 
@@ -37,6 +42,41 @@ REPORT_ENV = "ACCEL_RAY_REPORT_CHECKPOINTS"
 REPORT = Option("ray_report_checkpoints", bool, False, env=REPORT_ENV, flag=None, in_file=False)
 """The declaration :data:`REPORT_ENV` is read through."""
 _NAME = re.compile(r"checkpoint_\d+")
+
+
+class Run(Protocol):
+    """What the helpers read of the Accelerator or of a hook's :class:`~accel.checkpoint.view.RunView`."""
+
+    @property
+    def num_processes(self) -> int: ...
+
+    @property
+    def process_index(self) -> int: ...
+
+    @property
+    def is_local_main_process(self) -> bool: ...
+
+    def wait_for_everyone(self) -> None: ...
+
+
+class Saver(Run, Protocol):
+    """What :func:`save_and_report` uses of the Accelerator: :class:`Run` and ``save_state``."""
+
+    def save_state(
+        self,
+        output_dir: str | os.PathLike | None = None,
+        safe_serialization: bool = True,
+        async_save: bool = False,
+    ) -> str: ...
+
+
+class _RayCheckpoint(Protocol):
+    """What :func:`restore_checkpoint` uses of ``ray.train.Checkpoint`` (Train v1's or v2's)."""
+
+    @property
+    def path(self) -> str: ...
+
+    def as_directory(self) -> AbstractContextManager[str]: ...
 
 
 def in_ray_train_worker() -> bool:
@@ -58,7 +98,7 @@ def auto_report() -> bool:
     return bool(REPORT.from_env()) and in_ray_train_worker()
 
 
-def _uploads(run: Any, path: Path) -> bool:
+def _uploads(run: Run, path: Path) -> bool:
     """Whether this rank is the lowest one seeing the directory ``path`` as it is here.
 
     Ranks compare ``(path, inode, mtime)``: equal on one machine or a shared file system,
@@ -70,13 +110,13 @@ def _uploads(run: Any, path: Path) -> bool:
         return True
     import torch.distributed as dist
 
-    everyone: list[Any] = [None] * run.num_processes
+    everyone: list[object] = [None] * run.num_processes
     dist.all_gather_object(everyone, mine)
     return everyone.index(mine) == run.process_index
 
 
 def report_checkpoint(
-    accelerator: Any, checkpoint: str | os.PathLike, metrics: dict[str, Any] | None = None
+    accelerator: Run, checkpoint: str | os.PathLike, metrics: Mapping[str, object] | None = None
 ) -> None:
     """Report the ``save_state`` directory ``checkpoint`` (and ``metrics``) to Ray Train.
 
@@ -118,7 +158,7 @@ def _ray_name(path: Path) -> str:
 
 
 def save_and_report(
-    accelerator: Any, metrics: dict[str, Any] | None = None, **save_kwargs: Any
+    accelerator: Saver, metrics: Mapping[str, object] | None = None, **save_kwargs: Any
 ) -> str:
     """``accelerator.save_state(**save_kwargs)``, then :func:`report_checkpoint` of it; the path.
 
@@ -130,7 +170,7 @@ def save_and_report(
     return path
 
 
-def report_saved(run: Any, path: str) -> None:
+def report_saved(run: RunView, path: str) -> None:
     """The ``accel_checkpoint_saved`` hook: report the new checkpoint when :func:`auto_report`.
 
     ``run``: the hook's :class:`~accel.checkpoint.view.RunView`.
@@ -139,7 +179,7 @@ def report_saved(run: Any, path: str) -> None:
         report_checkpoint(run, path, {"step": run.step})
 
 
-def restore_checkpoint(accelerator: Any, checkpoint_root: str | os.PathLike) -> Path | None:
+def restore_checkpoint(accelerator: Run, checkpoint_root: str | os.PathLike) -> Path | None:
     """Copy Ray's restored checkpoint into ``checkpoint_root``; its path there, or None.
 
     ``accelerator``: the Accelerator, or the :class:`~accel.checkpoint.view.RunView` of the
@@ -169,7 +209,7 @@ def restore_checkpoint(accelerator: Any, checkpoint_root: str | os.PathLike) -> 
     return target
 
 
-def _copy_in(checkpoint: Any, target: Path) -> None:
+def _copy_in(checkpoint: _RayCheckpoint, target: Path) -> None:
     """Copy ``checkpoint`` to ``target`` under a temporary name, then rename it (atomic)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     # ends like an unfinished save_state (".accel-tmp"): accel sweeps what a crash leaves

@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TypedDict
 
 from accel.config.sections import Option, Section
 from accel.errors import ConfigError
 
 
-def read_resources(value: Any, label: str) -> dict[str, float]:
+def read_resources(value: object, label: str) -> dict[str, float]:
     """Resources of one Ray worker from a mapping, JSON or ``CPU=1,GPU=1`` text."""
     if isinstance(value, str):
         text = value.strip()
@@ -44,7 +44,7 @@ def read_resources(value: Any, label: str) -> dict[str, float]:
     return resources
 
 
-def read_num_workers(value: Any, label: str) -> int | tuple[int, int]:
+def read_num_workers(value: object, label: str) -> int | tuple[int, int]:
     """Ray Train workers: ``N``, or an elastic range ``MIN:MAX`` (also ``[MIN, MAX]``).
 
     A range whose ends are equal is that fixed number.
@@ -73,7 +73,7 @@ def read_num_workers(value: Any, label: str) -> int | tuple[int, int]:
     return low if low == high else (low, high)
 
 
-def read_runtime_env(value: Any, label: str) -> dict[str, Any]:
+def read_runtime_env(value: object, label: str) -> dict[str, object]:
     """A Ray runtime environment from a mapping, JSON text or a ``.json``/``.yaml`` file."""
     if isinstance(value, str):
         text = value.strip()
@@ -193,6 +193,23 @@ RAY_SECTION = Section(
     title="Ray",
 )
 """The ``ray_config`` section: ``--ray`` and the ``--ray_*`` flags of ``accel launch``."""
+
+
+class RaySettings(TypedDict):
+    """The typed values of a ``ray_config`` section (what :data:`RAY_SECTION` reads)."""
+
+    use_ray: bool
+    ray_address: str | None
+    ray_num_workers: int | tuple[int, int] | None
+    ray_resources_per_worker: dict[str, float] | None
+    ray_max_failures: int
+    ray_resize_interval: float | None
+    ray_num_to_keep: int | None
+    ray_runtime_env: dict[str, object] | None
+    ray_storage_path: str | None
+    ray_name: str | None
+    ray_report_checkpoints: bool
+
 
 validate_section = RAY_SECTION.validate
 """Problems of a ``ray_config`` mapping (empty when it is valid)."""

@@ -25,15 +25,20 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from accel.config.keys import PROCESS_SECTION
 from accel.config.launched import launched_config
 
 from .checkpoints import REPORT_ENV
-from .config import RAY_SECTION
-from .launcher import WORKER_ENVIRONMENT, num_workers
+from .config import RaySettings
+from .launcher import WORKER_ENVIRONMENT, num_workers, ray_settings
+from .worker import FailureRecord
+
+if TYPE_CHECKING:
+    from ray.train.torch import TorchTrainer
 
 PROG = "accel launch"
 INTERRUPTED = 130
@@ -51,7 +56,7 @@ QUIET_PRINT = {"RAY_TRAIN_ENABLE_PRINT_PATCH": "0"}
 """Workers' ``print`` goes straight to their output (Ray Train would also log each line)."""
 
 
-def runtime_env(settings: dict[str, Any]) -> dict[str, Any]:
+def runtime_env(settings: RaySettings) -> dict[str, object]:
     """The job's runtime environment: the user's, with the workers' variables in ``env_vars``.
 
     ``ACCEL_RAY_REPORT_CHECKPOINTS`` comes from ``ray_report_checkpoints`` unless the
@@ -60,16 +65,29 @@ def runtime_env(settings: dict[str, Any]) -> dict[str, Any]:
     env = dict(settings.get("ray_runtime_env") or {})
     workers = json.loads(WORKER_ENVIRONMENT.from_env() or "{}")
     report = {REPORT_ENV: "true" if settings.get("ray_report_checkpoints", True) else "false"}
-    env["env_vars"] = {**QUIET_PRINT, **report, **(env.get("env_vars") or {}), **workers}
+    user = cast("Mapping[str, str]", env.get("env_vars") or {})
+    env["env_vars"] = {**QUIET_PRINT, **report, **user, **workers}
     return env
 
 
-def scaling_options(config: dict[str, Any]) -> dict[str, Any]:
+class _Scaling(TypedDict):
+    num_workers: int | tuple[int, int]
+    use_gpu: bool
+    resources_per_worker: dict[str, float] | None
+
+
+class ScalingOptions(_Scaling, total=False):
+    """``ScalingConfig`` arguments (:func:`scaling_options`); the interval only for a range."""
+
+    elastic_resize_monitor_interval_s: float
+
+
+def scaling_options(config: Mapping[str, object]) -> ScalingOptions:
     """``ScalingConfig`` arguments: ``num_workers`` (a number or Ray Train's elastic
     ``(min, max)``), the workers' resources, and for a range ``ray_resize_interval``."""
-    settings = RAY_SECTION.read(config.get("ray_config") or {})
+    settings = ray_settings(config)
     resources = dict(settings.get("ray_resources_per_worker") or {})
-    options: dict[str, Any] = {
+    options: ScalingOptions = {
         "num_workers": num_workers(config),
         "use_gpu": resources.get("GPU", 0) > 0,
         "resources_per_worker": resources or None,
@@ -80,25 +98,26 @@ def scaling_options(config: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
-def trainer_for(config: dict[str, Any], script: list[str], module: bool) -> Any:
+def trainer_for(config: Mapping[str, object], script: list[str], module: bool) -> TorchTrainer:
     """The ``TorchTrainer`` running ``script`` on ``ray_num_workers`` workers (or a range)."""
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
     from .worker import run_script
 
-    settings = RAY_SECTION.read(config.get("ray_config") or {})
+    settings = ray_settings(config)
     name = (
         settings.get("ray_name") or f"accel-{Path(script[0]).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
     )
     # ray.train exports Train v1's or v2's config classes, chosen when it is imported
     # (RAY_TRAIN_V2_ENABLED); a type checker sees both, so they travel untyped here
+    scaling: dict[str, Any] = dict(scaling_options(config))
     run_options: dict[str, Any] = {
         "failure_config": FailureConfig(max_failures=int(settings.get("ray_max_failures") or 0)),
         "checkpoint_config": CheckpointConfig(num_to_keep=settings.get("ray_num_to_keep")),
     }
     configs: dict[str, Any] = {
-        "scaling_config": ScalingConfig(**scaling_options(config)),
+        "scaling_config": ScalingConfig(**scaling),
         "run_config": RunConfig(
             name=name, storage_path=settings.get("ray_storage_path"), **run_options
         ),
@@ -115,11 +134,11 @@ def trainer_for(config: dict[str, Any], script: list[str], module: bool) -> Any:
     )
 
 
-def failure_records(error: BaseException) -> list[dict[str, Any]]:
+def failure_records(error: BaseException) -> list[FailureRecord]:
     """The failure record of each failing rank of a ``WorkerGroupError``."""
     from .worker import ScriptFailed
 
-    records = []
+    records: list[FailureRecord] = []
     for rank, failure in sorted(getattr(error, "worker_failures", {}).items()):
         found = failure
         while found is not None and not isinstance(found, ScriptFailed):
@@ -143,7 +162,7 @@ def failure_records(error: BaseException) -> list[dict[str, Any]]:
     return records
 
 
-def _write_records(records: list[dict[str, Any]]) -> None:
+def _write_records(records: list[FailureRecord]) -> None:
     """Put the records where ``accel launch`` reads them (or print the first one)."""
     directory = PROCESS_SECTION["launch_error_dir"].from_env()
     if not directory:
@@ -154,6 +173,17 @@ def _write_records(records: list[dict[str, Any]]) -> None:
         name = f"ray-rank{record['rank']}-{os.getpid()}.json"
         with open(os.path.join(directory, name), "w", encoding="utf-8") as handle:
             json.dump(record, handle)
+
+
+class _Init(TypedDict):
+    runtime_env: dict[str, object]
+    log_to_driver: bool
+
+
+class _InitOptions(_Init, total=False):
+    """``ray.init`` arguments besides the address."""
+
+    include_dashboard: bool
 
 
 def _signals_seen(read_fd: int) -> set[int]:
@@ -174,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         return _usage()
     module, script = argv[0] == "--module", argv[1:]
     config = launched_config()
-    settings = RAY_SECTION.read(config.get("ray_config") or {})
+    settings = ray_settings(config)
     import ray
     import ray.exceptions
 
@@ -198,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     address = settings.get("ray_address")
-    init: dict[str, Any] = {"runtime_env": runtime_env(settings), "log_to_driver": True}
+    init: _InitOptions = {"runtime_env": runtime_env(settings), "log_to_driver": True}
     if not address and not os.environ.get("RAY_ADDRESS"):
         init["include_dashboard"] = False  # a new local instance: no web server
     try:

@@ -13,7 +13,7 @@ import json
 import os
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import SupportsInt, cast
 
 from accel.catalog import DATA_PARALLEL_TYPES
 from accel.config.keys import KEYS
@@ -21,7 +21,7 @@ from accel.config.sections import Option
 from accel.errors import UsageError
 from accel.launchers import Launcher, LaunchPlan
 
-from .config import RAY_SECTION
+from .config import RAY_SECTION, RaySettings
 
 WORKER_ENV = "ACCEL_RAY_WORKER_ENV"
 WORKER_ENVIRONMENT = Option("ray_worker_env", env=WORKER_ENV, flag=None, in_file=False)
@@ -31,15 +31,21 @@ DRIVER_MODULE = "accel_ray.driver"
 """Module the plan runs on the launching machine."""
 
 
-def ray_settings(config: Mapping[str, Any]) -> dict[str, Any]:
+def ray_settings(config: Mapping[str, object]) -> RaySettings:
     """The typed ``ray_config`` values of ``config`` (defaults filled in)."""
-    return RAY_SECTION.read(config.get("ray_config") or {})
+    section = cast("Mapping[str, object] | None", config.get("ray_config"))
+    return cast("RaySettings", RAY_SECTION.read(section or {}))
 
 
-def num_workers(config: Mapping[str, Any]) -> int | tuple[int, int]:
+def _number(config: Mapping[str, object], key: str, default: int) -> int:
+    """The resolved setting ``key`` as an int (``default`` when unset or 0)."""
+    return int(cast("SupportsInt | str", config.get(key) or default))
+
+
+def num_workers(config: Mapping[str, object]) -> int | tuple[int, int]:
     """``ray_num_workers`` (a number, or an elastic ``(min, max)`` range), else ``num_processes``."""
     workers = ray_settings(config).get("ray_num_workers")
-    return workers if workers else int(config.get("num_processes") or 1)
+    return workers if workers else _number(config, "num_processes", 1)
 
 
 def describe_workers(workers: int | tuple[int, int]) -> str:
@@ -91,11 +97,11 @@ class RayLauncher(Launcher):
     name = "ray"
     priority = 200
 
-    def claims(self, config: dict[str, Any]) -> bool:
+    def claims(self, config: Mapping[str, object]) -> bool:
         """``ray_config.use_ray`` (``accel launch --ray``)."""
         return bool(ray_settings(config).get("use_ray"))
 
-    def command(self, config: dict[str, Any], script: list[str]) -> list[str]:
+    def command(self, config: Mapping[str, object], script: list[str]) -> list[str]:
         """``python -m accel_ray.driver --script script.py args`` (``--module`` with ``-m``)."""
         if config.get("no_python"):
             raise UsageError(
@@ -107,24 +113,25 @@ class RayLauncher(Launcher):
         return [sys.executable, "-m", DRIVER_MODULE, mode, target, *args]
 
     def plan(
-        self, config: dict[str, Any], script: list[str], environment: Mapping[str, str]
+        self, config: Mapping[str, object], script: list[str], environment: Mapping[str, str]
     ) -> LaunchPlan:
         """The driver command; the workers' variables ride along in :data:`WORKER_ENV`."""
         settings = ray_settings(config)
         workers = num_workers(config)
         most = workers[1] if isinstance(workers, tuple) else workers
-        if int(config.get("max_restarts") or 0):
+        if _number(config, "max_restarts", 0):
             raise UsageError(
                 "--max_restarts restarts torchrun's workers; with --ray, Ray restarts them: "
                 "use --ray_max_failures N"
             )
-        if int(config.get("num_machines") or 1) > 1:
+        if _number(config, "num_machines", 1) > 1:
             raise UsageError(
                 "--ray places the workers on the Ray cluster's nodes itself: drop "
                 "--num_machines (--num_processes or --ray_num_workers is the total)"
             )
-        if settings.get("ray_address"):
-            check_reachable(settings["ray_address"])
+        given = settings.get("ray_address")
+        if given:
+            check_reachable(given)
         elif os.environ.get("RAY_ADDRESS"):
             check_reachable(os.environ["RAY_ADDRESS"], given_as="RAY_ADDRESS")
         address = settings.get("ray_address") or os.environ.get("RAY_ADDRESS")
@@ -145,14 +152,14 @@ class RayLauncher(Launcher):
 
     @staticmethod
     def worker_environment(
-        config: Mapping[str, Any], environment: Mapping[str, str]
+        config: Mapping[str, object], environment: Mapping[str, str]
     ) -> dict[str, str]:
         """The variables every worker gets: the plan's, without a distributed type resolved
         for ``num_processes`` when the group's size is another (or changes: a range)."""
         workers = num_workers(config)
         env = dict(environment)
         option = KEYS["distributed_type"]
-        if workers != int(config.get("num_processes") or 1) and option.from_env(env) in SIZED_TYPES:
+        if workers != _number(config, "num_processes", 1) and option.from_env(env) in SIZED_TYPES:
             # the state tells NO / MULTI_* from its world size and device
             for name in option.env_names:
                 env.pop(name, None)

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import TypedDict
 
 LOOPBACK = "127.0.0.1"
 ENVIRONMENT = {
@@ -177,7 +177,7 @@ class LocalRayCluster:
     def __enter__(self) -> LocalRayCluster:
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
@@ -199,12 +199,19 @@ def shared_cluster(num_cpus: int = 4) -> LocalRayCluster:
     return _SHARED[0]
 
 
+class _NodeArguments(TypedDict):
+    """What every node of the test cluster starts with."""
+
+    node_ip_address: str
+    include_dashboard: bool
+
+
 def _serve(port: int, num_cpus: int, resources: dict[str, float], temp_dir: str) -> None:
     """The child: start the head, then serve ``add`` / ``quit`` until told to stop."""
     from ray.cluster_utils import Cluster
 
     os.makedirs(os.path.join(temp_dir, "ray"), exist_ok=True)  # Ray does not create it
-    common: dict[str, Any] = {"node_ip_address": LOOPBACK, "include_dashboard": False}
+    common = _NodeArguments(node_ip_address=LOOPBACK, include_dashboard=False)
     cluster = Cluster(
         initialize_head=True,
         head_node_args={

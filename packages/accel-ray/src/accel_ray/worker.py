@@ -14,9 +14,35 @@ import json
 import os
 import runpy
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict, cast
 
 from accel.launchers.worker import failure_record, script_traceback
+
+if TYPE_CHECKING:
+    from ray.train import TrainContext
+
+
+class FailureRecord(TypedDict):
+    """A failed worker's record: the keys of accel's local worker records (see
+    :func:`accel.launchers.worker.failure_record`)."""
+
+    rank: int | str
+    local_rank: int | str
+    group_rank: int | str
+    restart: int
+    time: float
+    exit_code: int
+    error: str
+    traceback: str
+
+
+class WorkerConfig(TypedDict):
+    """``train_loop_config`` of the launch's ``TorchTrainer`` (see :func:`run_script`)."""
+
+    script: list[str]
+    module: bool
+    cwd: str
+    working_dir: bool
 
 
 class ScriptFailed(RuntimeError):
@@ -30,12 +56,12 @@ class ScriptFailed(RuntimeError):
         info = json.loads(self.record)
         return f"rank {info['rank']}: {info['error']}"
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> FailureRecord:
         """The failure record as a dict (the keys of accel's local worker records)."""
         return json.loads(self.record)
 
 
-def _record(context: Any, exc: BaseException | None, code: int) -> str:
+def _record(context: TrainContext, exc: BaseException | None, code: int) -> str:
     record = failure_record(
         exc,
         code,
@@ -61,24 +87,26 @@ def _use_ray_device() -> None:
         os.environ[environment.TORCH_DEVICE] = str(device)
 
 
-def run_script(config: dict[str, Any]) -> None:
+def run_script(config: dict[str, object]) -> None:
     """``train_loop_per_worker`` of the launch: run ``config["script"]`` as ``__main__``.
 
-    ``config``: ``script`` (path or module and its arguments), ``module`` (run with
-    ``-m``) and ``cwd`` (the launching directory, entered when it exists here and the
-    runtime environment ships no ``working_dir``).
+    ``config`` (a :class:`WorkerConfig`): ``script`` (path or module and its
+    arguments), ``module`` (run with ``-m``) and ``cwd`` (the launching directory, entered
+    when it exists here and the runtime environment ships no ``working_dir``).
     """
     import ray.train
 
+    launch = cast("WorkerConfig", config)  # the train_loop_config the driver built
+
     context = ray.train.get_context()
-    cwd = config.get("cwd")
-    if cwd and os.path.isdir(cwd) and not config.get("working_dir"):
+    cwd = launch.get("cwd")
+    if cwd and os.path.isdir(cwd) and not launch.get("working_dir"):
         os.chdir(cwd)
     _use_ray_device()
-    target, *args = config["script"]
+    target, *args = launch["script"]
     sys.argv = [target, *args]
     try:
-        if config.get("module"):
+        if launch.get("module"):
             sys.path.insert(0, os.getcwd())
             runpy.run_module(target, run_name="__main__", alter_sys=True)
         else:

@@ -16,12 +16,13 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any
+from typing import cast
 
 from accel.errors import ConfigError
 from accel.launchers import Launcher, LaunchPlan
 from accel.launchers.local import threads_environment
 
+from ..launch_settings import MpirunSettings, launch_settings
 from .hostfile import KEY, read_hostfile
 
 FLAVORS = ("auto", "openmpi", "mpich")
@@ -30,9 +31,9 @@ FLAVORS = ("auto", "openmpi", "mpich")
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
 
 
-def section(config: dict[str, Any]) -> dict[str, Any]:
+def section(config: Mapping[str, object]) -> MpirunSettings:
     """The ``mpirun_config`` section of ``config`` ({} when absent)."""
-    return dict(config.get("mpirun_config") or {})
+    return cast("MpirunSettings", dict(launch_settings(config).get("mpirun_config") or {}))
 
 
 def find_mpirun() -> str:
@@ -63,7 +64,7 @@ def detect_flavor(program: str) -> str:
     return "openmpi" if "open mpi" in text or "open-mpi" in text or "openrte" in text else "mpich"
 
 
-def flavor_of(config: dict[str, Any], program: str) -> str:
+def flavor_of(config: Mapping[str, object], program: str) -> str:
     """The argument style: ``mpirun_config.mpirun_flavor`` unless ``auto``, else detected."""
     flavor = str(section(config).get("mpirun_flavor") or "auto").lower()
     if flavor not in FLAVORS:
@@ -73,8 +74,9 @@ def flavor_of(config: dict[str, Any], program: str) -> str:
     return detect_flavor(program) if flavor == "auto" else flavor
 
 
-def processes(config: dict[str, Any], hosts: int) -> tuple[int, int]:
+def processes(config: Mapping[str, object], hosts: int) -> tuple[int, int]:
     """``(total, per_node)`` from num_processes (the total) and num_machines."""
+    config = launch_settings(config)
     machines = int(config.get("num_machines") or 1)
     total = int(config.get("num_processes") or 1)
     if machines > hosts:
@@ -86,12 +88,18 @@ def processes(config: dict[str, Any], hosts: int) -> tuple[int, int]:
     return total, per_node
 
 
-def main_address(config: dict[str, Any]) -> str:
+def main_address(config: Mapping[str, object]) -> str:
     """``main_process_ip``, else the first host of the host file (loopback for a local one)."""
-    if config.get("main_process_ip"):
-        return str(config["main_process_ip"])
-    first = read_hostfile(section(config)["mpirun_hostfile"])[0].name
+    settings = launch_settings(config)
+    if settings.get("main_process_ip"):
+        return str(settings["main_process_ip"])
+    first = read_hostfile(_hostfile(config))[0].name
     return "127.0.0.1" if first in LOCAL_HOSTS else first
+
+
+def _hostfile(config: Mapping[str, object]) -> str:
+    """``mpirun_config.mpirun_hostfile`` of a config the launcher claimed (so it is set)."""
+    return cast("str", section(config)["mpirun_hostfile"])
 
 
 def mpirun_arguments(
@@ -113,7 +121,7 @@ class MpiLauncher(Launcher):
     name = "mpirun"
     priority = 50
 
-    def claims(self, config: dict[str, Any]) -> bool:
+    def claims(self, config: Mapping[str, object]) -> bool:
         """``distributed_type: MULTI_CPU`` with ``mpirun_config.mpirun_hostfile`` on a local machine."""
         return (
             config.get("compute_environment", "LOCAL_MACHINE") == "LOCAL_MACHINE"
@@ -121,7 +129,7 @@ class MpiLauncher(Launcher):
             and bool(section(config).get("mpirun_hostfile"))
         )
 
-    def command(self, config: dict[str, Any], script: list[str]) -> list[str]:
+    def command(self, config: Mapping[str, object], script: list[str]) -> list[str]:
         """``mpirun ... python -m accel_cluster.mpi.worker --script train.py args``."""
         options = section(config)
         hostfile = options.get("mpirun_hostfile")
@@ -146,7 +154,7 @@ class MpiLauncher(Launcher):
         return [*argv, sys.executable, "-m", "accel_cluster.mpi.worker", mode, target, *args]
 
     def plan(
-        self, config: dict[str, Any], script: list[str], environment: Mapping[str, str]
+        self, config: Mapping[str, object], script: list[str], environment: Mapping[str, str]
     ) -> LaunchPlan:
         """The mpirun command; every rank gets ``MASTER_ADDR`` / ``MASTER_PORT``, one thread
         each unless ``num_cpu_threads_per_process`` is set, and ``CCL_WORKER_COUNT``."""
@@ -154,16 +162,16 @@ class MpiLauncher(Launcher):
         env = dict(environment)
         env.update(
             MASTER_ADDR=main_address(config),
-            MASTER_PORT=str(config.get("main_process_port") or 29500),
+            MASTER_PORT=str(launch_settings(config).get("main_process_port") or 29500),
         )
         env.update(threads_environment(config))
         ccl = section(config).get("mpirun_ccl")
         if ccl:
             env["CCL_WORKER_COUNT"] = str(ccl)
-        hostfile = section(config)["mpirun_hostfile"]
+        hostfile = _hostfile(config)
         hosts = read_hostfile(hostfile)
         total, per_node = processes(config, len(hosts))
-        machines = int(config.get("num_machines") or 1)
+        machines = int(launch_settings(config).get("num_machines") or 1)
         return LaunchPlan(
             launcher=self.name,
             argv=argv,

@@ -21,6 +21,8 @@ from accel import environment as E
 from accel.config.sections import LAUNCH_CONFIG
 from accel.errors import ConfigError
 
+from ..launch_settings import launch_settings
+
 INSTANCE_TYPE = re.compile(
     r"ml\.[a-z][a-z0-9-]*\.(?:\d*x?large|medium|small|micro|nano|metal(?:-\d+xl)?)"
 )
@@ -55,7 +57,8 @@ class JobDefinition:
     """What is handed to the SDK: estimator arguments, data inputs, warnings."""
 
     estimator: dict[str, Any]
-    """Keyword arguments of ``sagemaker.huggingface.HuggingFace``."""
+    """Keyword arguments of ``sagemaker.huggingface.HuggingFace`` (the SDK types each one;
+    ``additional_args`` may pass any of them through)."""
     inputs: dict[str, str] | None = None
     """Channels for ``fit(inputs=...)`` (from ``sagemaker_inputs_file``)."""
     region: str = ""
@@ -77,7 +80,7 @@ class JobDefinition:
         )
 
 
-def check_instance_type(value: Any) -> str:
+def check_instance_type(value: object) -> str:
     """``value`` if it is a SageMaker instance type; ConfigError naming the key otherwise."""
     text = str(value or "").strip()
     if not text:
@@ -94,7 +97,7 @@ def check_instance_type(value: Any) -> str:
     )
 
 
-def _value(text: str) -> Any:
+def _value(text: str) -> bool | int | float | str:
     """A hyperparameter value: int, float or bool when it reads as one, else the string."""
     lowered = text.lower()
     if lowered in ("true", "false"):
@@ -107,13 +110,15 @@ def _value(text: str) -> Any:
     return text
 
 
-def script_hyperparameters(args: list[str]) -> tuple[dict[str, Any], list[str]]:
+def script_hyperparameters(
+    args: list[str],
+) -> tuple[dict[str, bool | int | float | str], list[str]]:
     """``(hyperparameters, warnings)`` from the script's ``--name value`` arguments.
 
     A bare ``--flag`` becomes ``True`` with the boolean-argument warning; a positional
     argument cannot be passed to SageMaker and is a ConfigError.
     """
-    params: dict[str, Any] = {}
+    params: dict[str, bool | int | float | str] = {}
     notes: list[str] = []
     i = 0
     while i < len(args):
@@ -218,7 +223,7 @@ def _lines(path: str, key: str) -> list[str]:
     return [line for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def _required(config: Mapping[str, Any], key: str, example: str) -> str:
+def _required(config: Mapping[str, object], key: str, example: str) -> str:
     value = config.get(key)
     if value in (None, ""):
         raise ConfigError(
@@ -229,9 +234,10 @@ def _required(config: Mapping[str, Any], key: str, example: str) -> str:
 
 
 def job_definition(
-    config: Mapping[str, Any], script: list[str], env: Mapping[str, str] | None = None
+    config: Mapping[str, object], script: list[str], env: Mapping[str, str] | None = None
 ) -> JobDefinition:
     """The training job for ``config`` running ``script`` (path and arguments)."""
+    settings = launch_settings(config)
     env = os.environ if env is None else env
     if config.get("module") or config.get("no_python"):
         raise ConfigError(
@@ -259,7 +265,8 @@ def job_definition(
     hyperparameters, notes = script_hyperparameters(args)
     dtype = str(config.get("distributed_type") or "NO")
     environment, env_notes = job_environment(env, dtype)
-    estimator: dict[str, Any] = {
+    metrics_file = settings.get("sagemaker_metrics_file")
+    estimator: dict[str, object] = {
         "entry_point": entry_point,
         "source_dir": source_dir,
         "role": role,
@@ -267,29 +274,22 @@ def job_definition(
         "pytorch_version": str(config.get("pytorch_version") or "") or None,
         "py_version": str(config.get("py_version") or "") or None,
         "base_job_name": config.get("base_job_name") or None,
-        "instance_count": int(config.get("num_machines") or 1),
+        "instance_count": int(settings.get("num_machines") or 1),
         "instance_type": instance_type,
         "debugger_hook_config": False,
         "distribution": DISTRIBUTIONS.get(dtype),
         "hyperparameters": hyperparameters,
         "environment": environment,
-        "metric_definitions": (
-            _read_metrics(config["sagemaker_metrics_file"])
-            if config.get("sagemaker_metrics_file")
-            else None
-        ),
+        "metric_definitions": _read_metrics(metrics_file) if metrics_file else None,
     }
     estimator.update(extra)
-    inputs = (
-        _read_inputs(config["sagemaker_inputs_file"])
-        if config.get("sagemaker_inputs_file")
-        else None
-    )
+    inputs_file = settings.get("sagemaker_inputs_file")
+    inputs = _read_inputs(inputs_file) if inputs_file else None
     return JobDefinition(
         estimator={k: v for k, v in estimator.items() if v is not None},
         inputs=inputs,
         region=region,
-        profile=config.get("profile") or None,
+        profile=settings.get("profile") or None,
         warnings=notes + env_notes,
     )
 

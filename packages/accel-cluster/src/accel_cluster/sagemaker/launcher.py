@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from typing import Any
 
 from accel.launchers import Launcher, LaunchPlan
 
@@ -22,11 +21,11 @@ class SageMakerLauncher(Launcher):
     name = "sagemaker"
     priority = 100
 
-    def claims(self, config: dict[str, Any]) -> bool:
+    def claims(self, config: Mapping[str, object]) -> bool:
         """``compute_environment: AMAZON_SAGEMAKER``."""
         return config.get("compute_environment") == "AMAZON_SAGEMAKER"
 
-    def command(self, config: dict[str, Any], script: list[str]) -> list[str]:
+    def command(self, config: Mapping[str, object], script: list[str]) -> list[str]:
         """``python -m accel_cluster.sagemaker.submit script args`` after checking the definition."""
         definition = job_definition(config, script)
         for note in definition.warnings:
@@ -34,7 +33,7 @@ class SageMakerLauncher(Launcher):
         return [sys.executable, "-m", "accel_cluster.sagemaker.submit", *script]
 
     def plan(
-        self, config: dict[str, Any], script: list[str], environment: Mapping[str, str]
+        self, config: dict[str, object], script: list[str], environment: Mapping[str, str]
     ) -> LaunchPlan:
         """The submit command; the job's processes run on SageMaker's instances, not here."""
         plan = super().plan(config, script, environment)

@@ -18,16 +18,20 @@ import json
 import logging
 import os
 import sys
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from accel.config.launched import launched_config
 
 from .job import JobDefinition, job_definition
 
+if TYPE_CHECKING:
+    from sagemaker.huggingface import HuggingFace
+
 PROG = "accel launch"
 
 
-def _estimator(definition: JobDefinition) -> Any:
+def _estimator(definition: JobDefinition) -> HuggingFace:
     os.environ.setdefault("SAGEMAKER_SUPPRESS_V2_WARNING", "1")  # v2 is a deliberate choice
     # the SDK logs where it looked for defaults files on stdout: keep stdout for --debug's JSON
     logging.getLogger("sagemaker.config").setLevel(logging.WARNING)
@@ -47,7 +51,7 @@ def _estimator(definition: JobDefinition) -> Any:
     return HuggingFace(**definition.estimator, sagemaker_session=session)
 
 
-def create_request(estimator: Any, inputs: dict[str, str] | None) -> dict[str, Any]:
+def create_request(estimator: HuggingFace, inputs: dict[str, str] | None) -> dict[str, object]:
     """Run ``estimator.fit`` up to CreateTrainingJob and return that request, unsent.
 
     botocore's Stubber answers the call; the request is validated against the API model.
@@ -55,7 +59,7 @@ def create_request(estimator: Any, inputs: dict[str, str] | None) -> dict[str, A
     from botocore.stub import Stubber
 
     client = estimator.sagemaker_session.sagemaker_client
-    captured: dict[str, Any] = {}
+    captured: dict[str, object] = {}
     client.meta.events.register(
         "before-parameter-build.sagemaker.CreateTrainingJob",
         lambda params, **_: captured.update(params),
@@ -86,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _submit(config: dict[str, Any], definition: JobDefinition) -> int:
+def _submit(config: Mapping[str, object], definition: JobDefinition) -> int:
     estimator = _estimator(definition)
     if config.get("debug"):
         request = create_request(estimator, definition.inputs)

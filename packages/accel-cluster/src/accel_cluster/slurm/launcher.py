@@ -15,19 +15,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
 
 from accel.errors import ConfigError
 from accel.launchers import Launcher, LaunchPlan
 from accel.launchers.local import TorchrunLauncher, threads_environment, worker_command
 
+from ..launch_settings import launch_settings
 from .config import MODES
 from .environment import SlurmTask, in_allocation, read_task
 
 
-def slurm_mode(config: dict[str, Any]) -> str:
+def slurm_mode(config: Mapping[str, object]) -> str:
     """The configured mode (``auto`` when unset)."""
-    mode = str((config.get("slurm_config") or {}).get("slurm_mode") or "auto").lower()
+    section = launch_settings(config).get("slurm_config") or {}
+    mode = str(section.get("slurm_mode") or "auto").lower()
     if mode not in MODES:
         raise ConfigError(
             f"slurm_config.slurm_mode: {mode!r} is not allowed; use one of {', '.join(MODES)}"
@@ -35,7 +36,7 @@ def slurm_mode(config: dict[str, Any]) -> str:
     return mode
 
 
-def choose_mode(config: dict[str, Any], task: SlurmTask) -> str:
+def choose_mode(config: Mapping[str, object], task: SlurmTask) -> str:
     """``node`` or ``task`` for this step; rejects a step whose tasks would share node ranks."""
     mode = slurm_mode(config)
     if mode in ("auto", "off"):
@@ -49,8 +50,9 @@ def choose_mode(config: dict[str, Any], task: SlurmTask) -> str:
     return mode
 
 
-def node_processes(config: dict[str, Any], task: SlurmTask) -> int:
+def node_processes(config: Mapping[str, object], task: SlurmTask) -> int:
     """Processes per node in ``node`` mode, from ``num_processes`` (the total) or ``nproc_per_node``."""
+    config = launch_settings(config)
     machines = int(config.get("num_machines") or 1)
     total = int(config.get("num_processes") or 1)
     if machines == task.num_nodes:
@@ -76,7 +78,7 @@ class SlurmLauncher(Launcher):
     name = "slurm"
     priority = 100
 
-    def claims(self, config: dict[str, Any]) -> bool:
+    def claims(self, config: Mapping[str, object]) -> bool:
         """Inside an ``srun`` step of several tasks or nodes (or with an explicit slurm_mode)."""
         if config.get("compute_environment", "LOCAL_MACHINE") != "LOCAL_MACHINE":
             return False
@@ -86,12 +88,13 @@ class SlurmLauncher(Launcher):
         task = read_task()
         return mode != "auto" or task.world_size > 1 or task.num_nodes > 1
 
-    def _address(self, config: dict[str, Any], task: SlurmTask) -> tuple[str, int]:
-        ip = config.get("main_process_ip") or task.main_address
-        port = int(config.get("main_process_port") or task.default_port())
+    def _address(self, config: Mapping[str, object], task: SlurmTask) -> tuple[str, int]:
+        settings = launch_settings(config)
+        ip = settings.get("main_process_ip") or task.main_address
+        port = int(settings.get("main_process_port") or task.default_port())
         return str(ip), port
 
-    def _node_config(self, config: dict[str, Any], task: SlurmTask) -> dict[str, Any]:
+    def _node_config(self, config: Mapping[str, object], task: SlurmTask) -> dict[str, object]:
         ip, port = self._address(config, task)
         return {
             **config,
@@ -102,12 +105,12 @@ class SlurmLauncher(Launcher):
             "main_process_port": port,
         }
 
-    def command(self, config: dict[str, Any], script: list[str]) -> list[str]:
+    def command(self, config: Mapping[str, object], script: list[str]) -> list[str]:
         """``torch.distributed.run`` for this node (node mode) or the worker itself (task mode)."""
         return self.plan(config, script, {}).argv
 
     def plan(
-        self, config: dict[str, Any], script: list[str], environment: Mapping[str, str]
+        self, config: Mapping[str, object], script: list[str], environment: Mapping[str, str]
     ) -> LaunchPlan:
         """Node mode: core's torchrun plan for this node. Task mode: this task is one worker.
 

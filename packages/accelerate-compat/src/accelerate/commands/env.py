@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+import argparse
 
 
-def env_command(args: Any = None) -> int:
+def env_command(args: argparse.Namespace | None = None) -> int:
     """Print the environment block for a bug report (``accelerate env``)."""
     from accel_cli.env_cmd import main
 

@@ -44,7 +44,7 @@ class LaunchCommandParser:
         self.parser = build_parser(PROG).parser
 
     def parse_args(
-        self, args: list[str] | None = None, namespace: Any = None
+        self, args: list[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> argparse.Namespace:
         """Parse and check ``args`` (default: ``sys.argv[1:]``), as ``accelerate launch`` does."""
         from accel_cli.launch import parse
@@ -60,7 +60,9 @@ class LaunchCommandParser:
         return getattr(self.parser, name)
 
 
-def launch_command_parser(subparsers: Any = None) -> Any:
+def launch_command_parser(
+    subparsers: argparse._SubParsersAction | None = None,
+) -> LaunchCommandParser | argparse.ArgumentParser:
     """The parser of ``accelerate launch``.
 
     With ``subparsers`` (from ``add_subparsers()``), a ``launch`` subcommand is added there,

@@ -14,9 +14,10 @@ import copy
 import difflib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from accel.config.settings import (
     CONFIG_FILE_NAME,
@@ -25,6 +26,11 @@ from accel.config.settings import (
     load_config_file,
 )
 from accel.config.settings import default_config_file as _default_location
+
+if TYPE_CHECKING:
+    from accel.types import ComputeEnvironment, DistributedType
+
+_Enum = TypeVar("_Enum", bound=Enum)
 
 cache_dir = str(default_config_dir())
 """The folder of the default config file (accel's: ``$HF_HOME/accel``, ...)."""
@@ -53,7 +59,7 @@ def load_config_from_file(config_file: str | os.PathLike | None = None) -> BaseC
     return ClusterConfig.from_settings(settings)
 
 
-def _enum(enum_class: Any, value: Any) -> Any:
+def _enum(enum_class: type[_Enum], value: _Enum | str) -> _Enum | str:
     if isinstance(value, str):
         try:
             return enum_class(value)
@@ -62,7 +68,7 @@ def _enum(enum_class: Any, value: Any) -> Any:
     return value
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, dict):
@@ -74,8 +80,8 @@ def _plain(value: Any) -> Any:
 class BaseConfig:
     """The settings every configuration has; see :class:`ClusterConfig`."""
 
-    compute_environment: Any
-    distributed_type: Any
+    compute_environment: ComputeEnvironment | str
+    distributed_type: DistributedType | str
     mixed_precision: str | None
     use_cpu: bool
     debug: bool
@@ -109,16 +115,17 @@ class BaseConfig:
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @classmethod
-    def from_settings(cls, settings: dict[str, Any]) -> BaseConfig:
+    def from_settings(cls, settings: Mapping[str, object]) -> BaseConfig:
         """A configuration from a mapping of settings (accel's keys welcome)."""
-        values = cls.process_config(dict(settings))
+        # a config file's values, as accel's reader typed them: each fits the field it fills
+        values: dict[str, Any] = cls.process_config(dict(settings))
         names = {f.name for f in fields(cls)}
         config = cls(**{k: v for k, v in values.items() if k in names})
         config.__dict__["_accel_settings"] = {k: v for k, v in values.items() if k not in names}
         return config
 
     @staticmethod
-    def process_config(config_dict: dict[str, Any]) -> dict[str, Any]:
+    def process_config(config_dict: dict[str, object]) -> dict[str, object]:
         """Fill what Accelerate fills when a file leaves it out."""
         config_dict.setdefault("compute_environment", "LOCAL_MACHINE")
         config_dict.setdefault("distributed_type", "NO")
@@ -133,7 +140,7 @@ class BaseConfig:
         config_dict.setdefault("enable_cpu_affinity", False)
         return config_dict
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The settings as plain values (enums as strings), without None or empty sections."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         values.update(self.__dict__.get("_accel_settings", {}))
@@ -185,7 +192,7 @@ class ClusterConfig(BaseConfig):
     parallelism_config: dict | None = None
     megatron_lm_config: dict | None = None
     mpirun_config: dict | None = None
-    downcast_bf16: Any = False
+    downcast_bf16: bool | str = False
     tpu_name: str | None = None
     tpu_zone: str | None = None
     tpu_use_cluster: bool = False
