@@ -21,7 +21,7 @@ from accel.big_model.modeling import (
     retie_parameters,
     set_module_tensor_to_device,
 )
-from accel.big_model.offload import offload_weight
+from accel.big_model.offload import OffloadEntry, offload_weight
 from accel.checkpoint.files import FileReader, checkpoint_files
 from accel.devices import index_device
 from accel.progress import progress_bar
@@ -108,7 +108,7 @@ class QuantizedLoader:
         self.loaded: set[str] = set()
         self.unexpected: list[str] = []
         self.pending: dict[str, dict[str, torch.Tensor]] = {}
-        self.offload_index: dict[str, dict[str, Any]] = {}
+        self.offload_index: dict[str, OffloadEntry] = {}
         self.ram: dict[str, torch.Tensor] = {}
         self.int8_scales: dict[str, torch.Tensor] = {}
 

@@ -11,7 +11,7 @@ import contextlib
 import operator
 import os
 from collections.abc import Callable, Generator, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import torch
 
@@ -605,7 +605,8 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
             return data
         if objects:  # one list of every process's objects (of tensors, too, with use_gather_object)
             return data[:remainder]
-        return recursively_apply(lambda t: t[:remainder], data)
+        # The slice keeps every leaf's type, so the structure is still a T.
+        return cast("T", recursively_apply(lambda t: t[:remainder], data))
 
     def reduce(self, tensor: T, reduction: str = "sum", scale: float = 1.0) -> T:
         """All-reduce ``tensor`` (``sum`` or ``mean``)."""

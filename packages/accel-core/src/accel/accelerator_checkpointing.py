@@ -55,7 +55,13 @@ class CheckpointingMixin:
         def num_processes(self) -> int: ...
 
         @property
+        def split_batches(self) -> bool: ...
+
+        @property
         def gradient_accumulation_steps(self) -> int: ...
+
+        @gradient_accumulation_steps.setter
+        def gradient_accumulation_steps(self, steps: int) -> None: ...
 
         prepared: PreparedObjects
         project_configuration: ProjectConfiguration

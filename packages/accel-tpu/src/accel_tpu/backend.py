@@ -15,7 +15,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import torch
 from accel.backends.base import Backend
@@ -204,11 +204,13 @@ class XLABackend(Backend):
             return tensor
         import torch_xla.core.xla_model as xm
 
-        return recursively_apply(
+        # all_gather maps each tensor leaf to a tensor: the structure is still a T.
+        gathered = recursively_apply(
             lambda t: xm.all_gather(t[None] if t.ndim == 0 else t, dim=0),
             tensor,
             error_on_other_type=True,
         )
+        return cast("T", gathered)
 
     def reduce(self, tensor: T, reduction: str = "sum", scale: float = 1.0) -> T:
         """All-reduce ``tensor`` (nested) over the replicas with ``xm.all_reduce``."""
@@ -226,7 +228,8 @@ class XLABackend(Backend):
                 out = out / world if out.is_floating_point() else out // world
             return out * scale if scale != 1.0 else out
 
-        return recursively_apply(one, tensor, error_on_other_type=True)
+        # `one` maps each tensor leaf to a tensor: the structure is still a T.
+        return cast("T", recursively_apply(one, tensor, error_on_other_type=True))
 
     def wait_for_everyone(self) -> None:
         """Barrier over the replicas (``xm.rendezvous``); with one, only the pending step runs."""

@@ -54,7 +54,8 @@ def shard_batch(batch: BatchT, mesh: SpmdMesh) -> BatchT:
             xs.mark_sharding(t, mesh, ("data",) + (None,) * (t.ndim - 1))
         return t
 
-    return recursively_apply(mark, batch)
+    # `mark` returns each leaf itself: the batch keeps its type.
+    return cast("BatchT", recursively_apply(mark, batch))
 
 
 @functools.cache

@@ -6,7 +6,7 @@ Importing this module does not import torch_xla; each function does, on first ca
 from __future__ import annotations
 
 import importlib.util
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import torch
 
@@ -72,4 +72,7 @@ def to_cpu(data: T) -> T:
     from accel.distributed.operations import recursively_apply
 
     sync()
-    return recursively_apply(lambda t: t.detach().cpu() if t.device.type == "xla" else t, data)
+    # Each tensor leaf becomes a tensor: the structure is still a T.
+    return cast(
+        "T", recursively_apply(lambda t: t.detach().cpu() if t.device.type == "xla" else t, data)
+    )
