@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
-
     from torch.distributed.device_mesh import DeviceMesh
 
     from accel.kwargs import DataLoaderConfiguration, TorchDynamoPlugin
