@@ -92,6 +92,7 @@ def leave_process_group() -> None:
 
 
 _State = TypeVar("_State", bound="PartialState")
+_Inputs = TypeVar("_Inputs")
 
 
 def is_initialized() -> bool:
@@ -341,8 +342,8 @@ class PartialState:
     # -- splitting work ---------------------------------------------------
     @contextlib.contextmanager
     def split_between_processes(
-        self, inputs: Any, apply_padding: bool = False
-    ) -> Generator[Any, None, None]:
+        self, inputs: _Inputs, apply_padding: bool = False
+    ) -> Generator[_Inputs, None, None]:
         """Yield this process's contiguous share of ``inputs`` (list, tuple, dict of sequences, tensor).
 
         With ``apply_padding`` every share has the same length, the last element repeated.
