@@ -40,7 +40,7 @@ replacement precision (DeepSpeed and XLA run their own mixed precision), and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NoReturn
 
 import torch
 
@@ -51,7 +51,7 @@ from accel.errors import MissingPluginError
 from accel.plugins import registry
 
 if TYPE_CHECKING:
-    from accel.kwargs import DataLoaderConfiguration
+    from accel.kwargs import DataLoaderConfiguration, KwargsHandler
     from accel.precision.base import Precision
     from accel.prepared import PreparedObjects
     from accel.state import AcceleratorState, GradientState
@@ -64,11 +64,11 @@ class MissingBackend(Backend):
         super().__init__(context)
         self.error = error
 
-    def prepare_model(self, *args: Any, **kwargs: Any) -> Any:
+    def prepare_model(self, *args: object, **kwargs: object) -> NoReturn:
         """Raise the error naming the backend package to install."""
         raise self.error
 
-    def prepare(self, objects: list[Any], device_placement: list[bool]) -> list[Any]:
+    def prepare(self, objects: list[object], device_placement: list[bool]) -> list[object]:
         """Prepare the objects with the base backend, unless one of them is a model."""
         if any(isinstance(o, torch.nn.Module) for o in objects):
             raise self.error
@@ -78,7 +78,7 @@ class MissingBackend(Backend):
 class Connector:
     """Resolves the precision and backend of one Accelerator (see the module docstring for the order)."""
 
-    def __init__(self, state: AcceleratorState, handlers: dict[str, Any] | None = None):
+    def __init__(self, state: AcceleratorState, handlers: dict[str, KwargsHandler] | None = None):
         self.state = state
         self.handlers = handlers or {}
 

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    import torch
 
 
 class NoContext:
@@ -35,7 +41,7 @@ class Contexts:
 
     __slots__ = ("contexts", "stack")
 
-    def __init__(self, contexts: list[contextlib.AbstractContextManager]):
+    def __init__(self, contexts: Sequence[contextlib.AbstractContextManager]):
         self.contexts = contexts
         self.stack = contextlib.ExitStack()
 
@@ -45,16 +51,31 @@ class Contexts:
                 stack.enter_context(context)
             self.stack = stack.pop_all()
 
-    def __exit__(self, *exc_info: Any) -> bool | None:
-        return self.stack.__exit__(*exc_info)
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        return self.stack.__exit__(exc_type, exc, traceback)
 
 
-def has_no_sync(model: Any) -> bool:
+class _NoSyncBackend(Protocol):
+    """What :func:`no_sync_all` uses of a backend (:meth:`accel.backends.Backend.no_sync`)."""
+
+    def no_sync(self, model: torch.nn.Module) -> contextlib.AbstractContextManager:
+        """Context in which ``model``'s gradients are not synchronised."""
+        ...
+
+
+def has_no_sync(model: object) -> bool:
     """Whether ``model`` has a ``no_sync`` (DDP, FSDP1), looked up without ``Module.__getattr__``."""
     return callable(getattr(type(model), "no_sync", None)) or "no_sync" in vars(model)
 
 
-def no_sync_all(backend: Any, models: tuple, base_no_sync: bool) -> Any:
+def no_sync_all(
+    backend: _NoSyncBackend, models: tuple[torch.nn.Module, ...], base_no_sync: bool
+) -> contextlib.AbstractContextManager:
     """One context entering ``backend.no_sync`` of each model (``accumulate`` with several).
 
     ``base_no_sync``: the backend keeps the base ``no_sync``, which does nothing for a model

@@ -7,12 +7,17 @@ inside the functions, so importing this module stays cheap.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from accel import catalog
 
+if TYPE_CHECKING:
+    from types import ModuleType
 
-def _module(kind: str) -> Any:
+    import torch
+
+
+def _module(kind: str) -> ModuleType | None:
     import torch
 
     return getattr(torch, kind, None)
@@ -40,10 +45,11 @@ def available_kind() -> str | None:
 
 def device_count(kind: str) -> int:
     """How many ``kind`` devices this process sees (0 when the kind is absent)."""
-    return _module(kind).device_count() if is_available(kind) else 0
+    module = _module(kind)
+    return module.device_count() if module is not None and is_available(kind) else 0
 
 
-def index_device(index: int) -> Any:
+def index_device(index: int) -> torch.device:
     """The accelerator numbered ``index`` on this machine, of whichever kind is present."""
     import torch
 
@@ -61,7 +67,7 @@ def index_device(index: int) -> Any:
     return torch.device(kind, index)
 
 
-def default_device(local_rank: int = 0, cpu: bool = False) -> Any:
+def default_device(local_rank: int = 0, cpu: bool = False) -> torch.device:
     """The device a process with ``local_rank`` computes on: an accelerator, else MPS, else the CPU."""
     import torch
 

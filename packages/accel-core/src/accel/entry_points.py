@@ -16,7 +16,10 @@ import importlib
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from importlib import metadata
 
 GROUP = "accel"
 """The entry-point group of accel plugins."""
@@ -86,10 +89,10 @@ class EntryPoint:
         """The name of its distribution."""
         return self.dist.name
 
-    def load(self) -> Any:
+    def load(self) -> object:
         """The object the entry point names (importing its module)."""
         module, _, attribute = self.value.partition(":")
-        found: Any = importlib.import_module(module.strip())
+        found: object = importlib.import_module(module.strip())
         for part in attribute.strip().split(".") if attribute.strip() else ():
             found = getattr(found, part)
         return found
@@ -163,7 +166,7 @@ def version(distribution: str) -> str | None:
         return None
 
 
-def _dist(ep: Any) -> Distribution:
+def _dist(ep: metadata.EntryPoint) -> Distribution:
     if ep.dist is None:
         return Distribution(None, ("", None, ()))
     return Distribution(None, (ep.dist.name, ep.dist.version, tuple(ep.dist.requires or ())))

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import pluggy
 
@@ -178,7 +178,7 @@ def accel_quantizers() -> list[type[Quantizer]] | None:
 @hookspec(firstresult=True)
 def accel_profile(
     run: RunView, profile_kwargs: KwargsHandler | None
-) -> AbstractContextManager[Any] | None:
+) -> AbstractContextManager[object] | None:
     """Return a context manager that profiles the code it wraps.
 
     Arguments: ``run``, a :class:`accel.checkpoint.view.RunView` of the calling Accelerator
@@ -278,7 +278,7 @@ def accel_launch_arguments(parser: argparse._ArgumentGroup) -> None:
 
 
 @hookspec
-def accel_launch_environment(config: dict[str, Any]) -> Mapping[str, object] | None:
+def accel_launch_environment(config: Mapping[str, object]) -> Mapping[str, object] | None:
     """Return environment variables every worker of a launch gets, whatever the launcher.
 
     The one way a plugin adds worker variables (``DS_ACCELERATOR=cpu`` for DeepSpeed on the
@@ -300,7 +300,7 @@ def accel_launch_environment(config: dict[str, Any]) -> Mapping[str, object] | N
 
 @hookspec
 def accel_config_sections() -> (
-    Mapping[str, Section | Callable[[Mapping[str, Any]], list[str]]] | Sequence[Section] | None
+    Mapping[str, Section | Callable[[Mapping[str, object]], list[str]]] | Sequence[Section] | None
 ):
     """Return the config-file sections this plugin owns: ``{section_key: Section}``.
 
@@ -327,7 +327,7 @@ def accel_config_sections() -> (
 
 
 @hookspec
-def accel_config_questions(ask: Questions, config: dict[str, Any]) -> None:
+def accel_config_questions(ask: Questions, config: dict[str, object]) -> None:
     """Ask this plugin's ``accel config`` questions and write the answers into ``config``.
 
     Arguments: ``ask``, accel-cli's question helper (``ask.select``, ``ask.confirm``,

@@ -169,7 +169,7 @@ class TorchDynamoPlugin(KwargsHandler):
     mode: str | None = None
     fullgraph: bool | None = None
     dynamic: bool | None = None
-    options: Any = None
+    options: dict[str, object] | None = None
     disable: bool = False
     use_regional_compilation: bool | None = None
 

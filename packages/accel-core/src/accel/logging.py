@@ -9,7 +9,7 @@ compatibility distribution routes them to Accelerate's (``accelerate.utils.envir
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from accel.config.keys import PROCESS_SECTION
@@ -36,7 +36,7 @@ class RoutedLogger(logging.LoggerAdapter):
     Logs on every process, as a plain ``logging.Logger`` does.
     """
 
-    def __init__(self, logger: logging.Logger, extra: Any = None) -> None:
+    def __init__(self, logger: logging.Logger, extra: Mapping[str, object] | None = None) -> None:
         super().__init__(logger, extra or {})
 
     @property
@@ -71,12 +71,12 @@ class MultiProcessAdapter(RoutedLogger):
             return True
         return state.get("process_index", 0) == 0
 
-    def log(self, level: int, msg: Any, *args: Any, **kwargs: Any) -> None:
+    def log(self, level: int, msg: object, *args: object, **kwargs: object) -> None:
         """Log ``msg``; ``main_process_only=False`` logs on every process, ``in_order=True`` one rank at a time."""
         from accel.state import PartialState
 
-        main_process_only = kwargs.pop("main_process_only", True)
-        in_order = kwargs.pop("in_order", False)
+        main_process_only = bool(kwargs.pop("main_process_only", True))
+        in_order = bool(kwargs.pop("in_order", False))
         kwargs.setdefault("stacklevel", 2)
         if not self.isEnabledFor(level):
             return

@@ -6,11 +6,14 @@ import functools
 import gc
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from accel.logging import get_logger
+
+if TYPE_CHECKING:
+    from accel.types import CustomDtype
 
 logger = get_logger(__name__)
 
@@ -37,7 +40,7 @@ def clear_device_cache(garbage_collection: bool = False) -> None:
         torch.mps.empty_cache()
 
 
-def release_memory(*objects: Any) -> list[None]:
+def release_memory(*objects: object) -> list[None]:
     """Drop references to ``objects`` and clear the cache; use as ``a, b = release_memory(a, b)``."""
     count = len(objects)
     del objects  # the references this call holds
@@ -105,7 +108,7 @@ def find_executable_batch_size(
     reduce = _reducer(reduce_batch_size_fn)
 
     @functools.wraps(function)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: object, **kwargs: object) -> object:
         batch_size = starting_batch_size
         clear_device_cache(garbage_collection=True)
         params = list(inspect.signature(function).parameters)
@@ -135,7 +138,7 @@ def find_executable_batch_size(
     return wrapper
 
 
-def dtype_byte_size(dtype: Any) -> float:
+def dtype_byte_size(dtype: torch.dtype | CustomDtype) -> float:
     """Bytes one element of ``dtype`` takes (``0.125`` for ``torch.bool``, ``0.5`` for 4-bit types).
 
     Also :class:`accel.types.CustomDtype`: ``INT2`` 0.25, ``INT4`` 0.5, ``FP8`` 1.

@@ -19,7 +19,7 @@ import contextlib
 import gc
 import math
 from collections.abc import Callable, Generator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, SupportsFloat, TypeVar, cast
 
 import torch
 
@@ -39,13 +39,18 @@ REDUCTIONS = ("mean", "sum")
 """How the step's loss is reduced over its micro-batch (``train_step(reduction=...)``)."""
 
 
-class RewindableCounter(Protocol):
+_Mark = TypeVar("_Mark")
+_Batch = TypeVar("_Batch")
+
+
+class RewindableCounter(Protocol[_Mark]):
     """Something that counts a step's work and can forget a failed attempt's share."""
 
-    def mark(self) -> Any:
+    def mark(self) -> _Mark:
         """The counts now."""
+        ...
 
-    def rewind(self, mark: Any) -> None:
+    def rewind(self, mark: _Mark) -> None:
         """Go back to the counts of ``mark``."""
 
 
@@ -74,7 +79,7 @@ def grow_after_setting() -> int:
 
 
 # -- splitting a batch ----------------------------------------------------------------
-def batch_length(batch: Any) -> int:
+def batch_length(batch: object) -> int:
     """Number of samples of ``batch``: the first dimension of its first tensor (nested structures)."""
     found = _first_tensor(batch)
     if found is None or found.dim() == 0:
@@ -85,7 +90,7 @@ def batch_length(batch: Any) -> int:
     return int(found.shape[0])
 
 
-def _first_tensor(data: Any) -> torch.Tensor | None:
+def _first_tensor(data: object) -> torch.Tensor | None:
     if isinstance(data, torch.Tensor):
         return data
     if isinstance(data, Mapping):
@@ -98,7 +103,7 @@ def _first_tensor(data: Any) -> torch.Tensor | None:
     return None
 
 
-def _grad_tensors(data: Any) -> list[torch.Tensor]:
+def _grad_tensors(data: object) -> list[torch.Tensor]:
     """The tensors of ``data`` (nested dicts, lists, tuples) that require a gradient."""
     if isinstance(data, torch.Tensor):
         return [data] if data.requires_grad else []
@@ -109,25 +114,34 @@ def _grad_tensors(data: Any) -> list[torch.Tensor]:
     return []
 
 
-def _slice(data: Any, start: int, stop: int, length: int) -> Any:
-    """``data`` with every tensor whose first dimension is ``length`` cut to ``[start:stop]``."""
+def _slice(data: object, start: int, stop: int, length: int) -> object:
+    """``data`` with every tensor whose first dimension is ``length`` cut to ``[start:stop]``.
+
+    Containers are rebuilt as their own type (a mapping that cannot be: a dict).
+    """
     if isinstance(data, torch.Tensor):
         return data[start:stop] if data.dim() > 0 and data.shape[0] == length else data
     if isinstance(data, Mapping):
         mapped = {k: _slice(v, start, stop, length) for k, v in data.items()}
         try:
-            return type(data)(mapped)
+            return _rebuild(data, mapped)
         except TypeError:
             return mapped
     if isinstance(data, (list, tuple)):
         items = [_slice(v, start, stop, length) for v in data]
         if hasattr(data, "_fields"):  # a namedtuple
-            return type(data)(*items)
-        return type(data)(items)
+            return _rebuild(data, *items)
+        return _rebuild(data, items)
     return data
 
 
-def split_batch(batch: Any, parts: int) -> list[tuple[Any, int]]:
+def _rebuild(like: object, *args: object) -> object:
+    """A new container of ``like``'s own type, made from ``args``."""
+    kind = cast("Callable[..., object]", type(like))  # its constructor, whatever its signature
+    return kind(*args)
+
+
+def split_batch(batch: _Batch, parts: int) -> list[tuple[_Batch, int]]:
     """``batch`` cut into ``parts`` consecutive micro-batches as even as possible, with their sizes.
 
     Every sample is in exactly one micro-batch, in order; non-tensor leaves and tensors without
@@ -136,10 +150,12 @@ def split_batch(batch: Any, parts: int) -> list[tuple[Any, int]]:
     length = batch_length(batch)
     parts = max(1, min(parts, length))
     base, extra = divmod(length, parts)
-    pieces, start = [], 0
+    pieces: list[tuple[_Batch, int]] = []
+    start = 0
     for index in range(parts):
         size = base + (1 if index < extra else 0)
-        pieces.append((_slice(batch, start, start + size, length), size))
+        # the same structure as ``batch`` (``_slice`` rebuilds each container as its type)
+        pieces.append((cast(_Batch, _slice(batch, start, start + size, length)), size))
         start += size
     return pieces
 
@@ -206,11 +222,11 @@ class MicroBatching:
         self._merge_before_last: Callable[[], bool] | None = None
         self._merged = False
         self._backwards = 0
-        self.counters: list[RewindableCounter] = []
+        self.counters: list[RewindableCounter[Any]] = []
         """What counts the work of a step (the throughput monitor): a failed attempt is taken back."""
 
     # -- state ---------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, int | None]:
         """``{"micro_batch_size", "steps_at_size"}``: what a resumed run needs to keep the split."""
         return {"micro_batch_size": self.micro_batch_size, "steps_at_size": self.steps_at_size}
 
@@ -234,15 +250,15 @@ class MicroBatching:
 
     def run(
         self,
-        step: Callable[[Any], Any],
-        batch: Any,
+        step: Callable[[_Batch], object],
+        batch: _Batch,
         models: Sequence[torch.nn.Module],
-        count_items: Callable[[Any], Any] | None,
+        count_items: Callable[[_Batch], object] | None,
         reduction: str,
-        num_items_in_batch: Any = None,
+        num_items_in_batch: SupportsFloat | None = None,
         *,
         backend: Backend,
-    ) -> Any:
+    ) -> torch.Tensor | None:
         """Run ``step`` over ``batch`` in as many micro-batches as fit; see ``Accelerator.train_step``.
 
         ``backend`` is the run's backend (held only while the step runs: this object keeps no
@@ -305,12 +321,14 @@ class MicroBatching:
         assert self._backend is not None  # set by run()
         return self._backend
 
-    def _forward_point(self, module: torch.nn.Module, args: Any) -> None:
+    def _forward_point(self, module: torch.nn.Module, args: tuple[object, ...]) -> None:
         """Forward pre-hook on the backend's agreement modules during :meth:`run`."""
         if self._agreement is not None:
             self._agreement.point()
 
-    def _after_forward(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+    def _after_forward(
+        self, module: torch.nn.Module, args: tuple[object, ...], output: object
+    ) -> None:
         """Forward hook on the agreement modules: an agreement point at the start of their backward.
 
         Registered on the output before the backend's own pre-backward hooks (FSDP2's, which
@@ -320,11 +338,11 @@ class MicroBatching:
         if tensors and torch.is_grad_enabled():
             torch.autograd.graph.register_multi_grad_hook(tensors, self._backward_point, mode="any")
 
-    def _backward_point(self, grad: Any) -> None:
+    def _backward_point(self, grad: object) -> None:
         if self._agreement is not None:
             self._agreement.point()
 
-    def _total_items(self, batch: Any, count_items: Callable[[Any], Any]) -> float:
+    def _total_items(self, batch: _Batch, count_items: Callable[[_Batch], object]) -> float:
         """Items (tokens) of the whole batch over every data-parallel process."""
         local = torch.as_tensor(count_items(batch), dtype=torch.float64).reshape(())
         backend = self._backend_of()
@@ -337,9 +355,9 @@ class MicroBatching:
 
     def _weights(
         self,
-        pieces: list[tuple[Any, int]],
+        pieces: list[tuple[_Batch, int]],
         length: int,
-        count_items: Callable[[Any], Any] | None,
+        count_items: Callable[[_Batch], object] | None,
         total_items: float | None,
         reduction: str,
     ) -> tuple[list[float], list[float]]:
@@ -358,14 +376,14 @@ class MicroBatching:
 
     def _attempt(
         self,
-        step: Callable[[Any], Any],
-        batch: Any,
+        step: Callable[[_Batch], object],
+        batch: _Batch,
         parts: int,
         models: Sequence[torch.nn.Module],
-        count_items: Callable[[Any], Any] | None,
+        count_items: Callable[[_Batch], object] | None,
         total_items: float | None,
         reduction: str,
-    ) -> tuple[Any, bool]:
+    ) -> tuple[torch.Tensor | None, bool]:
         """One try of the whole batch in ``parts`` micro-batches: ``(combined loss, failed)``."""
         backend, agreement = self._backend_of(), self._agreement
         assert agreement is not None
@@ -377,7 +395,7 @@ class MicroBatching:
         # whether the backend reduces after the micro-batches, or in the last one's backward
         explicit = backend.reduces_gradients_after_no_sync
         failed, merged = False, False
-        result: Any = None
+        result: torch.Tensor | None = None
         try:
             for index, (piece, _) in enumerate(pieces):
                 last = index == len(pieces) - 1
@@ -479,7 +497,7 @@ class MicroBatching:
         )
 
 
-def _accumulate(total: Any, value: Any, weight: float) -> Any:
+def _accumulate(total: torch.Tensor | None, value: object, weight: float) -> torch.Tensor | None:
     """The weighted sum of the step's returned losses (detached); None when the step returns none."""
     if not isinstance(value, torch.Tensor):
         return total

@@ -10,7 +10,7 @@ import torch
 from accel.precision import dtype_of
 
 
-def get_grad_scaler(distributed_type: Any = None, **kwargs: Any) -> torch.amp.GradScaler:
+def get_grad_scaler(distributed_type: object = None, **kwargs: Any) -> torch.amp.GradScaler:
     """A ``torch.amp.GradScaler`` for the device this process uses (``kwargs`` go to it)."""
     del distributed_type  # FSDP's sharded scaler comes with accel-fsdp's backend
     from accel.state import PartialState

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -19,22 +20,25 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
     """
 
     def __init__(
-        self, optimizer: torch.optim.Optimizer, precision: Any = None, device_placement: bool = True
+        self,
+        optimizer: torch.optim.Optimizer,
+        precision: Precision | None = None,
+        device_placement: bool = True,
     ):
         self.optimizer = optimizer
         self.precision = precision  # a property: also decides which step function to call
         self.gradient_state = GradientState()
 
-    _step_guard: Any = None
+    _step_guard: Callable[[], object] | None = None
     """Set while ``save_state(..., async_save=True)`` copies this optimizer's tensors: step waits."""
 
     @property
-    def precision(self) -> Any:
+    def precision(self) -> Precision | None:
         """The :class:`~accel.precision.Precision` whose ``optimizer_step`` steps (None: step directly)."""
         return self._precision
 
     @precision.setter
-    def precision(self, value: Any) -> None:
+    def precision(self, value: Precision | None) -> None:
         self._precision = value
         self._is_overflow = False  # only a precision's optimizer_step skips steps
         # Decided once: a precision that keeps the base ``optimizer_step`` (no scaler) needs no
@@ -90,7 +94,7 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
         if self.gradient_state.sync_gradients:
             self.optimizer.zero_grad(set_to_none=set_to_none)
 
-    def step(self, closure: Any = None) -> Any:
+    def step(self, closure: Any = None) -> Any:  # Any: None even with a closure when fp16 skips
         """Step on synchronising steps; with fp16, skip (and record it) when gradients overflowed."""
         if not self.gradient_state.sync_gradients:
             return None
@@ -131,7 +135,9 @@ class AcceleratedOptimizer(torch.optim.Optimizer):
         return f"AcceleratedOptimizer({self.optimizer!r})"
 
 
-def fused_backward(optimizers: list[Any], loss: torch.Tensor, learning_rate: Any) -> bool:
+def fused_backward(
+    optimizers: Sequence[object], loss: torch.Tensor, learning_rate: float | None
+) -> bool:
     """Run ``fused_backward(loss, learning_rate)`` of the LOMO / AdaLomo optimizers among ``optimizers``.
 
     These optimizers (``lomo-optim``) update the weights during the backward pass.
@@ -139,12 +145,12 @@ def fused_backward(optimizers: list[Any], loss: torch.Tensor, learning_rate: Any
     ``learning_rate`` is None or none of the prepared optimizers is fused.
     """
     fused = [
-        getattr(opt, "optimizer", opt)
+        method
         for opt in optimizers
-        if callable(getattr(getattr(opt, "optimizer", opt), "fused_backward", None))
+        if callable(method := getattr(getattr(opt, "optimizer", opt), "fused_backward", None))
     ]
     if learning_rate is None or not fused:
         return False
-    for optimizer in fused:
-        optimizer.fused_backward(loss, learning_rate)
+    for fused_backward in fused:
+        fused_backward(loss, learning_rate)
     return True

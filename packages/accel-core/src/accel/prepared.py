@@ -11,9 +11,12 @@ Accelerate's private names (``accelerator._models``, ``_optimizers``, ``_schedul
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from accel.scheduler import AcceleratedScheduler
 
 
 class PreparedObjects:
@@ -26,17 +29,19 @@ class PreparedObjects:
     def __init__(self) -> None:
         self.models: list[torch.nn.Module] = []
         """Prepared models (wrapped by the backend: DDP, FSDP, a DeepSpeed engine, ...)."""
-        self.optimizers: list[Any] = []
+        self.optimizers: list[torch.optim.Optimizer] = []
         """Prepared optimizers (:class:`~accel.optimizer.AcceleratedOptimizer` or a backend's own)."""
-        self.schedulers: list[Any] = []
+        self.schedulers: list[AcceleratedScheduler] = []
         """Prepared learning-rate schedulers (:class:`~accel.scheduler.AcceleratedScheduler`, ...)."""
         self.dataloaders: list[Any] = []
         """Prepared data loaders (sharded for this process)."""
         self.custom_objects: list[Any] = []
         """Objects with ``state_dict``/``load_state_dict`` that ``save_state`` also writes."""
-        self._originals: list[tuple[Any, Any]] = []  # (what the user passed, what prepare made)
+        self._originals: list[
+            tuple[object, object]
+        ] = []  # (what the user passed, what prepare made)
 
-    def lookup(self, obj: Any) -> Any:
+    def lookup(self, obj: object) -> object:
         """What ``prepare(obj)`` returned before, or None when ``obj`` is new.
 
         ``obj`` may be a prepared object (of this Accelerator, or an optimizer, scheduler or
@@ -54,7 +59,7 @@ class PreparedObjects:
             return obj
         return None
 
-    def track(self, obj: Any, original: Any = None) -> None:
+    def track(self, obj: object, original: object = None) -> None:
         """Append ``obj`` to the list of its kind; an object of no known kind is ignored.
 
         ``original``, what ``prepare`` was given for ``obj``, is remembered for
@@ -66,13 +71,13 @@ class PreparedObjects:
             return
         kind.append(obj)
         try:  # Accelerate's mark (another Accelerator returns such an optimizer, ... unchanged)
-            obj._is_accelerate_prepared = True
+            setattr(obj, "_is_accelerate_prepared", True)  # noqa: B010 - on any object
         except AttributeError:
             pass
         if original is not None and original is not obj and kind is not self.dataloaders:
             self._originals.append((original, obj))
 
-    def _kind(self, obj: Any) -> list[Any] | None:
+    def _kind(self, obj: object) -> list[Any] | None:
         """The list ``obj`` belongs in, or None."""
         from accel.data.loader import DataLoaderShard
         from accel.optimizer import AcceleratedOptimizer
@@ -88,7 +93,7 @@ class PreparedObjects:
             return self.dataloaders
         return None
 
-    def register(self, *objects: Any) -> None:
+    def register(self, *objects: object) -> None:
         """Add checkpointable objects to :attr:`custom_objects`.
 
         Raises ``ValueError`` (adding nothing) if one lacks ``state_dict`` or ``load_state_dict``.
@@ -106,7 +111,9 @@ class PreparedObjects:
             )
         self.custom_objects.extend(objects)
 
-    def optimizers_of(self, scheduler: Any, also: Iterable[Any] = ()) -> list[Any]:
+    def optimizers_of(
+        self, scheduler: object, also: Iterable[object] = ()
+    ) -> list[torch.optim.Optimizer]:
         """The prepared optimizers wrapping ``scheduler.optimizer``.
 
         ``also`` holds optimizers prepared in the same ``prepare`` call and not tracked
@@ -115,8 +122,8 @@ class PreparedObjects:
         """
         from accel.optimizer import AcceleratedOptimizer
 
-        target = scheduler.optimizer
-        found = [
+        target: torch.optim.Optimizer = getattr(scheduler, "optimizer")  # noqa: B009 - any object with a scheduler's optimizer
+        found: list[torch.optim.Optimizer] = [
             o
             for o in [*also, *self.optimizers]
             if isinstance(o, AcceleratedOptimizer) and o.optimizer is target

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Sized
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from accel import environment
+
+if TYPE_CHECKING:
+    from tqdm.auto import tqdm as Bar
 
 T = TypeVar("T")
 
@@ -33,11 +36,10 @@ def progress_bar(
         return items
     from tqdm.auto import tqdm
 
-    bar: Any = tqdm(items, desc=desc, unit=unit, total=size)
-    return bar
+    return tqdm(items, desc=desc, unit=unit, total=size)
 
 
-def tqdm(*args: Any, main_process_only: bool = True, **kwargs: Any) -> Any:
+def tqdm(*args: object, main_process_only: bool = True, **kwargs: object) -> Bar:
     """``tqdm.auto.tqdm(*args, **kwargs)``, disabled on processes other than the local main one."""
     from tqdm.auto import tqdm as _tqdm
 

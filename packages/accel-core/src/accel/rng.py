@@ -3,10 +3,34 @@
 from __future__ import annotations
 
 import random
-from typing import Any
+from collections.abc import Sequence
+from typing import TypedDict
 
 import numpy as np
 import torch
+
+
+class NumpyRngState(TypedDict):
+    """numpy's legacy RNG state as plain types and a tensor (loadable with ``weights_only``)."""
+
+    kind: str
+    keys: torch.Tensor
+    pos: int
+    has_gauss: int
+    cached_gaussian: float
+
+
+class _RngStateBase(TypedDict):
+    python: tuple[int, Sequence[int], float | None]  # random.getstate()
+    numpy: NumpyRngState
+    torch: torch.Tensor
+
+
+class RngState(_RngStateBase, total=False):
+    """Every RNG state of a process (:func:`capture_rng_state`); the device ones where present."""
+
+    cuda: list[torch.Tensor]
+    xpu: list[torch.Tensor]
 
 
 def set_seed(seed: int, device_specific: bool = False, deterministic: bool = False) -> None:
@@ -24,12 +48,12 @@ def set_seed(seed: int, device_specific: bool = False, deterministic: bool = Fal
         torch.use_deterministic_algorithms(True)
 
 
-def capture_rng_state() -> dict[str, Any]:
+def capture_rng_state() -> RngState:
     """Every RNG state of this process, as plain types and tensors (loadable with ``weights_only``)."""
     legacy = np.random.get_state(legacy=True)
     assert isinstance(legacy, tuple)  # legacy=True: the 5-tuple
     kind, keys, pos, has_gauss, cached = legacy
-    state: dict[str, Any] = {
+    state: RngState = {
         "python": random.getstate(),
         "numpy": {
             "kind": kind,
@@ -47,7 +71,7 @@ def capture_rng_state() -> dict[str, Any]:
     return state
 
 
-def restore_rng_state(state: dict[str, Any]) -> None:
+def restore_rng_state(state: RngState) -> None:
     """Restore what :func:`capture_rng_state` returned."""
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))

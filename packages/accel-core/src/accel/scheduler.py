@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from accel.state import GradientState
+
+if TYPE_CHECKING:
+    import torch
 
 
 class AcceleratedScheduler:
@@ -19,7 +23,7 @@ class AcceleratedScheduler:
     def __init__(
         self,
         scheduler: Any,
-        optimizers: Any,
+        optimizers: torch.optim.Optimizer | Sequence[torch.optim.Optimizer],
         step_with_optimizer: bool = True,
         split_batches: bool = False,
         num_processes: int = 1,
@@ -31,7 +35,7 @@ class AcceleratedScheduler:
         self.num_processes = num_processes
         self.gradient_state = GradientState()
 
-    def step(self, *args: Any, **kwargs: Any) -> None:
+    def step(self, *args: object, **kwargs: object) -> None:
         """Advance the schedule if the optimizer stepped."""
         if not self.step_with_optimizer:
             self.scheduler.step(*args, **kwargs)
@@ -68,11 +72,11 @@ class AcceleratedScheduler:
         """Load the wrapped scheduler's state."""
         self.scheduler.load_state_dict(state_dict)
 
-    def get_lr(self) -> Any:
+    def get_lr(self) -> list[float]:
         """The wrapped scheduler's ``get_lr``."""
         return self.scheduler.get_lr()
 
-    def print_lr(self, *args: Any, **kwargs: Any) -> Any:
+    def print_lr(self, *args: object, **kwargs: object) -> object:
         """The wrapped scheduler's ``print_lr``."""
         return self.scheduler.print_lr(*args, **kwargs)
 

@@ -14,9 +14,9 @@ import math
 import os
 import sys
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, Protocol, TypeVar, overload
 
 import torch
 import torch.distributed as dist
@@ -26,6 +26,12 @@ from accel.config.keys import KEYS, PROCESS_SECTION, launched_distributed_type
 from accel.faults import flight
 from accel.kwargs import InitProcessGroupKwargs
 from accel.types import DistributedType, PrecisionType
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
+
+    from accel.kwargs import GradientAccumulationPlugin, TorchDynamoPlugin
+    from accel.parallelism_config import ParallelismConfig
 
 
 def _default_device(cpu: bool, local_rank: int) -> torch.device:
@@ -43,7 +49,7 @@ def _process_group_backend(device: torch.device) -> str:
     return devices.process_group_backend(device.type)
 
 
-def _elastic_attempt_store(world_size: int, timeout: Any) -> Any:
+def _elastic_attempt_store(world_size: int, timeout: timedelta) -> dist.PrefixStore | None:
     """The elastic agent's store, under a prefix of its own for this restart attempt; or None.
 
     Under torchrun the workers of every attempt share the agent's one TCPStore, and torch
@@ -86,6 +92,7 @@ def leave_process_group() -> None:
 
 
 _State = TypeVar("_State", bound="PartialState")
+_Inputs = TypeVar("_Inputs")
 
 
 def is_initialized() -> bool:
@@ -103,14 +110,22 @@ class PartialState:
 
     _shared_state: dict[str, Any] = {}
 
-    def __init__(self, cpu: bool = False, **kwargs: Any):
+    def __init__(
+        self,
+        cpu: bool = False,
+        *,
+        init_process_group_kwargs: InitProcessGroupKwargs | None = None,
+        backend: str | None = None,
+        timeout: timedelta | float | None = None,
+        **kwargs: object,
+    ):
         self.__dict__ = self._shared_state
         if self.initialized:
             return
-        pg_kwargs: InitProcessGroupKwargs | None = kwargs.pop("init_process_group_kwargs", None)
+        pg_kwargs = init_process_group_kwargs
         # Accelerate's keywords (transformers passes --ddp_backend / --ddp_timeout through them).
-        requested_backend: str | None = kwargs.pop("backend", None)
-        requested_timeout = kwargs.pop("timeout", None)
+        requested_backend = backend
+        requested_timeout = timeout
         if isinstance(requested_timeout, (int, float)):
             requested_timeout = timedelta(seconds=requested_timeout)
         self._cpu = cpu or KEYS["use_cpu"].from_env()
@@ -136,23 +151,28 @@ class PartialState:
             if not dist.is_initialized():
                 if self.device.type == "cuda":
                     torch.cuda.set_device(self.device)
-                init_kwargs: dict[str, Any] = {"backend": self.backend, "timeout": self.timeout}
-                if pg_kwargs is not None and pg_kwargs.init_method:
-                    init_kwargs["init_method"] = pg_kwargs.init_method
+                init_method = pg_kwargs.init_method if pg_kwargs is not None else None
                 if "MASTER_ADDR" not in os.environ and (
                     "OMPI_COMM_WORLD_SIZE" in os.environ or "PMI_SIZE" in os.environ
                 ):
                     raise RuntimeError(
                         "MASTER_ADDR and MASTER_PORT must be set when launching with mpirun"
                     )
-                init_kwargs.setdefault("rank", rank)
-                init_kwargs.setdefault("world_size", world)
-                if "init_method" not in init_kwargs:
-                    store = _elastic_attempt_store(world, self.timeout)
-                    if store is not None:
-                        init_kwargs["store"] = store
+                store = None
+                if not init_method:
+                    init_method = None
+                    # the timeout is always set (InitProcessGroupKwargs fills it in)
+                    if self.timeout is not None:
+                        store = _elastic_attempt_store(world, self.timeout)
                 flight.start(rank, world, self.timeout, self.backend)  # ACCEL_FLIGHT_DIR only
-                dist.init_process_group(**init_kwargs)
+                dist.init_process_group(
+                    backend=self.backend,
+                    timeout=self.timeout,
+                    init_method=init_method,
+                    rank=rank,
+                    world_size=world,
+                    store=store,
+                )
                 # Tear the group down before interpreter exit: gloo's threads abort the process otherwise.
                 atexit.register(_destroy_process_group)
         else:
@@ -188,11 +208,11 @@ class PartialState:
         return state
 
     @staticmethod
-    def _is_set_up(shared: dict[str, Any]) -> bool:
+    def _is_set_up(shared: Mapping[str, object]) -> bool:
         return "device" in shared
 
-    def __getattr__(self, name: str) -> Any:
-        """Reached only for a missing name: says so when the shared state was reset meanwhile."""
+    def _missing(self, name: str) -> NoReturn:
+        """Raise for a missing attribute, saying so when the shared state was reset meanwhile."""
         kind = type(self).__name__
         if not name.startswith("__") and not type(self)._is_set_up(self.__dict__):
             raise AttributeError(
@@ -201,6 +221,12 @@ class PartialState:
                 "was created since."
             )
         raise AttributeError(f"'{kind}' object has no attribute '{name}'")
+
+    if not TYPE_CHECKING:  # at runtime only, so the checker still reports unknown names
+
+        def __getattr__(self, name: str) -> NoReturn:
+            """Reached only for a missing name: see ``_missing``."""
+            self._missing(name)
 
     @property
     def use_distributed(self) -> bool:
@@ -265,7 +291,7 @@ class PartialState:
     def _only_if(self, predicate: Callable[[], bool], function: Callable | None) -> Callable:
         def decorator(fn: Callable) -> Callable:
             @functools.wraps(fn)
-            def wrapper(*args: Any, **kwargs: Any) -> Any:
+            def wrapper(*args: object, **kwargs: object) -> object:
                 if predicate():
                     return fn(*args, **kwargs)
                 return None
@@ -308,7 +334,7 @@ class PartialState:
             raise ValueError("on_local_process needs local_process_index=N")
         return self._only_if(lambda: self.local_process_index == local_process_index, function)
 
-    def print(self, *args: Any, **kwargs: Any) -> None:
+    def print(self, *args: object, **kwargs: Any) -> None:
         """``print`` on the local main process only."""
         if self.is_local_main_process:
             print(*args, **kwargs)
@@ -316,8 +342,8 @@ class PartialState:
     # -- splitting work ---------------------------------------------------
     @contextlib.contextmanager
     def split_between_processes(
-        self, inputs: Any, apply_padding: bool = False
-    ) -> Generator[Any, None, None]:
+        self, inputs: _Inputs, apply_padding: bool = False
+    ) -> Generator[_Inputs, None, None]:
         """Yield this process's contiguous share of ``inputs`` (list, tuple, dict of sequences, tensor).
 
         With ``apply_padding`` every share has the same length, the last element repeated.
@@ -359,7 +385,7 @@ class PartialState:
         cls._shared_state.clear()
 
 
-def _is_dataset(inputs: Any) -> bool:
+def _is_dataset(inputs: object) -> bool:
     """A ``datasets.Dataset``, or an object like one (``select``, ``__len__``, ``column_names``)."""
     datasets = sys.modules.get("datasets")
     if datasets is not None and isinstance(inputs, getattr(datasets, "Dataset", ())):
@@ -393,7 +419,7 @@ def split_inputs(inputs: Any, world: int, rank: int, pad: bool = False) -> Any:
     start = rank * per + min(rank, extra)
     end = start + per + (1 if rank < extra else 0)
     if _is_dataset(inputs):
-        indices: Any = range(start, end) if end > start else []
+        indices: Sequence[int] = range(start, end) if end > start else []
         missing = math.ceil(length / world) - (end - start)
         if pad and missing > 0 and length > 0:
             indices = [*indices, *[length - 1] * missing]
@@ -415,21 +441,28 @@ _RESET = "_accelerator_state_reset"
 """Set in the shared dict by ``AcceleratorState._reset_state()``, until the next AcceleratorState."""
 
 
-class _ProcessField:
+_Field = TypeVar("_Field")
+
+
+class _ProcessField(Generic[_Field]):
     """A PartialState field read through an AcceleratorState: missing after its reset."""
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
 
-    def __get__(self, state: Any, owner: type) -> Any:
+    @overload
+    def __get__(self, state: None, owner: type) -> _ProcessField[_Field]: ...
+    @overload
+    def __get__(self, state: PartialState, owner: type) -> _Field: ...
+    def __get__(self, state: PartialState | None, owner: type) -> _Field | _ProcessField[_Field]:
         if state is None:
             return self
         shared = state.__dict__
         if _RESET in shared or self.name not in shared:
-            return state.__getattr__(self.name)  # raises, saying why
+            return state._missing(self.name)  # raises, saying why
         return shared[self.name]
 
-    def __set__(self, state: Any, value: Any) -> None:
+    def __set__(self, state: PartialState, value: _Field) -> None:
         state.__dict__[self.name] = value
 
 
@@ -446,9 +479,9 @@ class AcceleratorState(PartialState):
         self,
         mixed_precision: str | None = None,
         cpu: bool = False,
-        dynamo_plugin: Any = None,
+        dynamo_plugin: TorchDynamoPlugin | None = None,
         _from_accelerator: bool = False,
-        parallelism_config: Any = None,
+        parallelism_config: ParallelismConfig | None = None,
         fsdp_on_cpu: bool = True,
         **kwargs: Any,
     ):
@@ -484,14 +517,18 @@ class AcceleratorState(PartialState):
         setup_state(self, parallelism_config)  # N-D layout: checked, mesh built (or None)
         self._accelerator_ready = _from_accelerator
 
+    # set by ``parallelism_config.setup_state``: the N-D layout and its mesh, or None
+    parallelism_config: ParallelismConfig | None
+    device_mesh: DeviceMesh | None
+
     # the process's fields, missing here (not in PartialState) once the training setup is reset
-    _cpu = _ProcessField()
-    debug = _ProcessField()
-    process_index = _ProcessField()
-    local_process_index = _ProcessField()
-    num_processes = _ProcessField()
-    device = _ProcessField()
-    backend = _ProcessField()
+    _cpu: _ProcessField[bool] = _ProcessField()
+    debug: _ProcessField[bool] = _ProcessField()
+    process_index: _ProcessField[int] = _ProcessField()
+    local_process_index: _ProcessField[int] = _ProcessField()
+    num_processes: _ProcessField[int] = _ProcessField()
+    device: _ProcessField[torch.device] = _ProcessField()
+    backend: _ProcessField[str | None] = _ProcessField()
 
     @property
     def distributed_type(self) -> str:
@@ -505,19 +542,19 @@ class AcceleratorState(PartialState):
             return shared[_TRAINING_TYPE]
         if "distributed_type" in shared and _RESET not in shared:
             return shared["distributed_type"]
-        return self.__getattr__("distributed_type")  # says why it is missing
+        return self._missing("distributed_type")  # says why it is missing
 
     @distributed_type.setter
     def distributed_type(self, distributed_type: str) -> None:
         self.__dict__[_TRAINING_TYPE] = distributed_type
 
     @property
-    def fsdp_plugin(self) -> Any:
+    def fsdp_plugin(self) -> object:
         """The FSDP plugin object, if FSDP is used."""
         return self.plugins.get("fsdp_plugin")
 
     @fsdp_plugin.setter
-    def fsdp_plugin(self, plugin: Any) -> None:  # assignable, as in Accelerate
+    def fsdp_plugin(self, plugin: object) -> None:  # assignable, as in Accelerate
         plugins = self.__dict__.setdefault("plugins", {})
         if plugin is None:
             plugins.pop("fsdp_plugin", None)
@@ -525,16 +562,16 @@ class AcceleratorState(PartialState):
             plugins["fsdp_plugin"] = plugin
 
     @property
-    def deepspeed_plugin(self) -> Any:
+    def deepspeed_plugin(self) -> object:
         """The DeepSpeed plugin object, if DeepSpeed is used."""
         return self.plugins.get("deepspeed_plugin")
 
     @staticmethod
-    def _is_set_up(shared: dict[str, Any]) -> bool:
+    def _is_set_up(shared: Mapping[str, object]) -> bool:
         return "mixed_precision" in shared
 
     @property
-    def megatron_lm_plugin(self) -> Any:
+    def megatron_lm_plugin(self) -> object:
         """The Megatron-LM plugin object, if Megatron-LM is used."""
         return self.plugins.get("megatron_lm_plugin")
 
@@ -612,17 +649,31 @@ def _resolve_distributed_type(state: AcceleratorState, fsdp_on_cpu: bool = True)
     return resolved
 
 
+class TrackedLoader(Protocol):
+    """What GradientState reads of the data loader being iterated (a prepared loader)."""
+
+    @property
+    def end_of_dataloader(self) -> bool:
+        """True while the loader yields its last batch."""
+        ...
+
+    @property
+    def remainder(self) -> int:
+        """Real samples of the last global batch when it was padded, else -1."""
+        ...
+
+
 class GradientState:
     """Gradient-synchronisation bookkeeping shared by the Accelerator, data loaders, optimizers, schedulers."""
 
     _shared_state: dict[str, Any] = {}
 
-    def __init__(self, gradient_accumulation_plugin: Any = None):
+    def __init__(self, gradient_accumulation_plugin: GradientAccumulationPlugin | None = None):
         self.__dict__ = self._shared_state
         if not self.initialized:
             self.sync_gradients = True
-            self.active_dataloader = None
-            self.dataloader_references: list[Any] = [None]
+            self.active_dataloader: TrackedLoader | None = None
+            self.dataloader_references: list[TrackedLoader | None] = [None]
             self.plugin_kwargs: dict[str, Any] = {}
             self.step = 0
             self.is_xla_gradients_synced = False
@@ -673,11 +724,11 @@ class GradientState:
     def _set_sync_gradients(self, sync_gradients: bool) -> None:
         self.sync_gradients = sync_gradients
 
-    def _add_dataloader(self, dataloader: Any) -> None:
+    def _add_dataloader(self, dataloader: TrackedLoader) -> None:
         self.active_dataloader = dataloader
         self.dataloader_references.append(dataloader)
 
-    def _remove_dataloader(self, dataloader: Any) -> None:
+    def _remove_dataloader(self, dataloader: TrackedLoader) -> None:
         self.dataloader_references.remove(dataloader)
         self.active_dataloader = self.dataloader_references[-1]
 
@@ -691,9 +742,9 @@ class _ThreadLocalState(threading.local):
     """A class attribute holding a different dict in every thread."""
 
     def __init__(self) -> None:
-        self.data: dict[str, Any] = {}
+        self.data: dict[str, object] = {}
 
-    def __get__(self, obj: Any, owner: Any = None) -> dict[str, Any]:
+    def __get__(self, obj: object, owner: type | None = None) -> dict[str, object]:
         return self.data
 
 

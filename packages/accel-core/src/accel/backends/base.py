@@ -10,15 +10,21 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Generator, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
 
 from accel.backends.gradients import GradientsSetAside, SetAsideGradients
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from accel.backends.context import BackendContext
-    from accel.precision.base import Precision
+    from accel.optimizer import AcceleratedOptimizer
+    from accel.precision.base import BackwardKwargs, Precision
+    from accel.scheduler import AcceleratedScheduler
+
+_Data = TypeVar("_Data")
 
 
 class Backend:
@@ -86,7 +92,7 @@ class Backend:
         return requested
 
     def join_uneven_inputs(
-        self, joinables: list[Any], even_batches: bool | None = None
+        self, joinables: list[torch.nn.Module], even_batches: bool | None = None
     ) -> contextlib.AbstractContextManager:
         """Context in which processes with fewer batches may finish early; default: does nothing.
 
@@ -96,16 +102,16 @@ class Backend:
         """
         return contextlib.nullcontext()
 
-    def tracker_values(self) -> dict[str, Any]:
+    def tracker_values(self) -> dict[str, object]:
         """Values added to every ``accelerator.log`` call (e.g. a fault-tolerant backend's quorum
         size); default: none. Called on each ``log``: keep it cheap."""
         return {}
 
     # -- prepare ----------------------------------------------------------
-    def prepare(self, objects: list[Any], device_placement: list[bool]) -> list[Any]:
+    def prepare(self, objects: list[object], device_placement: list[bool]) -> list[object]:
         """Prepare every object; models first (optimizers may need their wrapped parameters)."""
         ctx = self.context
-        result: list[Any] = list(objects)
+        result: list[object] = list(objects)
         for index, obj in enumerate(objects):
             if isinstance(obj, torch.nn.Module):
                 result[index] = self.prepare_model(obj, device_placement[index])
@@ -150,7 +156,7 @@ class Backend:
 
     def prepare_optimizer(
         self, optimizer: torch.optim.Optimizer, device_placement: bool = True
-    ) -> Any:
+    ) -> AcceleratedOptimizer:
         """Wrap the optimizer in :class:`~accel.optimizer.AcceleratedOptimizer`."""
         from accel.optimizer import AcceleratedOptimizer
 
@@ -168,7 +174,9 @@ class Backend:
         """
         return self.context.num_processes, self.context.process_index
 
-    def prepare_data_loader(self, dataloader: Any, device_placement: bool = True) -> Any:
+    def prepare_data_loader(
+        self, dataloader: torch.utils.data.DataLoader, device_placement: bool = True
+    ) -> torch.utils.data.DataLoader:
         """Shard the data loader for this process and place its batches."""
         from accel.data.loader import prepare_data_loader
 
@@ -192,7 +200,9 @@ class Backend:
             empty_batches=config.empty_batches,
         )
 
-    def deepspeed_ulysses_dl_adapter(self, dataloader: Any, model: Any = None) -> Any:
+    def deepspeed_ulysses_dl_adapter(
+        self, dataloader: _Data, model: torch.nn.Module | None = None
+    ) -> _Data:
         """``dataloader`` cut to this rank's sequence slice under sequence parallelism.
 
         What ``Accelerator.deepspeed_ulysses_dl_adapter`` (Accelerate's name) asks; default:
@@ -200,7 +210,9 @@ class Backend:
         """
         return dataloader
 
-    def prepare_scheduler(self, scheduler: Any, optimizers: list[Any]) -> Any:
+    def prepare_scheduler(
+        self, scheduler: object, optimizers: list[torch.optim.Optimizer]
+    ) -> AcceleratedScheduler:
         """Wrap the scheduler so it steps with its optimizers."""
         from accel.scheduler import AcceleratedScheduler
 
@@ -255,7 +267,7 @@ class Backend:
         failed (a forward or backward left part-way). Called before its gradients are discarded.
         Default: nothing."""
 
-    def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
+    def backward(self, loss: torch.Tensor, **kwargs: Unpack[BackwardKwargs]) -> None:
         """Back-propagate ``loss`` (already divided for accumulation) through the precision."""
         self.context.precision.backward(loss, **kwargs)
 
@@ -295,7 +307,7 @@ class Backend:
         torch.nn.utils.clip_grad_value_(parameters, clip_value)
 
     # -- collectives --------------------------------------------------------
-    def gather(self, tensor: Any) -> Any:
+    def gather(self, tensor: _Data) -> _Data:
         """Concatenate ``tensor`` (nested) from every process; default: through torch.distributed.
 
         ``gather``, :meth:`gather_object`, :meth:`gather_uneven` and :meth:`reduce` are the
@@ -306,7 +318,7 @@ class Backend:
 
         return gather(tensor)
 
-    def gather_object(self, obj: Any) -> list[Any]:
+    def gather_object(self, obj: object) -> list[object]:
         """Gather a picklable ``obj`` from every process, in process order (lists are concatenated).
 
         ``gather_for_metrics`` calls it for non-tensor data and ``use_gather_object=True``;
@@ -317,7 +329,7 @@ class Backend:
 
         return gather_object(obj)
 
-    def gather_uneven(self, tensor: Any) -> Any:
+    def gather_uneven(self, tensor: _Data) -> _Data:
         """Concatenate ``tensor`` (nested) whose first dimension differs across processes.
 
         ``gather_for_metrics`` calls it with ``even_batches=False``; default:
@@ -327,7 +339,7 @@ class Backend:
 
         return gather_uneven(tensor)
 
-    def reduce(self, tensor: Any, reduction: str = "sum", scale: float = 1.0) -> Any:
+    def reduce(self, tensor: _Data, reduction: str = "sum", scale: float = 1.0) -> _Data:
         """All-reduce ``tensor`` (nested; ``sum`` or ``mean``); default: through torch.distributed."""
         from accel.distributed.operations import reduce
 
@@ -351,15 +363,17 @@ class Backend:
             model, keep_fp32_wrapper=keep_fp32_wrapper, keep_torch_compile=keep_torch_compile
         )
 
-    def get_state_dict(self, model: torch.nn.Module, unwrap: bool = True) -> dict[str, Any]:
+    def get_state_dict(
+        self, model: torch.nn.Module, unwrap: bool = True
+    ) -> dict[str, torch.Tensor]:
         """A full state dict of ``model`` (gathered if it is sharded)."""
         if unwrap:
             model = self.unwrap_model(model)
         return model.state_dict()
 
     def load_model_state_dict(
-        self, model: torch.nn.Module, state_dict: dict[str, Any], strict: bool = True
-    ) -> Any:
+        self, model: torch.nn.Module, state_dict: dict[str, torch.Tensor], strict: bool = True
+    ) -> object:
         """Load a full state dict into a (possibly wrapped) model."""
         return self.unwrap_model(model).load_state_dict(state_dict, strict=strict)
 
@@ -390,7 +404,11 @@ class Backend:
         )
 
     def save_optimizer_state(
-        self, optimizer: Any, folder: Path, index: int, model: torch.nn.Module | None = None
+        self,
+        optimizer: torch.optim.Optimizer,
+        folder: Path,
+        index: int,
+        model: torch.nn.Module | None = None,
     ) -> None:
         """Write optimizer ``index`` into checkpoint ``folder``; default: its state dict from the main process."""
         from accel.checkpoint.layout import optimizer_file, write_object
@@ -400,7 +418,7 @@ class Backend:
 
     def load_optimizer_state(
         self,
-        optimizer: Any,
+        optimizer: torch.optim.Optimizer,
         folder: Path,
         index: int,
         model: torch.nn.Module | None = None,
@@ -412,7 +430,7 @@ class Backend:
         optimizer.load_state_dict(read_object(optimizer_file(folder, index), weights_only))
 
 
-def _looks_like_scheduler(obj: Any) -> bool:
+def _looks_like_scheduler(obj: object) -> bool:
     return (
         hasattr(obj, "step")
         and hasattr(obj, "optimizer")

@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
+    from torch.distributed.device_mesh import DeviceMesh
 
-    from accel.kwargs import DataLoaderConfiguration
+    from accel.kwargs import DataLoaderConfiguration, TorchDynamoPlugin
     from accel.precision.base import Precision
     from accel.prepared import PreparedObjects
     from accel.state import AcceleratorState, GradientState
@@ -148,7 +149,7 @@ class BackendContext:
         return self._state.parallelism_config
 
     @property
-    def torch_device_mesh(self) -> Any:
+    def torch_device_mesh(self) -> DeviceMesh | None:
         """The named ``DeviceMesh`` of :attr:`parallelism_config` (``dp_shard``, ``tp``, ``dp``, ...), or None."""
         return self._state.device_mesh
 
@@ -162,14 +163,14 @@ class BackendContext:
 
     # -- plugin objects (live) -----------------------------------------------------
     @property
-    def plugins(self) -> dict[str, Any]:
+    def plugins(self) -> dict[str, object]:
         """The plugin objects of the run by key (``fsdp_plugin``, ``deepspeed_plugin``,
         ``megatron_lm_plugin``): passed to the Accelerator or recorded by
         :func:`~accel.distributed.process.plugin_object`."""
         return self._state.plugins
 
     @property
-    def dynamo_plugin(self) -> Any:
+    def dynamo_plugin(self) -> TorchDynamoPlugin | None:
         """The ``TorchDynamoPlugin`` models are compiled with (None: not compiled)."""
         return self._state.dynamo_plugin
 

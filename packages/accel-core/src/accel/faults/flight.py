@@ -26,13 +26,14 @@ import os
 import signal
 import sys
 import time
-from typing import Any
+from datetime import timedelta
+from typing import TextIO
 
 from accel.config.keys import PROCESS_SECTION
 
 _fd: int | None = None
 _seq = 0
-_stack_file: Any = None
+_stack_file: TextIO | None = None
 _SKIP = ("accel.", "accel_", "torch.", "contextlib", "functools")
 
 NCCL_DUMP_PREFIX = "nccl_trace_rank_"
@@ -49,7 +50,9 @@ def _base_name(directory: str, rank: int) -> str:
     return os.path.join(directory, f"rank{rank}-restart{restart}")
 
 
-def start(rank: int, world_size: int, timeout: Any, backend: str | None) -> None:
+def start(
+    rank: int, world_size: int, timeout: timedelta | float | None, backend: str | None
+) -> None:
     """Open this rank's record (before the process group starts); nothing when ``ACCEL_FLIGHT_DIR`` is unset.
 
     ``timeout`` is the process group's (a ``timedelta`` or seconds). For NCCL it also turns on
@@ -70,7 +73,7 @@ def start(rank: int, world_size: int, timeout: Any, backend: str | None) -> None
         fd = os.open(base + ".flight", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     except OSError:
         return
-    seconds = timeout.total_seconds() if hasattr(timeout, "total_seconds") else timeout
+    seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else timeout
     header = {
         "rank": rank,
         "world_size": world_size,

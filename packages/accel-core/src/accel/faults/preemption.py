@@ -27,12 +27,19 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from accel.config.keys import PROCESS_SECTION
 from accel.kwargs import KwargsHandler
 
 from . import flight
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+    import torch
+
+    from accel.kwargs import ProjectConfiguration
 
 PREEMPTED_EXIT_CODE = 75
 """Exit code of every rank (and of ``accel launch``) after a preemption checkpoint was written."""
@@ -64,12 +71,12 @@ class PreemptionHandler:
 
     def __init__(
         self,
-        save_state: Callable[[str | None], Any],
+        save_state: Callable[[str | None], object],
         options: PreemptionKwargs,
         *,
         process_index: int = 0,
-        device: Any = None,
-        project_configuration: Any = None,
+        device: torch.device | None = None,
+        project_configuration: ProjectConfiguration | None = None,
     ):
         self.save_state = save_state
         """Writes the checkpoint (``Accelerator.save_state``): a folder or None, returns its path."""
@@ -92,11 +99,11 @@ class PreemptionHandler:
         self.checks = 0
         """How many agreements ran (one per optimizer step)."""
         self._timer: threading.Timer | None = None
-        self._flag: Any = None
+        self._flag: torch.Tensor | None = None
         self._previous = signal.signal(signal.SIGTERM, self._on_signal)
 
     # -- signals ------------------------------------------------------------
-    def _on_signal(self, signum: int, _frame: Any) -> None:
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         if self.requested is not None:
             self._exit_now(signum, "a second SIGTERM")
         self.requested = time.monotonic()
@@ -188,14 +195,17 @@ _active: PreemptionHandler | None = None
 
 
 def install(
-    save_state: Callable[[str | None], Any],
+    save_state: Callable[[str | None], object],
     options: PreemptionKwargs | None = None,
-    **facts: Any,
+    *,
+    process_index: int = 0,
+    device: torch.device | None = None,
+    project_configuration: ProjectConfiguration | None = None,
 ) -> PreemptionHandler | None:
     """Turn preemption handling on if asked (``options`` or ``ACCEL_PREEMPTION``).
 
-    ``save_state`` writes the checkpoint; ``facts`` are :class:`PreemptionHandler`'s
-    ``process_index``, ``device`` and ``project_configuration``. Returns the handler, or None
+    ``save_state`` writes the checkpoint; ``process_index``, ``device`` and
+    ``project_configuration`` are :class:`PreemptionHandler`'s. Returns the handler, or None
     when off. Must run in the main thread (signal handlers).
     """
     global _active
@@ -207,7 +217,13 @@ def install(
         return None
     if _active is not None:
         _active.close()
-    _active = PreemptionHandler(save_state, options, **facts)
+    _active = PreemptionHandler(
+        save_state,
+        options,
+        process_index=process_index,
+        device=device,
+        project_configuration=project_configuration,
+    )
     return _active
 
 

@@ -10,17 +10,21 @@ the ``torchrun`` launcher); the plan's environment is what the workers get. Torc
 
 from __future__ import annotations
 
+import argparse
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accel import catalog
+
+if TYPE_CHECKING:
+    from .base import LaunchPlan
 
 SELECTORS: dict[str, str] = catalog.STRATEGY_FLAGS
 """Launch arguments that choose the distributed type (``--use_fsdp`` means ``FSDP``)."""
 
 
-def settings_from_arguments(args: Any) -> dict[str, Any]:
+def settings_from_arguments(args: argparse.Namespace | Mapping[str, object]) -> dict[str, object]:
     """The settings given in launch arguments ``args`` (a Namespace or a mapping), by name.
 
     Core settings keep their name, ``dynamo_*`` go to ``dynamo_config.*``, keys of a plugin's
@@ -33,7 +37,7 @@ def settings_from_arguments(args: Any) -> dict[str, Any]:
 
     given = dict(args) if isinstance(args, Mapping) else dict(vars(args))
     sections = registered_sections()
-    settings: dict[str, Any] = {}
+    settings: dict[str, object] = {}
     for name, value in given.items():
         if value is None:
             continue
@@ -64,7 +68,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _set_torchrun_arguments(args: Any, plan: Any) -> None:
+def _set_torchrun_arguments(args: Any, plan: LaunchPlan) -> None:  # Any: a duck Namespace
     """The attributes of ``args`` Accelerate's torchrun call reads: processes and endpoint.
 
     One machine: ``nproc_per_node`` and ``master_port``; several: also ``nnodes`` and
@@ -86,7 +90,7 @@ def _set_torchrun_arguments(args: Any, plan: Any) -> None:
         args.master_port = str(port)
 
 
-def prepare_multi_gpu_env(args: Any) -> dict[str, str]:
+def prepare_multi_gpu_env(args: argparse.Namespace | Mapping[str, object]) -> dict[str, str]:
     """The environment of a multi-GPU torchrun launch for launch arguments ``args``.
 
     As Accelerate's: a copy of ``os.environ`` plus every variable the workers need

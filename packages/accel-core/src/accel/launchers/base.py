@@ -9,7 +9,7 @@ Nothing goes through a shell, and nothing here imports torch.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,7 +75,7 @@ class LaunchPlan:
             **values,
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """A JSON-friendly dict of the plan."""
         return {
             "launcher": self.launcher,
@@ -135,8 +135,12 @@ class Launcher(ABC):
         return False
 
     def notebook_launch(
-        self, function: Any, args: tuple, num_processes: int | None, mixed_precision: str
-    ) -> Any:
+        self,
+        function: Callable[..., object],
+        args: tuple[object, ...],
+        num_processes: int | None,
+        mixed_precision: str,
+    ) -> object:
         """Run ``function(*args)`` on ``num_processes`` workers from a notebook (if it claims it)."""
         raise NotImplementedError
 

@@ -21,7 +21,7 @@ WORKER_MODULE = "accel.launchers.worker"
 """Module each worker runs first: it runs the script and reports a failure's rank and traceback."""
 
 
-def python_command(config: Mapping[str, Any], script: list[str]) -> list[str]:
+def python_command(config: Mapping[str, object], script: list[str]) -> list[str]:
     """``python script.py args`` (or ``python -m module``, or the program itself with ``no_python``)."""
     target, *args = script
     if config.get("no_python"):
@@ -31,7 +31,7 @@ def python_command(config: Mapping[str, Any], script: list[str]) -> list[str]:
     return [sys.executable, target, *args]
 
 
-def worker_command(config: Mapping[str, Any], script: list[str]) -> list[str]:
+def worker_command(config: Mapping[str, object], script: list[str]) -> list[str]:
     """``python -m accel.launchers.worker --script script.py args`` (the program itself with ``no_python``).
 
     For launchers whose scheduler starts each worker process itself (SLURM tasks, ...).
@@ -43,7 +43,7 @@ def worker_command(config: Mapping[str, Any], script: list[str]) -> list[str]:
     return [sys.executable, "-m", WORKER_MODULE, mode, target, *args]
 
 
-def threads_environment(config: Mapping[str, Any]) -> dict[str, str]:
+def threads_environment(config: Mapping[str, object]) -> dict[str, str]:
     """``OMP_NUM_THREADS=1`` unless ``num_cpu_threads_per_process`` sets it (as torchrun does)."""
     return {} if config.get("num_cpu_threads_per_process") else {"OMP_NUM_THREADS": "1"}
 
@@ -95,7 +95,7 @@ class TorchrunLauncher(Launcher):
     name = "torchrun"
     priority = 0
 
-    def claims(self, config: dict[str, Any]) -> bool:
+    def claims(self, config: dict[str, object]) -> bool:
         """Any local-machine job."""
         return config.get("compute_environment", "LOCAL_MACHINE") == "LOCAL_MACHINE"
 

@@ -12,13 +12,16 @@ import functools
 import os
 import socket
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from accel import environment
 
+if TYPE_CHECKING:
+    from .base import Launcher
+
 
 @contextlib.contextmanager
-def patch_environment(**kwargs: Any) -> Generator[None, None, None]:
+def patch_environment(**kwargs: object) -> Generator[None, None, None]:
     """Set environment variables (names upper-cased) for the block, then restore the previous values."""
     saved: dict[str, str | None] = {}
     for key, value in kwargs.items():
@@ -45,7 +48,7 @@ def _fresh_state(function: Callable) -> Callable:
     """``function`` run in a worker after forgetting any state inherited from the parent by fork."""
 
     @functools.wraps(function)
-    def worker(*args: Any) -> Any:
+    def worker(*args: object) -> object:
         from accel.state import GradientState, PartialState
 
         PartialState._reset_state()
@@ -66,12 +69,12 @@ def notebook_launcher(
     num_nodes: int = 1,
     rdzv_backend: str = "static",
     rdzv_endpoint: str = "",
-    rdzv_conf: dict[str, Any] | None = None,
+    rdzv_conf: dict[str, object] | None = None,
     rdzv_id: str = "none",
     max_restarts: int = 0,
     monitor_interval: float = 0.1,
     log_line_prefix_template: str | None = None,
-) -> Any:
+) -> object:
     """Run ``function(*args)`` on ``num_processes`` processes per node (forked; CPU uses gloo).
 
     With one process (and one node) the function simply runs here. Returns the
@@ -128,7 +131,7 @@ def notebook_launcher(
         return elastic_launch(config=config, entrypoint=_fresh_state(function))(*args)
 
 
-def _notebook_plugin_launcher() -> Any:
+def _notebook_plugin_launcher() -> Launcher | None:
     """The launcher plugin claiming notebook launches in this environment (accel-tpu on XLA), if any."""
     from accel.plugins import registry
 
@@ -139,7 +142,7 @@ def _notebook_plugin_launcher() -> Any:
     return None
 
 
-def debug_launcher(function: Callable, args: tuple = (), num_processes: int = 2) -> Any:
+def debug_launcher(function: Callable, args: tuple = (), num_processes: int = 2) -> object:
     """Run ``function(*args)`` on ``num_processes`` CPU processes, for debugging and tests."""
     with patch_environment(**{environment.USE_CPU: "1"}):
         return notebook_launcher(function, args=args, num_processes=num_processes, use_port=0)

@@ -17,7 +17,7 @@ from ..errors import UsageError
 from .base import Launcher, LaunchPlan
 
 
-def _flag(value: Any) -> str:
+def _flag(value: object) -> str:
     return "true" if value else "false"
 
 
@@ -59,7 +59,7 @@ def settings_environment(config: Mapping[str, Any]) -> dict[str, str]:
     return env
 
 
-def plugin_environment(config: Mapping[str, Any]) -> dict[str, str]:
+def plugin_environment(config: Mapping[str, object]) -> dict[str, str]:
     """The variables plugins return from ``accel_launch_environment`` for ``config``, merged.
 
     Applied in registration order, so on a name several plugins set, the last registered wins.
@@ -72,7 +72,7 @@ def plugin_environment(config: Mapping[str, Any]) -> dict[str, str]:
     return env
 
 
-def worker_environment(config: Mapping[str, Any]) -> dict[str, str]:
+def worker_environment(config: Mapping[str, object]) -> dict[str, str]:
     """What every worker gets, whatever the launcher: the settings, then the plugins' variables.
 
     Each ``ACCEL_*`` variable is also exported under Accelerate's spelling (``ACCELERATE_*``,
@@ -86,7 +86,7 @@ def worker_environment(config: Mapping[str, Any]) -> dict[str, str]:
     return E.accelerate_names(env, KEYS["distributed_type"].from_env(env))
 
 
-def choose_launcher(config: Mapping[str, Any], name: str | None = None) -> Launcher:
+def choose_launcher(config: Mapping[str, object], name: str | None = None) -> Launcher:
     """The launcher for ``config``: ``name`` if given, else the highest-priority one claiming it.
 
     Raises :class:`~accel.errors.UsageError` naming the installed launchers when ``name``
@@ -118,7 +118,7 @@ def choose_launcher(config: Mapping[str, Any], name: str | None = None) -> Launc
 
 
 def plan_launch(
-    config: Mapping[str, Any],
+    config: Mapping[str, object],
     script: list[str],
     launcher: str | Launcher | None = None,
     *,

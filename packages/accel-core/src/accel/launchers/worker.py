@@ -20,7 +20,8 @@ import signal
 import sys
 import time
 import traceback
-from typing import Any
+from collections.abc import Mapping
+from typing import TypedDict
 
 from ..config.keys import PROCESS_SECTION
 from ..faults import flight
@@ -57,16 +58,30 @@ def script_traceback(exc: BaseException, *runner_files: str) -> str:
     return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
+class FailureRecord(TypedDict):
+    """A failed worker's record (:func:`failure_record`), as written to ``$ACCEL_LAUNCH_ERROR_DIR``."""
+
+    rank: int | str
+    local_rank: int | str
+    group_rank: int | str
+    restart: int
+    time: float
+    exit_code: int
+    error: str
+    traceback: str
+    refused: str | None
+
+
 def failure_record(
     exc: BaseException | None,
     code: int,
     *,
-    rank: Any,
-    local_rank: Any,
-    group_rank: Any,
+    rank: int | str,
+    local_rank: int | str,
+    group_rank: int | str,
     restart: int = 0,
     runner_files: tuple[str, ...] = (),
-) -> dict[str, Any]:
+) -> FailureRecord:
     """The record of a failed worker that ``accel launch`` reports ("rank N failed first").
 
     ``exc`` is what the script raised (None when it exited with ``code``). The keys are
@@ -118,7 +133,7 @@ def _report(exc: BaseException | None, code: int) -> None:
         _write_json_atomically(torchelastic_file, {"message": message})
 
 
-def _write_json_atomically(path: str, data: dict[str, Any]) -> None:
+def _write_json_atomically(path: str, data: Mapping[str, object]) -> None:
     """Write ``data`` to ``path`` so a reader sees no file or the whole file (best effort)."""
     partial = f"{path}.{os.getpid()}.partial"
     try:
@@ -185,7 +200,7 @@ def main(argv: list[str] | None = None) -> None:
     flight.finish(0)
 
 
-__all__ = ["failure_record", "main", "script_traceback"]
+__all__ = ["FailureRecord", "failure_record", "main", "script_traceback"]
 
 if __name__ == "__main__":
     main()

@@ -4,9 +4,53 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, cast
 
 import torch
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from accel.kwargs import AutocastKwargs, KwargsHandler
+
+
+class PrecisionContext(Protocol):
+    """What a precision may read of the run it is bound to (a :class:`~accel.backends.BackendContext`)."""
+
+    @property
+    def device(self) -> torch.device:
+        """This process's device."""
+        ...
+
+    @property
+    def distributed_type(self) -> str:
+        """The training strategy (``NO``, ``MULTI_GPU``, ``FSDP``, ...)."""
+        ...
+
+    @property
+    def num_processes(self) -> int:
+        """Number of processes."""
+        ...
+
+    @property
+    def process_index(self) -> int:
+        """This process's global rank."""
+        ...
+
+    @property
+    def plugins(self) -> Mapping[str, object]:
+        """The strategy plugin objects by keyword (``fsdp_plugin``, ...)."""
+        ...
+
+
+class BackwardKwargs(TypedDict, total=False):
+    """The keywords ``Tensor.backward`` takes besides the loss (``accelerator.backward(loss, **kwargs)``)."""
+
+    gradient: torch.Tensor | None
+    retain_graph: bool | None
+    create_graph: bool
+    inputs: torch.Tensor | list[torch.Tensor] | None
 
 
 class Precision:
@@ -25,10 +69,10 @@ class Precision:
     policy, DeepSpeed's ``fp16``/``bf16`` sections, Megatron-LM's ``params_dtype``."""
     fp8: bool = False
     """True when some layers compute in FP8 (the others in :attr:`dtype`)."""
-    _context_ref: Any = None
+    _context_ref: weakref.ref[PrecisionContext] | None = None
 
     @property
-    def context(self) -> Any:
+    def context(self) -> PrecisionContext | None:
         """The run's :class:`~accel.backends.BackendContext` once :meth:`bind` gave it (None for a
         precision made by hand): read process facts there, never from the process-wide state.
 
@@ -38,33 +82,37 @@ class Precision:
         return self._context_ref() if self._context_ref is not None else None
 
     @context.setter
-    def context(self, context: Any) -> None:
+    def context(self, context: PrecisionContext | None) -> None:
         self._context_ref = weakref.ref(context) if context is not None else None
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         state = dict(self.__dict__)  # a pickled Accelerator carries its context along
         state["_context_ref"] = None
         state["_context"] = self.context
         return state
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
+    def __setstate__(self, state: dict[str, object]) -> None:
         context = state.pop("_context", None)
         self.__dict__.update(state)
-        self.context = context
+        self.context = cast("PrecisionContext | None", context)  # what __getstate__ stored
 
-    def __init__(self, name: str, device: torch.device, handlers: dict[str, Any] | None = None):
+    def __init__(
+        self, name: str, device: torch.device, handlers: dict[str, KwargsHandler] | None = None
+    ):
         self.name = name
         self.device = device
-        self.handlers = handlers or {}
-        self.scaler: Any = None
+        self.handlers: dict[str, KwargsHandler] = handlers or {}
+        self.scaler: torch.amp.GradScaler | None = None
 
-    def bind(self, context: Any) -> None:
+    def bind(self, context: PrecisionContext) -> None:
         """Called with the run's context when it becomes the run's precision (before the backend
         is built). Default: keep it as :attr:`context`; a subclass may also check that it can
         run there (raise to refuse)."""
         self.context = context
 
-    def autocast(self, autocast_handler: Any = None) -> contextlib.AbstractContextManager:
+    def autocast(
+        self, autocast_handler: AutocastKwargs | None = None
+    ) -> contextlib.AbstractContextManager:
         """Context manager under which operations run in this precision."""
         return contextlib.nullcontext()
 
@@ -80,14 +128,16 @@ class Precision:
         """Make the model's forward run under :meth:`autocast` (default: unchanged)."""
         return model
 
-    def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
+    def backward(self, loss: torch.Tensor, **kwargs: Unpack[BackwardKwargs]) -> None:
         """Back-propagate, scaling the loss if this precision uses a scaler."""
         loss.backward(**kwargs)
 
     def unscale_(self, optimizer: torch.optim.Optimizer) -> None:
         """Divide the gradients of ``optimizer`` by the loss scale (before clipping)."""
 
-    def optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Any = None) -> bool:
+    def optimizer_step(
+        self, optimizer: torch.optim.Optimizer, closure: Callable[[], float] | None = None
+    ) -> bool:
         """Step ``optimizer``; return False if the step was skipped (overflow)."""
         if closure is not None:
             optimizer.step(closure)
@@ -95,11 +145,11 @@ class Precision:
             optimizer.step()
         return True
 
-    def state_dict(self) -> dict[str, Any] | None:
+    def state_dict(self) -> dict[str, object] | None:
         """State to checkpoint (the loss scaler's), or None."""
         return None
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, object]) -> None:
         """Restore what :meth:`state_dict` returned."""
 
 

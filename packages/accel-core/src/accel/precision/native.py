@@ -6,12 +6,17 @@ import contextlib
 import functools
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from accel.distributed.operations import convert_to_fp32
-from accel.precision.base import Precision
+from accel.precision.base import BackwardKwargs, Precision
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from accel.kwargs import AutocastKwargs, KwargsHandler
 
 
 class FullPrecision(Precision):
@@ -26,7 +31,9 @@ class _AutocastPrecision(Precision):
 
     _default_autocast: Callable[[], contextlib.AbstractContextManager] | None = None
 
-    def autocast(self, autocast_handler: Any = None) -> contextlib.AbstractContextManager:
+    def autocast(
+        self, autocast_handler: AutocastKwargs | None = None
+    ) -> contextlib.AbstractContextManager:
         if autocast_handler is not None:
             return torch.autocast(
                 device_type=self.device.type, dtype=self.dtype, **autocast_handler.to_kwargs()
@@ -75,7 +82,7 @@ class _AutocastPrecision(Precision):
             # Bind the wrapper as a method of ``model`` (as Accelerate does): copy.deepcopy of the
             # prepared model then rebinds it to the copy instead of running the original's forward.
             @functools.wraps(function)
-            def method(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+            def method(module: torch.nn.Module, *args: object, **kwargs: object) -> object:
                 with direct() if direct is not None else precision.forward_context(module):
                     outputs = function(module, *args, **kwargs)
                 if type(outputs) is _TENSOR:  # _outputs_to_fp32's short path, without a call
@@ -91,7 +98,7 @@ class _AutocastPrecision(Precision):
             return model
 
         @functools.wraps(original)
-        def forward(*args: Any, **kwargs: Any) -> Any:
+        def forward(*args: object, **kwargs: object) -> object:
             with direct() if direct is not None else precision.forward_context(model):
                 outputs = original(*args, **kwargs)
             return _outputs_to_fp32(outputs)
@@ -105,7 +112,7 @@ _HALF = (torch.float16, torch.bfloat16)
 _TENSOR = torch.Tensor
 
 
-def _outputs_to_fp32(outputs: Any) -> Any:
+def _outputs_to_fp32(outputs: object) -> object:
     """:func:`~accel.utils.convert_to_fp32`, with a short path for a single tensor."""
     if type(outputs) is _TENSOR:
         return outputs.float() if outputs.dtype in _HALF else outputs
@@ -125,30 +132,41 @@ class FP16Precision(_AutocastPrecision):
     names = ("fp16",)
     dtype = torch.float16
 
-    def __init__(self, name: str, device: torch.device, handlers: dict[str, Any] | None = None):
+    def __init__(
+        self, name: str, device: torch.device, handlers: dict[str, KwargsHandler] | None = None
+    ):
         super().__init__(name, device, handlers)
         handler = self.handlers.get("GradScalerKwargs")
         kwargs = handler.to_kwargs() if handler is not None else {}
         self.scaler = torch.amp.GradScaler(device.type, **kwargs)
         self._unscaled: set[int] = set()
 
-    def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
-        self.scaler.scale(loss).backward(**kwargs)
+    def _scaler(self) -> torch.amp.GradScaler:
+        """The loss scaler: made in ``__init__``; a backend may replace it (FSDP's sharded one)."""
+        scaler = self.scaler
+        assert scaler is not None, "FP16Precision.scaler was set to None"
+        return scaler
+
+    def backward(self, loss: torch.Tensor, **kwargs: Unpack[BackwardKwargs]) -> None:
+        self._scaler().scale(loss).backward(**kwargs)
 
     def unscale_(self, optimizer: torch.optim.Optimizer) -> None:
         if id(optimizer) not in self._unscaled:
-            self.scaler.unscale_(optimizer)
+            self._scaler().unscale_(optimizer)
             self._unscaled.add(id(optimizer))
 
-    def optimizer_step(self, optimizer: torch.optim.Optimizer, closure: Any = None) -> bool:
-        scale_before = self.scaler.get_scale()
-        self.scaler.step(optimizer, closure) if closure is not None else self.scaler.step(optimizer)
-        self.scaler.update()
+    def optimizer_step(
+        self, optimizer: torch.optim.Optimizer, closure: Callable[[], float] | None = None
+    ) -> bool:
+        scaler = self._scaler()
+        scale_before = scaler.get_scale()
+        scaler.step(optimizer, closure) if closure is not None else scaler.step(optimizer)
+        scaler.update()
         self._unscaled.discard(id(optimizer))
-        return not self.scaler.get_scale() < scale_before
+        return not scaler.get_scale() < scale_before
 
-    def state_dict(self) -> dict[str, Any] | None:
-        return self.scaler.state_dict()
+    def state_dict(self) -> dict[str, object] | None:
+        return self._scaler().state_dict()
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.scaler.load_state_dict(state)
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        self._scaler().load_state_dict(state)

@@ -16,10 +16,13 @@ as in the usual ``6 * N * T`` count of a transformer. A multiply-add is 2 FLOPs.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    import torch
 
 
-def _loss_of(output: Any) -> Any:
+def _loss_of(output: object) -> torch.Tensor:
     """The scalar to differentiate: ``output.loss`` / ``output["loss"]``, else the first tensor summed."""
     import torch
 
@@ -41,11 +44,17 @@ def _loss_of(output: Any) -> Any:
     )
 
 
-def _to_meta(value: Any) -> Any:
+def _meta_tensor(value: torch.Tensor) -> torch.Tensor:
+    import torch
+
+    return torch.empty_like(value, device="meta").requires_grad_(value.requires_grad)
+
+
+def _to_meta(value: object) -> object:
     import torch
 
     if isinstance(value, torch.Tensor):
-        return torch.empty_like(value, device="meta").requires_grad_(value.requires_grad)
+        return _meta_tensor(value)
     if isinstance(value, dict):
         return type(value)({k: _to_meta(v) for k, v in value.items()})
     if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
@@ -54,12 +63,12 @@ def _to_meta(value: Any) -> Any:
 
 
 def measure_flops(
-    model: Any,
-    *args: Any,
-    loss_fn: Callable[[Any], Any] | None = None,
+    model: torch.nn.Module,
+    *args: object,
+    loss_fn: Callable[[Any], torch.Tensor] | None = None,
     backward: bool = True,
     device: str = "auto",
-    **kwargs: Any,
+    **kwargs: object,
 ) -> int:
     """FLOPs of ``model(*args, **kwargs)`` and, with ``backward``, of its backward pass.
 
@@ -82,10 +91,10 @@ def measure_flops(
 
 
 def _count(
-    model: Any,
-    args: tuple,
-    kwargs: dict,
-    loss_fn: Callable[[Any], Any] | None,
+    model: torch.nn.Module,
+    args: tuple[object, ...],
+    kwargs: dict[str, object],
+    loss_fn: Callable[[Any], torch.Tensor] | None,
     backward: bool,
     device: str,
 ) -> int:
@@ -94,9 +103,11 @@ def _count(
 
     if device == "meta":
         state = {
-            name: _to_meta(t) for name, t in (*model.named_parameters(), *model.named_buffers())
+            name: _meta_tensor(t) for name, t in (*model.named_parameters(), *model.named_buffers())
         }
-        args, kwargs = _to_meta(args), _to_meta(kwargs)
+        # the same containers, their tensors on the meta device
+        args = cast("tuple[object, ...]", _to_meta(args))
+        kwargs = cast("dict[str, object]", _to_meta(kwargs))
     trainable = [p for p in model.parameters() if p.requires_grad]
     counter = FlopCounterMode(display=False)
     with counter:

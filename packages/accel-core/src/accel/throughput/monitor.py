@@ -32,13 +32,16 @@ import weakref
 from collections.abc import Callable, Generator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from accel.kwargs import KwargsHandler
 from accel.throughput import peaks
 from accel.throughput.flops import measure_flops as _measure_flops
+
+if TYPE_CHECKING:
+    from accel.throughput.summary import RunRecord
 
 PREFIX = "throughput/"
 """Prefix of every logged name."""
@@ -74,7 +77,9 @@ class ThroughputKwargs(KwargsHandler):
                 raise ValueError(f"ThroughputKwargs({name}={value!r}): give a number above 0")
 
 
-def batch_counts(args: tuple, kwargs: Mapping[str, Any]) -> tuple[int, Any]:
+def batch_counts(
+    args: tuple[object, ...], kwargs: Mapping[str, object]
+) -> tuple[int, torch.Tensor | int | None]:
     """``(samples, tokens)`` of a model called with ``args`` / ``kwargs``.
 
     Samples: the first dimension of ``attention_mask``, ``input_ids`` or the first tensor
@@ -112,7 +117,7 @@ class _Hook:
         self.ref = weakref.ref(monitor)
         self.method = method
 
-    def __call__(self, *args: Any) -> None:
+    def __call__(self, *args: object) -> None:
         monitor = self.ref()
         if monitor is not None:
             getattr(monitor, self.method)(*args)
@@ -124,7 +129,7 @@ class _Hook:
 class _InertHook:
     """What a copied or pickled monitor hook becomes: a hook that does nothing."""
 
-    def __call__(self, *args: Any) -> None:
+    def __call__(self, *args: object) -> None:
         return None
 
 
@@ -132,7 +137,7 @@ class _InertHook:
 class _Counts:
     samples: int = 0
     tokens: int = 0
-    tokens_on_device: Any = None  # the attention masks' sums, not read back yet
+    tokens_on_device: torch.Tensor | None = None  # the attention masks' sums, not read back yet
     tokens_unknown: bool = False
 
     def copy(self) -> _Counts:
@@ -145,7 +150,7 @@ class _Counts:
             self.tokens_on_device = None
 
 
-def _stepping_optimizer(obj: Any) -> torch.optim.Optimizer | None:
+def _stepping_optimizer(obj: object) -> torch.optim.Optimizer | None:
     """The torch optimizer that really steps under ``obj``, or None.
 
     Unwraps accel's ``AcceleratedOptimizer`` (``.optimizer``) and wrappers that subclass
@@ -176,12 +181,12 @@ class ThroughputMonitor:
         self,
         options: ThroughputKwargs | None = None,
         *,
-        device: Any = "cpu",
+        device: torch.device | str = "cpu",
         process_index: int = 0,
         num_processes: int = 1,
         mixed_precision: str | None = None,
         reduce: Callable[[torch.Tensor], torch.Tensor] | None = None,
-        log: Callable[..., Any] | None = None,
+        log: Callable[..., object] | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ):
         self.options = options or ThroughputKwargs()
@@ -208,19 +213,19 @@ class ThroughputMonitor:
         self._peak: tuple[float | None, str] | None = None
         self.reset()
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         """A pickled monitor (with its Accelerator) keeps its counts, not its links to the run."""
         state = dict(self.__dict__)
         state.update(_reduce=None, _log=None, _model=None, _optimizer=None, clock=None)
         return state
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
+    def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
         self._reduce = self._log = _weakly(None)
         self.clock = time.perf_counter
 
     # -- what is watched -------------------------------------------------------
-    def watch(self, obj: Any) -> None:
+    def watch(self, obj: object) -> None:
         """Count the forwards of a prepared model and the steps of the first prepared optimizer."""
         if not self.options.enabled:
             return
@@ -232,7 +237,9 @@ class ThroughputMonitor:
             self._optimizer = weakref.ref(inner)
             inner.register_step_post_hook(_Hook(self, "optimizer_step"))
 
-    def _on_forward(self, module: Any, args: tuple, kwargs: dict) -> None:
+    def _on_forward(
+        self, module: torch.nn.Module, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> None:
         if self._paused or self._manual or not module.training or not torch.is_grad_enabled():
             return
         model = None if self._model is None else self._model()
@@ -252,7 +259,7 @@ class ThroughputMonitor:
         self._manual = True
         self._add(samples, tokens)
 
-    def _add(self, samples: int, tokens: Any) -> None:
+    def _add(self, samples: int, tokens: torch.Tensor | int | None) -> None:
         if self._start is None and self.options.warmup_steps == 0:
             self._start = self._window_start = self._now()
         counts = self._counts
@@ -279,7 +286,7 @@ class ThroughputMonitor:
         self._counts = mark.copy()
 
     # -- steps and reports -----------------------------------------------------
-    def optimizer_step(self, *_: Any) -> None:
+    def optimizer_step(self, *_: object) -> None:
         """Count one optimizer step: done by a hook on the first prepared torch optimizer.
 
         Call it yourself after each step only where accel sees no torch optimizer step
@@ -370,7 +377,11 @@ class ThroughputMonitor:
 
     # -- FLOPs and the peak ----------------------------------------------------
     def measure_flops(
-        self, model: Any, *args: Any, loss_fn: Callable[[Any], Any] | None = None, **kwargs: Any
+        self,
+        model: torch.nn.Module,
+        *args: object,
+        loss_fn: Callable[[Any], torch.Tensor] | None = None,
+        **kwargs: Any,
     ) -> int:
         """Count the FLOPs of one forward and backward of ``model`` on a batch, once.
 
@@ -420,7 +431,7 @@ class ThroughputMonitor:
         return self._peak
 
     # -- the whole run -----------------------------------------------------------
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> RunRecord:
         """This process's whole run after the warm-up: counts, seconds, FLOPs, peak.
 
         ``rank``, ``steps`` (all optimizer steps), ``timed_steps``, ``samples``, ``tokens``

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 TERA = 1e12
 
@@ -168,7 +171,7 @@ def peak_flops(device_name: str, dtype: str) -> float | None:
     return row.tflops[dtype] * TERA
 
 
-def compute_dtype(mixed_precision: str | None, parameter_dtype: Any = None) -> str:
+def compute_dtype(mixed_precision: str | None, parameter_dtype: torch.dtype | None = None) -> str:
     """The dtype a run's matrix multiplications run in, as a key of the table.
 
     ``mixed_precision`` (``no``, ``fp16``, ``bf16``, ``fp8``) decides; without it, a model
@@ -195,7 +198,7 @@ def compute_dtype(mixed_precision: str | None, parameter_dtype: Any = None) -> s
     return "fp32"
 
 
-def device_name(device: Any) -> str | None:
+def device_name(device: torch.device | str) -> str | None:
     """The name torch reports for ``device`` (a CUDA or ROCm GPU), else None (CPU, MPS, ...)."""
     import torch
 

@@ -13,7 +13,33 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
+
+
+class RunRecord(TypedDict):
+    """One worker's record of its run after the warm-up (:meth:`ThroughputMonitor.summary`)."""
+
+    rank: int
+    steps: int
+    timed_steps: int
+    samples: int
+    tokens: int | None
+    flops: float | None
+    seconds: float
+    peak_flops: float | None
+    device: str
+    dtype: str
+
+
+class RunTotals(TypedDict):
+    """The whole run summed from the workers' records (:func:`combine`)."""
+
+    steps: int
+    seconds: float
+    samples_per_second: float | None
+    tokens_per_second: float | None
+    mfu: float | None
+    why: str
 
 
 def record_directory() -> str | None:
@@ -23,7 +49,7 @@ def record_directory() -> str | None:
     return KEYS["throughput_dir"].from_env(default=None) or None
 
 
-def write_record(directory: str | os.PathLike, record: dict[str, Any]) -> Path:
+def write_record(directory: str | os.PathLike, record: RunRecord) -> Path:
     """Write one worker's record (``rank<N>.json``) atomically; its path."""
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
@@ -34,9 +60,9 @@ def write_record(directory: str | os.PathLike, record: dict[str, Any]) -> Path:
     return path
 
 
-def read_records(directory: str | os.PathLike) -> list[dict[str, Any]]:
+def read_records(directory: str | os.PathLike) -> list[RunRecord]:
     """Every worker's record in ``directory``, by rank (unreadable files are left out)."""
-    records = []
+    records: list[RunRecord] = []
     for path in Path(directory).glob("rank*.json"):
         try:
             records.append(json.loads(path.read_text(encoding="utf-8")))
@@ -49,7 +75,7 @@ def _rate(value: float) -> str:
     return f"{value:,.1f}" if value < 100 else f"{value:,.0f}"
 
 
-def combine(records: list[dict[str, Any]]) -> dict[str, Any]:
+def combine(records: list[RunRecord]) -> RunTotals:
     """The whole run from the workers' records.
 
     ``steps`` (the most any worker took), ``seconds`` (the longest timed span),
@@ -59,7 +85,7 @@ def combine(records: list[dict[str, Any]]) -> dict[str, Any]:
     """
     steps = max(r["steps"] for r in records)
     seconds = max(r["seconds"] for r in records)
-    out: dict[str, Any] = {
+    out: RunTotals = {
         "steps": steps,
         "seconds": seconds,
         "samples_per_second": None,
@@ -72,23 +98,24 @@ def combine(records: list[dict[str, Any]]) -> dict[str, Any]:
         out["why"] = f"too few steps to time (the first {warmup} are warm-up)"
         return out
     out["samples_per_second"] = sum(r["samples"] for r in records) / seconds
-    if all(r["tokens"] is not None for r in records):
-        out["tokens_per_second"] = sum(r["tokens"] for r in records) / seconds
-    if any(r["peak_flops"] is None for r in records):
+    tokens = [r["tokens"] for r in records if r["tokens"] is not None]
+    if len(tokens) == len(records):
+        out["tokens_per_second"] = sum(tokens) / seconds
+    peaks = [r["peak_flops"] for r in records if r["peak_flops"] is not None]
+    flops = [r["flops"] for r in records if r["flops"] is not None]
+    if len(peaks) < len(records):
         devices = sorted({f"{r['device']} ({r['dtype']})" for r in records if not r["peak_flops"]})
         out["why"] = (
             f"no dense peak known for {', '.join(devices)}: give ThroughputKwargs(peak_flops=...)"
         )
-    elif any(r["flops"] is None for r in records):
+    elif len(flops) < len(records):
         out["why"] = "FLOPs not measured: call accelerator.throughput.measure_flops(model, **batch)"
     else:
-        out["mfu"] = (
-            sum(r["flops"] for r in records) / seconds / sum(r["peak_flops"] for r in records)
-        )
+        out["mfu"] = sum(flops) / seconds / sum(peaks)
     return out
 
 
-def summary_line(records: list[dict[str, Any]]) -> str | None:
+def summary_line(records: list[RunRecord]) -> str | None:
     """``throughput: 120 optimizer steps, 812 samples/s, 103,974 tokens/s, MFU 41.2%`` (None without records)."""
     if not records:
         return None
@@ -103,4 +130,12 @@ def summary_line(records: list[dict[str, Any]]) -> str | None:
     return f"{line} ({run['why']})" if run["why"] else line
 
 
-__all__ = ["combine", "read_records", "record_directory", "summary_line", "write_record"]
+__all__ = [
+    "RunRecord",
+    "RunTotals",
+    "combine",
+    "read_records",
+    "record_directory",
+    "summary_line",
+    "write_record",
+]

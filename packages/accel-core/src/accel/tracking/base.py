@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+_Self = TypeVar("_Self")
+_Params = ParamSpec("_Params")
+_Result = TypeVar("_Result")
 
 
 class GeneralTracker:
@@ -31,7 +35,7 @@ class GeneralTracker:
     main_process_only: bool = True
     package: str | None = None
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> GeneralTracker:
+    def __new__(cls, *args: object, **kwargs: object) -> GeneralTracker:
         if cls is GeneralTracker and kwargs.get("_blank"):
             cls = NoOpTracker
         return super().__new__(cls)
@@ -58,10 +62,10 @@ class GeneralTracker:
         """The underlying run object of the tracking library."""
         return None
 
-    def store_init_configuration(self, values: dict[str, Any]) -> None:
+    def store_init_configuration(self, values: dict[str, object]) -> None:
         """Record the hyperparameters ``values`` of this run."""
 
-    def log(self, values: dict[str, Any], step: int | None = None, **kwargs: Any) -> None:
+    def log(self, values: dict[str, object], step: int | None = None, **kwargs: object) -> None:
         """Record ``values`` at ``step``."""
 
     def finish(self) -> None:
@@ -78,19 +82,19 @@ class _Null:
             raise AttributeError(name)
         return self
 
-    def __call__(self, *args: Any, **kwargs: Any) -> _Null:
+    def __call__(self, *args: object, **kwargs: object) -> _Null:
         return self
 
-    def __getitem__(self, key: Any) -> _Null:
+    def __getitem__(self, key: object) -> _Null:
         return self
 
-    def __setitem__(self, key: Any, value: Any) -> None:
+    def __setitem__(self, key: object, value: object) -> None:
         pass
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         pass
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[object]:
         return iter(())
 
     def __len__(self) -> int:
@@ -102,7 +106,7 @@ class _Null:
     def __enter__(self) -> _Null:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         return None
 
     def __repr__(self) -> str:
@@ -127,11 +131,11 @@ class NoOpTracker(GeneralTracker):
         self.name = name
 
     @property
-    def tracker(self) -> Any:
+    def tracker(self) -> _Null:
         """A no-op object standing for the run."""
         return _NULL
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> _Null:
         if name.startswith("__"):
             raise AttributeError(name)
         return _NULL
@@ -140,11 +144,13 @@ class NoOpTracker(GeneralTracker):
         return f"NoOpTracker(name={self.name!r})"
 
 
-def on_main_process(function: Callable) -> Callable:
+def on_main_process(
+    function: Callable[Concatenate[_Self, _Params], _Result],
+) -> Callable[Concatenate[_Self, _Params], _Result | None]:
     """Decorator for tracker methods: run only on the main process when the tracker is main-process-only."""
 
     @functools.wraps(function)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: _Self, *args: _Params.args, **kwargs: _Params.kwargs) -> _Result | None:
         from accel.state import PartialState
 
         if getattr(self, "main_process_only", False) and not PartialState().is_main_process:

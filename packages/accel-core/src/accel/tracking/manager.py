@@ -8,7 +8,7 @@ process logs) and the project configuration (where trackers write).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ class TrackerManager:
     """The started trackers of one Accelerator and the ``log_with`` they come from."""
 
     def __init__(
-        self, log_with: Any, state: PartialState, project_configuration: ProjectConfiguration
+        self, log_with: object, state: PartialState, project_configuration: ProjectConfiguration
     ):
         from accel.tracking import check_log_with
 
@@ -30,9 +30,9 @@ class TrackerManager:
         """What ``Accelerator(log_with=...)`` was given: names, ``LoggerType``, ``"all"``, trackers."""
         self.state = state
         self.project_configuration = project_configuration
-        self.trackers: list[Any] = []
+        self.trackers: list[GeneralTracker] = []
         """The started trackers (only those that run on this process)."""
-        self.value_sources: list[Callable[[], dict[str, Any]]] = []
+        self.value_sources: list[Callable[[], Mapping[str, object]]] = []
         """Functions whose values are added to every :meth:`log` call (the values passed to
         ``log`` win on a shared name); the Accelerator adds its backend's
         :meth:`~accel.backends.Backend.tracker_values`."""
@@ -45,7 +45,7 @@ class TrackerManager:
     def init_trackers(
         self,
         project_name: str,
-        config: dict[str, Any] | None = None,
+        config: dict[str, object] | None = None,
         init_kwargs: dict[str, dict] | None = None,
     ) -> None:
         """Start every tracker of ``log_with`` for ``project_name`` and store ``config``."""
@@ -107,7 +107,7 @@ class TrackerManager:
 
     def log(
         self,
-        values: dict[str, Any],
+        values: dict[str, object],
         step: int | None = None,
         log_kwargs: dict[str, dict] | None = None,
     ) -> None:
@@ -130,7 +130,9 @@ class TrackerManager:
             tracker.finish()
 
 
-def _construct(factory: Callable[..., GeneralTracker], *args: Any, **kwargs: Any) -> GeneralTracker:
+def _construct(
+    factory: Callable[..., GeneralTracker], *args: object, **kwargs: object
+) -> GeneralTracker:
     """A tracker from its class: each subclass has a constructor of its own (Accelerate's
     convention: the project name, then its options), not :class:`GeneralTracker`'s."""
     return factory(*args, **kwargs)
