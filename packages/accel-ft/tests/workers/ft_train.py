@@ -2,8 +2,8 @@
 
 Run by ``accel launch --ft`` in tests and in tools/bench/ft_failures.py. Each process appends
 JSON lines to ``<out>/group<G>.jsonl``: one ``start`` line, then per step the samples it
-trained, whether the step committed, the loss, and a digest of the parameters and optimizer
-state after the step. At the end, the first group writes the full-data loss.
+trained, whether the step committed, the loss, a digest of the parameters and optimizer
+state after the step and, under ``--ft``, the steps committed so far and the scheduler's. At the end, the first group writes the full-data loss.
 """
 
 from __future__ import annotations
@@ -124,6 +124,9 @@ for _epoch in range(args.epochs):  # the usual loop: a healed group skips finish
         state = digest(accelerator.unwrap_model(model), optimizer) if committed else None
         row = {**fetch, "event": "step", "step": step, "committed": committed}
         row.update(loss=loss.item(), time=time.time(), digest=state)
+        if session is not None:  # the schedule must advance with the commits only
+            row.update(commits=session.manager.current_step())
+            row.update(schedule=scheduler.state_dict()["last_epoch"])
         record.write(json.dumps(row) + "\n")
         if args.checkpoint_every and committed and (step + 1) % args.checkpoint_every == 0:
             accelerator.save_state()
