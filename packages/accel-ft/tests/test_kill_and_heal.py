@@ -1,8 +1,9 @@
 """Three replica groups of one process under ``accel launch --ft``; groups 1 and 2 are killed.
 
 Real torchft (its lighthouse and Manager), real gloo over loopback, real torchrun restarts.
-Checked: the surviving group never restarts and keeps committing steps while the killed
-group is down; each killed group comes back by itself and heals from a live peer (the
+Each group is killed inside a step (its samples drawn, its gradients not yet averaged).
+Checked: the others' step fails and is retrained; the surviving group never restarts and
+keeps committing steps while the killed group is down; each killed group comes back by itself and heals from a live peer (the
 lines say so); after each heal its parameters and optimizer state are bitwise equal to its
 peers' at every step; the learning-rate schedule advanced once per committed step (not on a
 step a failure abandoned); every sample of each epoch is trained exactly once; the final
@@ -52,6 +53,10 @@ def test_killed_groups_heal_live_while_the_others_keep_training(tmp_path: Path) 
     def starts(group: int) -> int:
         return sum(1 for r in run.records().get(group, []) if r["event"] == "start")
 
+    def inside_a_step(group: int) -> bool:  # its samples drawn, the step not finished
+        rows = run.records().get(group, [])
+        return bool(rows) and rows[-1]["event"] == "fetch"
+
     run.start()
     progress_while_down = []
     listening = []
@@ -59,7 +64,8 @@ def test_killed_groups_heal_live_while_the_others_keep_training(tmp_path: Path) 
         run.wait_until(lambda: run.committed_steps(0) >= 3, 300, "the first steps")
         for victim in (1, 2):
             before, survivor = starts(victim), run.committed_steps(0)
-            run.kill(victim)
+            run.wait_until(lambda v=victim: inside_a_step(v), 60, f"group {victim} in a step")
+            run.kill(victim)  # mid-step: the others' step fails, and they retrain its samples
             run.wait_until(
                 lambda v=victim, b=before: starts(v) > b and run.committed_steps(v) >= 2,
                 300,
@@ -82,6 +88,8 @@ def test_killed_groups_heal_live_while_the_others_keep_training(tmp_path: Path) 
     # a group slow to start also heals when it first joins: the killed ones must be among them
     healed = {g for g, _, step, _ in heal_lines(log) if step > 0}
     assert {1, 2} <= healed, log[-3000:]
+    failed = [r for r in run.records()[0] if r["event"] == "step" and not r["committed"]]
+    assert failed, "no step failed: the kills did not land inside a step"
     assert not result.digest_mismatches, result.digest_mismatches[:3]
     assert not result.schedule_mismatches, result.schedule_mismatches[:3]
     # lighthouse, 3 manager servers, 2 stores per group's torchrun (at least), all loopback
