@@ -231,7 +231,7 @@ class ReplicaSession:
                 self.members = members  # keep the view current on every member
             return
         step = self.manager.current_step()
-        total = max(self.largest, len(members))
+        total = max(self.batch_groups, self.largest, len(members))  # the groups of the job
         before = set(self.members)
         if not before:
             names = ", ".join(map(str, sorted(members)))
