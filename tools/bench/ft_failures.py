@@ -10,7 +10,9 @@ loopback) four ways and prints side by side:
    steps/s against (1) (target >= 75%), each heal's live-copy time and how long the group
    was down, whether a group that was not killed ever restarted, whether every healed group's
    parameters and optimizer state were bitwise equal to its peers' after each step, whether
-   each sample was trained once per epoch, and the loss curve's deviation from (1);
+   the learning-rate schedule advanced once per committed step, whether each sample was
+   trained once per epoch, and the loss curve's deviation from (1) per global batch (the
+   same samples in both runs; target < 1%);
 3. and 4. the same job on accel's restart-and-resume path (``accel launch --num_processes 3
    --max_restarts``: DDP, ``save_state`` every ``--checkpoint_every`` steps, ``resume()``),
    with and without kills: the time lost per failure, against accel-ft's.
@@ -32,7 +34,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from accel_ft.testing import FaultRun, analyse, heal_lines, read_records
+from accel_ft.testing import (
+    FaultRun,
+    analyse,
+    heal_lines,
+    is_loopback,
+    listening_sockets,
+    read_records,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = ROOT / "packages/accel-ft/tests/workers/ft_train.py"
@@ -93,10 +102,15 @@ def run_with_kills(
     duration: float,
     interval: float,
     extra: list[str],
-) -> tuple[FaultRun, float, float]:
-    """Kill a random running group every ~``interval`` s for ``duration`` s after the first step."""
+) -> tuple[FaultRun, float, float, list[tuple[int, str, int]]]:
+    """Kill a random running group every ~``interval`` s for ``duration`` s after the first step.
+
+    Also returns the listening sockets of the run's processes, sampled at each kill.
+    """
     run = FaultRun(WORKER, out, groups=GROUPS, ft=ft, script_args=_args(samples, steps, extra))
     run.start()
+    assert run.process is not None
+    listening: list[tuple[int, str, int]] = []
     run.wait_until(lambda: len(step_times(out)) >= 10, 600, "the first steps")
     begin = time.time()
     rng = random.Random(0)
@@ -106,6 +120,7 @@ def run_with_kills(
             ready = up_groups(run)
             if (ft and ready) or (not ft and len(ready) == GROUPS):
                 victim = rng.choice(ready)
+                listening.extend(listening_sockets(run.process.pid))
                 try:
                     run.kill(victim)
                 except ProcessLookupError:
@@ -116,7 +131,7 @@ def run_with_kills(
     code = run.finish(timeout=3600)
     if code != 0:
         sys.exit(f"the run with failures failed ({code}):\n{run.log()[-2000:]}")
-    return run, begin, end
+    return run, begin, end, listening
 
 
 def lost_per_failure(
@@ -180,7 +195,7 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
     # the run outlasts the failure window (with a group down the others may run faster: on a
     # 2-core machine they get its cores)
     steps = int(2 * clean_rate * (args.duration + 60))
-    faulty, begin, end = run_with_kills(
+    faulty, begin, end, listening = run_with_kills(
         root / "ft-kills", True, steps, args.samples, args.duration, args.interval, []
     )
     points = step_times(faulty.out)
@@ -213,13 +228,21 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
         f"{len(result.digest_mismatches)} mismatches)"
     )
     print(
+        "  learning-rate schedule advanced once per committed step (none on a failed step): "
+        f"{'yes' if not result.schedule_mismatches else 'NO'} "
+        f"({len(result.schedule_mismatches)} mismatches)"
+    )
+    print(
         f"  samples: duplicates per epoch {duplicates}; complete epochs {complete} each "
         f"sample once: {covered}"
     )
     print(
-        f"  loss curve vs without failures (first {len(clean_points)} steps, 20-step "
-        f"windows): mean {100 * deviation[0]:.2f}%, max {100 * deviation[1]:.2f}% (target < 1%)"
+        f"  loss curve vs without failures, per global batch (step k: the k-th {GROUPS * BATCH} "
+        "samples of the global order in both runs, its loss the mean over the groups' equal "
+        f"shares), means of 20-step windows over the first {len(clean_points)} steps: "
+        f"mean {100 * deviation[0]:.4f}%, max {100 * deviation[1]:.4f}% (target < 1%)"
     )
+    print(f"  servers of the run: {_binding(listening)}")
     lost_ft = lost_per_failure(points, faulty.kills, end)
 
     print("accel's restart-and-resume path: the same job as 3 DDP processes", flush=True)
@@ -228,7 +251,7 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
     ddp_rate = rate(step_times(ddp_clean.out))
     print(f"  without failures: {ddp_rate:.2f} steps/s", flush=True)
     ddp_steps = int(ddp_rate * (args.duration + 60))  # restarts only slow it down
-    ddp, begin, end = run_with_kills(
+    ddp, begin, end, ddp_listening = run_with_kills(
         root / "ddp-kills", False, ddp_steps, args.samples, args.duration, args.interval, extra
     )
     ddp_points = step_times(ddp.out)
@@ -240,6 +263,7 @@ def _bench(args: argparse.Namespace, root: Path) -> int:
         f"{100 * ddp_faulty_rate / ddp_rate:.0f}% (checkpoint every {args.checkpoint_every} "
         "steps, every process restarts and resumes)"
     )
+    print(f"  servers of the run: {_binding(ddp_listening)}")
     print(
         f"time lost per failure: accel-ft {lost_ft:.1f} s, restart-and-resume {lost_ddp:.1f} s "
         f"(ratio {lost_ddp / lost_ft if lost_ft > 0 else float('inf'):.1f}x)"
@@ -265,7 +289,13 @@ def _downtimes(run: FaultRun) -> list[float]:
 def _curve_deviation(
     clean: list[tuple[int, float, list[float]]], faulty: list[tuple[int, float, list[float]]]
 ) -> tuple[float, float]:
-    """Mean and max relative deviation of 20-step window means of the per-step loss."""
+    """Mean and max relative deviation of 20-step window means of the per-step loss.
+
+    A step is keyed by its place in the global sample order (the worker's ``step``: the
+    committed global batches before it), so step k holds the same samples in both runs,
+    whatever the quorum was and however many attempts a failure cost. Its loss is the mean
+    of the groups' losses; the groups' shares are equal, so it is the global batch's loss.
+    """
     a = {s: statistics.fmean(losses) for s, _, losses in clean}
     b = {s: statistics.fmean(losses) for s, _, losses in faulty}
     common = sorted(set(a) & set(b))
@@ -278,6 +308,15 @@ def _curve_deviation(
         mean_b = statistics.fmean(b[s] for s in window)
         devs.append(abs(mean_b - mean_a) / mean_a)
     return statistics.fmean(devs), max(devs)
+
+
+def _binding(listening: list[tuple[int, str, int]]) -> str:
+    """Where the run's listening sockets (sampled at each kill) were bound."""
+    addresses = sorted({address for _, address, _ in listening})
+    others = [a for a in addresses if not is_loopback(a)]
+    ports = len({port for _, _, port in listening})
+    verdict = "all on loopback" if not others else f"NOT all on loopback: also {others}"
+    return f"{ports} listening ports seen, {verdict}"
 
 
 def _stats(values: list[float]) -> str:

@@ -35,6 +35,8 @@ class FTBackend(Backend):
 
     session: ReplicaSession
     """This process's link to the quorum (set by :meth:`setup`)."""
+    _gated: dict[int, FTOptimizer]
+    """id of each optimizer given to ``prepare`` -> its FTOptimizer (its schedulers step with it)."""
 
     def setup(self) -> None:
         """Join the lighthouse (as ``accel launch --ft`` configured) and check the options."""
@@ -53,6 +55,7 @@ class FTBackend(Backend):
             restore=lambda state: runstate.restore(self, state),
         )
         atexit.register(self.session.shutdown)
+        self._gated = {}
         return None
 
     # -- prepare ------------------------------------------------------------------
@@ -69,11 +72,23 @@ class FTBackend(Backend):
         self, optimizer: torch.optim.Optimizer, device_placement: bool = True
     ) -> Any:
         """The optimizer behind torchft's ``OptimizerWrapper``, stepping only on commit."""
-        return FTOptimizer(
+        gated = FTOptimizer(
             _commit_gated(self.session, optimizer),
             precision=self.context.precision,
             device_placement=device_placement,
         )
+        self._gated[id(optimizer)] = gated
+        return gated
+
+    def prepare_scheduler(self, scheduler: Any, optimizers: list[Any]) -> Any:
+        """The scheduler, stepping with the :class:`FTOptimizer` of its optimizer.
+
+        Core finds a scheduler's prepared optimizer by the torch optimizer it wraps; here
+        that is torchft's wrapper, so without this the schedule would follow the raw
+        optimizer and advance on steps that did not commit (one step early per failure).
+        """
+        gated = [self._gated.get(id(o), o) for o in optimizers]
+        return super().prepare_scheduler(scheduler, gated)
 
     def data_parallel_shard(self) -> tuple[int, int]:
         """Within the replica group: its processes and this one's rank (the groups come on top)."""

@@ -15,7 +15,8 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -46,6 +47,34 @@ class StepPlan:
     """Replica groups taking part in the step."""
     members: tuple[int, ...]
     """The replica groups taking part, in participant order."""
+
+
+@contextmanager
+def manager_server_bound_to(host: str | None) -> Generator[None]:
+    """While inside, torchft's ``Manager`` starts its manager server listening on ``host`` only.
+
+    torchft 0.2.0's ``Manager`` builds its ``ManagerServer`` with ``bind="[::]:PORT"`` and
+    offers no argument for the address; the server itself takes any ``HOST:PORT``. So the
+    class the Manager looks up is replaced for the duration by one that keeps the port and
+    changes the host. ``None``: torchft's default (every interface, for other machines' groups).
+    """
+    import torchft.manager as manager_module
+
+    server_class = manager_module.ManagerServer
+    if host is None:
+        yield
+        return
+
+    def bound_server(**kwargs: Any) -> Any:
+        port = str(kwargs.pop("bind")).rpartition(":")[2]
+        return server_class(bind=f"{host}:{port}", **kwargs)
+
+    # a factory with the class's keyword call in the class's place, for the Manager's lookup
+    manager_module.ManagerServer = bound_server  # ty: ignore[invalid-assignment]
+    try:
+        yield
+    finally:
+        manager_module.ManagerServer = server_class
 
 
 class ReplicaSession:
@@ -87,23 +116,28 @@ class ReplicaSession:
         self.pg = ProcessGroupGloo(timeout=timeout)
         host = lighthouse.split("://", 1)[-1].rpartition(":")[0]
         loopback = host in ("127.0.0.1", "localhost", "[::1]")
-        self.manager = Manager(
-            pg=self.pg,
-            load_state_dict=self._load,
-            state_dict=self._state,
-            min_replica_size=self.min_replicas,
-            use_async_quorum=False,
-            timeout=timeout,
-            quorum_timeout=timedelta(seconds=self.quorum_timeout),
-            connect_timeout=timeout,
-            rank=group_rank,
-            world_size=group_size,
-            lighthouse_addr=lighthouse,
-            replica_id=f"group{self.group}",
-            hostname="127.0.0.1" if loopback else socket.gethostname(),
-            # the live copy travels over the groups' own gloo group: no extra server
-            checkpoint_transport=PGTransport(self.pg, timeout=timeout, device=torch.device("cpu")),
-        )
+        # torchft 0.2's Manager binds its group's manager server to every interface; on one
+        # machine (a loopback lighthouse) it serves only local peers: 127.0.0.1
+        with manager_server_bound_to("127.0.0.1" if loopback else None):
+            self.manager = Manager(
+                pg=self.pg,
+                load_state_dict=self._load,
+                state_dict=self._state,
+                min_replica_size=self.min_replicas,
+                use_async_quorum=False,
+                timeout=timeout,
+                quorum_timeout=timedelta(seconds=self.quorum_timeout),
+                connect_timeout=timeout,
+                rank=group_rank,
+                world_size=group_size,
+                lighthouse_addr=lighthouse,
+                replica_id=f"group{self.group}",
+                hostname="127.0.0.1" if loopback else socket.gethostname(),
+                # the live copy travels over the groups' own gloo group: no extra server
+                checkpoint_transport=PGTransport(
+                    self.pg, timeout=timeout, device=torch.device("cpu")
+                ),
+            )
         self.plan: StepPlan | None = None
         """The open step, or None between steps."""
         self.members: tuple[int, ...] = ()
@@ -197,7 +231,7 @@ class ReplicaSession:
                 self.members = members  # keep the view current on every member
             return
         step = self.manager.current_step()
-        total = max(self.largest, len(members))
+        total = max(self.batch_groups, self.largest, len(members))  # the groups of the job
         before = set(self.members)
         if not before:
             names = ", ".join(map(str, sorted(members)))

@@ -68,8 +68,9 @@ def die_with_parent() -> None:
 def group_command(config: dict[str, Any], script: list[str]) -> list[str]:
     """The torchrun argv of one replica group: its own rendezvous, its own restarts.
 
-    ``--standalone``: torchrun binds its rendezvous to a free port on localhost itself, so
-    no port is chosen here and then lost to another process before torchrun binds it.
+    ``--standalone``: torchrun binds its rendezvous to a free port itself, so no port is
+    chosen here and then lost to another process before torchrun binds it. It runs through
+    :mod:`accel_ft.agent`, which keeps the group's stores on 127.0.0.1.
     """
     settings = FT_SECTION.read(config.get("ft_config") or {})
     group = {
@@ -84,7 +85,10 @@ def group_command(config: dict[str, Any], script: list[str]) -> list[str]:
         "rdzv_backend": "static",
         "max_restarts": settings["ft_max_restarts"],
     }
-    return TorchrunLauncher().command(group, script)
+    command = TorchrunLauncher().command(group, script)
+    # the group's torchrun, its rendezvous stores on loopback (accel_ft.agent)
+    at = command.index("torch.distributed.run")
+    return [*command[:at], "accel_ft.agent", *command[at + 1 :]]
 
 
 def group_environment(config: dict[str, Any], section: dict[str, Any]) -> dict[str, str]:
@@ -157,6 +161,8 @@ def _wait(children: dict[int, subprocess.Popen], run_dir: Path) -> int:
     while True:
         stop = run_dir / STOP_FILE
         if stop.exists():
+            for child in children.values():
+                _terminate(child)  # first, so that the reason is the run's last line
             print(stop.read_text().strip(), file=sys.stderr, flush=True)
             return 1
         codes = {g: c.poll() for g, c in children.items()}

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -148,6 +149,8 @@ class Analysis:
     """Committed steps of the run."""
     digest_mismatches: list[str]
     """Steps after which groups' parameters and optimizer states differ (empty: bitwise equal)."""
+    schedule_mismatches: list[str]
+    """Committed steps after which the scheduler had not stepped once per committed step."""
     healed_steps_checked: int
     """Committed steps of a healed worker whose digest was compared with a peer's."""
     trained: dict[int, list[int]]
@@ -170,6 +173,7 @@ def analyse(out: Path, samples: int, global_batch: int) -> Analysis:
     committed_attempts: set[tuple] = set()
     digests: dict[int, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
     healed: set[tuple[int, int]] = set()
+    schedule: list[str] = []
     losses: dict[tuple, list[float]] = defaultdict(list)
     times: dict[int, float] = {}
     for group, rows in records.items():
@@ -181,6 +185,11 @@ def analyse(out: Path, samples: int, global_batch: int) -> Analysis:
                 continue
             key = (row["epoch"], row["start"], tuple(row["members"]))
             committed_attempts.add(key)
+            if "schedule" in row and row["schedule"] != row["commits"]:
+                schedule.append(
+                    f"group {group} step {row['step']}: {row['commits']} commits, "
+                    f"scheduler stepped {row['schedule']} times"
+                )
             digests[row["step"]][group].add(row["digest"])
             losses[key].append(row["loss"])
             times.setdefault(row["step"], row["time"])
@@ -219,6 +228,7 @@ def analyse(out: Path, samples: int, global_batch: int) -> Analysis:
         starts=starts,
         committed=len(committed_attempts),
         digest_mismatches=mismatches,
+        schedule_mismatches=schedule,
         healed_steps_checked=checked,
         trained=dict(trained),
         skipped=list(ends[-1]["skipped"]) if ends else [],
@@ -273,6 +283,53 @@ def _fault_free_loss(
         return torch.nn.functional.mse_loss(model(x), y).item()
 
 
+def listening_sockets(root: int) -> list[tuple[int, str, int]]:
+    """(pid, address, port) of each TCP socket that ``root`` or a descendant listens on (Linux).
+
+    Read from ``/proc``: the process tree by parent pid, each process's socket inodes, and
+    the listening entries (state ``0A``) of ``/proc/net/tcp`` and ``tcp6``.
+    """
+    children: dict[int, list[int]] = defaultdict(list)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # the process ended meanwhile
+        children[parent].append(int(stat.parent.name))
+    owner: dict[str, int] = {}
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        todo.extend(children[pid])
+        try:
+            fds = list(Path(f"/proc/{pid}/fd").iterdir())
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                owner[target[len("socket:[") : -1]] = pid
+    found = []
+    for table, family in (("/proc/net/tcp", socket.AF_INET), ("/proc/net/tcp6", socket.AF_INET6)):
+        for line in Path(table).read_text().splitlines()[1:]:
+            cols = line.split()
+            if cols[3] != "0A" or cols[9] not in owner:
+                continue
+            address, port = cols[1].split(":")
+            raw = bytes.fromhex(address)  # 32-bit words in host (little-endian) order
+            packed = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+            found.append((owner[cols[9]], socket.inet_ntop(family, packed), int(port, 16)))
+    return found
+
+
+def is_loopback(address: str) -> bool:
+    """Whether a listening address accepts connections from this machine only."""
+    return address.startswith("127.") or address in ("::1", "::ffff:127.0.0.1")
+
+
 def heal_lines(log: str) -> list[tuple[int, int, int, float]]:
     """(group, source group, step, seconds) of each ``healed from`` line of a launch's output."""
     return [(int(a), int(b), int(c), float(d)) for a, b, c, d in HEAL_LINE.findall(log)]
@@ -289,6 +346,8 @@ __all__ = [
     "analyse",
     "fault_free_loss",
     "heal_lines",
+    "is_loopback",
+    "listening_sockets",
     "lost_lines",
     "read_records",
 ]

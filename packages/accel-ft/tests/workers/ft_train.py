@@ -2,8 +2,8 @@
 
 Run by ``accel launch --ft`` in tests and in tools/bench/ft_failures.py. Each process appends
 JSON lines to ``<out>/group<G>.jsonl``: one ``start`` line, then per step the samples it
-trained, whether the step committed, the loss, and a digest of the parameters and optimizer
-state after the step. At the end, the first group writes the full-data loss.
+trained, whether the step committed, the loss, a digest of the parameters and optimizer
+state after the step and, under ``--ft``, the steps committed so far and the scheduler's. At the end, the first group writes the full-data loss.
 """
 
 from __future__ import annotations
@@ -24,7 +24,12 @@ parser.add_argument("--out", required=True)
 parser.add_argument("--samples", type=int, default=960)
 parser.add_argument("--batch_size", type=int, default=8)
 parser.add_argument("--epochs", type=int, default=2)
-parser.add_argument("--step_sleep", type=float, default=0.0)
+parser.add_argument(
+    "--step_sleep",
+    type=float,
+    default=0.0,
+    help="sleep this long inside each step (before backward)",
+)
 parser.add_argument(
     "--slow_until", default=None, help="sleep --step_sleep per step until this file exists"
 )
@@ -114,16 +119,21 @@ for _epoch in range(args.epochs):  # the usual loop: a healed group skips finish
         fetch = {"event": "fetch", "epoch": epoch, "start": start, "members": members}
         record.write(json.dumps({**fetch, "step": step, "ids": ids.tolist()}) + "\n")
         loss = torch.nn.functional.mse_loss(model(x), y)
+        if args.step_sleep and not (args.slow_until and os.path.exists(args.slow_until)):
+            # inside the step (its quorum formed, gradients not yet averaged): a group killed
+            # now fails the step for the others, who retrain its samples in the next one
+            time.sleep(args.step_sleep)
         accelerator.backward(loss)
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad()
-        if args.step_sleep and not (args.slow_until and os.path.exists(args.slow_until)):
-            time.sleep(args.step_sleep)
         committed = not optimizer.step_was_skipped
         state = digest(accelerator.unwrap_model(model), optimizer) if committed else None
         row = {**fetch, "event": "step", "step": step, "committed": committed}
         row.update(loss=loss.item(), time=time.time(), digest=state)
+        if session is not None:  # the schedule must advance with the commits only
+            row.update(commits=session.manager.current_step())
+            row.update(schedule=scheduler.state_dict()["last_epoch"])
         record.write(json.dumps(row) + "\n")
         if args.checkpoint_every and committed and (step + 1) % args.checkpoint_every == 0:
             accelerator.save_state()
