@@ -1,7 +1,7 @@
 """Helpers over ``os.environ``: reading flags, clearing and restoring the environment.
 
 Accelerate's names (``accelerate.utils``). accel's own variables are ``ACCEL_*``
-(:mod:`accel.environment`); :func:`purge_accelerate_environment` restores those and
+(:mod:`accel.env_vars`); :func:`purge_accelerate_environment` restores those and
 Accelerate's ``ACCELERATE_*`` after a test.
 """
 
@@ -14,8 +14,8 @@ import os
 from collections.abc import Callable, Generator
 from typing import Any
 
-from accel.config.keys import ENVIRONMENT
-from accel.config.sections import Option, parse_bool
+from accel.config.core_options import ENVIRONMENT
+from accel.config.options import Option, parse_bool
 from accel.launchers.notebook import patch_environment
 from accel.logging import get_logger
 
@@ -38,7 +38,7 @@ __all__ = [
 def str_to_bool(value: str, to_bool: bool = False) -> int | bool:
     """``"yes"/"true"/"1"/...`` -> 1, ``"no"/"false"/"0"/...`` -> 0 (bools with ``to_bool``).
 
-    accel's one yes/no table (:func:`accel.config.sections.parse_bool`); anything else raises
+    accel's one yes/no table (:func:`accel.config.options.parse_bool`); anything else raises
     :class:`~accel.errors.ConfigError`, a ``ValueError``.
     """
     result = parse_bool("value", value)

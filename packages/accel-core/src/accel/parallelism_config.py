@@ -20,7 +20,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from accel.config.sections import Option
+from accel.config.options import Option
 from accel.errors import ConfigError
 
 ENV_PREFIX = "PARALLELISM_CONFIG_"
@@ -275,7 +275,7 @@ class ParallelismConfig:
     @classmethod
     def from_environment(cls) -> ParallelismConfig | None:
         """The config ``accel launch`` asked for (``ACCEL_USE_PARALLELISM_CONFIG``), else None."""
-        from accel.config.keys import PROCESS_SECTION
+        from accel.config.core_options import PROCESS_SECTION
 
         if PROCESS_SECTION["use_parallelism_config"].from_env():
             return cls()
@@ -442,17 +442,14 @@ class ParallelismConfig:
         names, shape = self.mesh_shape()
         if not names:
             return None
-        from torch.distributed.device_mesh import init_device_mesh
+        from accel.device_mesh import build_device_mesh
 
-        mesh = init_device_mesh(device_type, shape, mesh_dim_names=names)
-        for flat, parts in (
-            ("dp", self.dp_dim_names),
-            ("dp_shard_cp", self.dp_shard_cp_dim_names),
-            ("dp_cp", self.dp_cp_dim_names),
-        ):
-            if parts:
-                mesh[tuple(parts)]._flatten(flat)
-        return mesh
+        flattened = {
+            "dp": self.dp_dim_names,
+            "dp_shard_cp": self.dp_shard_cp_dim_names,
+            "dp_cp": self.dp_cp_dim_names,
+        }
+        return build_device_mesh(device_type, names, shape, flattened)
 
     def get_device_mesh(self, device_type: str | None = None) -> Any:
         """The mesh, built on first call for ``device_type``; later calls must agree on the device type."""
@@ -486,33 +483,6 @@ class ParallelismConfig:
 def needs_nd_backend(config: ParallelismConfig) -> bool:
     """Whether ``config`` shards parameters or splits them (FSDP2 / TP / CP): the FSDP plugin's job."""
     return config.dp_shard_enabled or config.tp_enabled or config.cp_enabled
-
-
-def setup_state(state: Any, config: ParallelismConfig | None) -> None:
-    """Attach ``config`` (or the one ``accel launch`` asked for) to an ``AcceleratorState``.
-
-    Sets ``state.parallelism_config`` and ``state.device_mesh``. A layout that shards or
-    splits parameters on a plain one-process or data-parallel run selects the ``FSDP``
-    distributed type (accel-fsdp applies N-D parallelism); the sizes are checked against
-    the number of processes, then the mesh is built on the state's device type.
-    """
-    if config is None:
-        config = ParallelismConfig.from_environment()
-    state.parallelism_config = config
-    state.device_mesh = None
-    if config is None:
-        return
-    from accel.catalog import DATA_PARALLEL_TYPES
-
-    dtype = str(getattr(state.distributed_type, "value", state.distributed_type))
-    if needs_nd_backend(config) and (dtype == "NO" or dtype in DATA_PARALLEL_TYPES):
-        from accel.types import DistributedType
-
-        state.distributed_type = DistributedType.FSDP
-        dtype = "FSDP"
-    config.validate_world(state.num_processes, dtype)
-    if state.num_processes > 1:
-        state.device_mesh = config.get_device_mesh(state.device.type)
 
 
 def _check_handler(name: str, handler: Any, kind: type) -> None:

@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from accel.config.sections import Option
+from accel.config.options import Option
 from accel.logging import get_logger
 
 logger = get_logger(__name__)

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from accel.config.keys import PROCESS_SECTION
+from accel.config.core_options import PROCESS_SECTION
 from accel.config.launched import launched_config
 
 from .checkpoints import REPORT_ENV

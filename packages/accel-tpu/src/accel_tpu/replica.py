@@ -10,7 +10,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from accel.config.keys import PROCESS_SECTION
+from accel.config.core_options import PROCESS_SECTION
 
 
 def report_failure(rank: int | str, exc: BaseException, with_traceback: bool = True) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from accel.config.keys import KEYS
+from accel.config.core_options import KEYS
 from accel.errors import ConfigError
 
 from . import pod

@@ -18,7 +18,7 @@ one declaration come:
 
 Example::
 
-    from accel.config.sections import Option, Section
+    from accel.config.options import Option, Section
 
     MY_SECTION = Section(
         "my_config",
@@ -54,8 +54,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from accel import catalog, environment
-from accel.environment import accelerate_name
+from accel import catalog, env_vars
+from accel.env_vars import accelerate_name
 from accel.errors import ConfigError
 
 _KINDS = {str: "str", int: "int", float: "float", bool: "bool", list: "list"}
@@ -188,7 +188,7 @@ class Option:
     nullable: bool = True
     """Whether the key may be empty (None) in a config file."""
     standard: bool = False
-    """Every config file ``accel config`` writes holds the key (:data:`~accel.config.settings.STANDARD_KEYS`)."""
+    """Every config file ``accel config`` writes holds the key (:data:`~accel.config.files.STANDARD_KEYS`)."""
 
     def __post_init__(self) -> None:
         kind = _KINDS.get(self.type, self.type)
@@ -737,12 +737,12 @@ LAUNCH_CONFIG = Option(
     str,
     None,
     help="JSON of the settings accel launch resolved",
-    env=environment.LAUNCH_CONFIG,
+    env=env_vars.LAUNCH_CONFIG,
     flag=None,
     in_file=False,
 )
 """``ACCEL_LAUNCH_CONFIG``, declared here because :meth:`Section.read` reads it
-(:data:`accel.config.keys.PROCESS_SECTION` lists it with the other process variables)."""
+(:data:`accel.config.core_options.PROCESS_SECTION` lists it with the other process variables)."""
 
 
 def launched_config() -> dict[str, Any]:
@@ -758,7 +758,7 @@ def launched_config() -> dict[str, Any]:
         data = json.loads(raw)
     except json.JSONDecodeError:
         raise ConfigError(
-            f"environment variable {environment.LAUNCH_CONFIG} is not valid JSON; "
+            f"environment variable {env_vars.LAUNCH_CONFIG} is not valid JSON; "
             "it is set by accel launch, unset it"
         ) from None
     return data if isinstance(data, dict) else {}

@@ -3,7 +3,7 @@
 :class:`GlobalPosition` is the part of :class:`~accel.data.loader.DataLoaderShard` that counts
 its batches in samples (and batch-sampler batches) of the global order, and that turns a
 position saved on another number of processes or batch size into where this loader starts
-(:mod:`accel.data.position` is the format).
+(:mod:`accel.elastic.position` is the format).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ import sys
 import time
 from typing import Any
 
-from accel.config.keys import PROCESS_SECTION
+from accel.config.core_options import PROCESS_SECTION
 
 _fd: int | None = None
 _seq = 0

@@ -22,7 +22,7 @@ import time
 import traceback
 from typing import Any
 
-from ..config.keys import PROCESS_SECTION
+from ..config.core_options import PROCESS_SECTION
 from ..faults import flight
 
 

@@ -61,7 +61,8 @@ _add(
     "clear_device_cache",
     "should_reduce_batch_size",
 )
-_add("accel.models", "extract_model_from_parallel", "compile_regions", "has_repeated_blocks")
+_add("accel.unwrap", "extract_model_from_parallel")
+_add("accel.compilation", "compile_regions", "has_repeated_blocks")
 _add("accel.checkpoint.weights", "id_tensor_storage", "load_weights", "save_weights")
 _add(
     "accel.big_model.modeling",
@@ -77,7 +78,7 @@ _add(
     "TorchContextParallelConfig",
     "TorchTensorParallelConfig",
 )
-_add("accel.config.settings", "write_basic_config")
+_add("accel.config.files", "write_basic_config")
 _add(
     "accel.big_model.device_map",
     "infer_auto_device_map",
@@ -126,7 +127,7 @@ _add(
 )
 _add("accel.distributed.process", "is_initialized", "wait_for_everyone")
 _add(
-    "accel.process_env",
+    "accel.env_helpers",
     "check_os_kernel",
     "clear_environment",
     "convert_dict_to_env_variables",
@@ -139,7 +140,8 @@ _add(
 )
 _add("accel.sizes", "convert_bytes", "convert_file_size_to_int")
 _add("accel.memory", "dtype_byte_size")
-_add("accel.models", "has_compiled_regions", "is_compiled_module", "get_model_tp_size")
+_add("accel.compilation", "has_compiled_regions", "is_compiled_module")
+_add("accel.unwrap", "get_model_tp_size")
 _add("accel.mixed_precision", "get_grad_scaler", "get_mixed_precision_context_manager")
 _add(
     "accel.checkpoint.weights",

@@ -18,13 +18,13 @@ from dataclasses import dataclass, fields
 from enum import Enum
 from typing import Any
 
-from accel.config.settings import (
+from accel.config.files import (
     CONFIG_FILE_NAME,
     JSON_CONFIG_FILE_NAME,
     default_config_dir,
     load_config_file,
 )
-from accel.config.settings import default_config_file as _default_location
+from accel.config.files import default_config_file as _default_location
 
 cache_dir = str(default_config_dir())
 """The folder of the default config file (accel's: ``$HF_HOME/accel``, ...)."""
@@ -97,7 +97,7 @@ class BaseConfig:
             extra = self.__dict__.get("_accel_settings", {})
             if name in extra:
                 return extra[name]
-            from accel.config.keys import KEYS
+            from accel.config.core_options import KEYS
 
             key = KEYS.get(name)
             if key is not None and key.in_file:
