@@ -43,6 +43,7 @@ class CheckpointingMixin:
         gradient_accumulation_steps: int
         prepared: PreparedObjects
         project_configuration: ProjectConfiguration
+        split_batches: bool
         step: int
 
     save = forward_method("checkpoints", "save", CheckpointManager)

@@ -74,14 +74,14 @@ def compile_regions_in_place(model: torch.nn.Module, **compile_kwargs: Any) -> t
     return model
 
 
-def is_compiled_module(module: Any) -> bool:
+def is_compiled_module(module: object) -> bool:
     """Whether ``module`` is the result of ``torch.compile`` (an ``OptimizedModule``)."""
     return hasattr(torch, "_dynamo") and isinstance(
         module, torch._dynamo.eval_frame.OptimizedModule
     )
 
 
-def has_compiled_regions(module: Any) -> bool:
+def has_compiled_regions(module: object) -> bool:
     """Whether some submodule of ``module`` is compiled: an ``OptimizedModule`` (what
     :func:`compile_regions` makes) or compiled in place (``Module.compile``, ``prepare``'s
     regional compilation)."""

@@ -11,8 +11,8 @@ import contextlib
 import functools
 import inspect
 import os
-from collections.abc import Callable, Generator
-from typing import Any
+from collections.abc import Callable, Generator, Mapping
+from typing import Any, ParamSpec, TypeVar
 
 from accel.config.core_options import ENVIRONMENT
 from accel.config.options import Option, parse_bool
@@ -20,6 +20,9 @@ from accel.launchers.notebook import patch_environment
 from accel.logging import get_logger
 
 logger = get_logger(__name__)
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 __all__ = [
     "clear_environment",
@@ -79,7 +82,7 @@ _KINDS: dict[type, str] = {int: "int", bool: "bool", str: "str"}
 _FORBIDDEN_ENV_CHARS = (";", "\n", "<", ">", " ")
 
 
-def convert_dict_to_env_variables(current_env: dict[str, Any]) -> list[str]:
+def convert_dict_to_env_variables(current_env: Mapping[str, object]) -> list[str]:
     """``KEY=VALUE\\n`` lines for the valid entries of ``current_env``.
 
     As in Accelerate, an entry is dropped, with a warning, when its key or value is empty or
@@ -132,12 +135,12 @@ def _restored_accelerate_environment() -> Generator[None, None, None]:
                 os.environ[key] = value
 
 
-def _purged(function: Callable) -> Callable:
+def _purged(function: Callable[_P, _R]) -> Callable[_P, _R]:
     if getattr(function, _PURGED_MARK, False):
         return function
 
     @functools.wraps(function)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         with _restored_accelerate_environment():
             return function(*args, **kwargs)
 
@@ -170,7 +173,7 @@ def purge_accelerate_environment(func_or_cls: Callable | type) -> Callable | typ
     _purge_test_methods(cls)
     previous = cls.__dict__.get("__init_subclass__")
 
-    def __init_subclass__(subclass: type, **kwargs: Any) -> None:
+    def __init_subclass__(subclass: type, **kwargs: object) -> None:
         if previous is not None:
             previous.__get__(None, subclass)(**kwargs)
         else:

@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accel.config.options import Option
 from accel.errors import ConfigError
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
 
 ENV_PREFIX = "PARALLELISM_CONFIG_"
 """Prefix of the variables that fill unset fields (Accelerate's names, e.g. ``PARALLELISM_CONFIG_TP_SIZE``)."""
@@ -41,7 +44,7 @@ SP_ATTN_IMPLEMENTATIONS = ("flash_attention_2", "flash_attention_3", "sdpa")
 """Built-in attention implementations accepted with DeepSpeed sequence parallelism."""
 
 
-def _key(name: str, type: Any = str, default: Any = None, **kw: Any) -> Option:
+def _key(name: str, type: type | str = str, default: object = None, **kw: Any) -> Option:
     """The key ``parallelism_config_<name>``, read from ``PARALLELISM_CONFIG_<NAME>``."""
     return Option(KEY_PREFIX + name, type, default, env=ENV_PREFIX + name.upper(), **kw)
 
@@ -101,7 +104,7 @@ class TorchTensorParallelConfig:
     """
 
     enable_async_tp: bool = False
-    tp_plan: dict[str, Any] | None = None
+    tp_plan: dict[str, object] | None = None
 
     def __post_init__(self) -> None:
         if self.enable_async_tp:
@@ -219,7 +222,7 @@ class ParallelismConfig:
     tp_handler: TorchTensorParallelConfig | None = None
     cp_handler: TorchContextParallelConfig | None = None
     sp_handler: DeepSpeedSequenceParallelConfig | None = None
-    device_mesh: Any = field(default=None, repr=False, compare=False)
+    device_mesh: DeviceMesh | None = field(default=None, repr=False, compare=False)
     """The mesh built by :meth:`get_device_mesh` (None until then, or when nothing is split)."""
 
     def __post_init__(self) -> None:
@@ -281,9 +284,9 @@ class ParallelismConfig:
             return cls()
         return None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The sizes, backends and handlers' fields as plain data (no mesh)."""
-        data: dict[str, Any] = {}
+        data: dict[str, object] = {}
         for name in (
             "dp_replicate_size",
             "dp_shard_size",
@@ -429,7 +432,7 @@ class ParallelismConfig:
                 )
 
     # -- the mesh -----------------------------------------------------------------------------
-    def build_device_mesh(self, device_type: str) -> Any:
+    def build_device_mesh(self, device_type: str) -> DeviceMesh | None:
         """Build the named mesh for ``device_type`` (``"cuda"``, ``"cpu"``, ...).
 
         Dimensions: the enabled ones of ``dp_replicate``, ``dp_shard``, ``cp``, ``sp``, ``tp``,
@@ -451,7 +454,7 @@ class ParallelismConfig:
         }
         return build_device_mesh(device_type, names, shape, flattened)
 
-    def get_device_mesh(self, device_type: str | None = None) -> Any:
+    def get_device_mesh(self, device_type: str | None = None) -> DeviceMesh | None:
         """The mesh, built on first call for ``device_type``; later calls must agree on the device type."""
         if self.device_mesh is None:
             if device_type is None:
@@ -485,7 +488,7 @@ def needs_nd_backend(config: ParallelismConfig) -> bool:
     return config.dp_shard_enabled or config.tp_enabled or config.cp_enabled
 
 
-def _check_handler(name: str, handler: Any, kind: type) -> None:
+def _check_handler(name: str, handler: object, kind: type) -> None:
     if handler is not None and not isinstance(handler, kind):
         raise ConfigError(f"{name} must be a {kind.__name__}, not {type(handler).__name__}")
 

@@ -4,14 +4,11 @@ and the tensor-parallel degree a transformers model was sharded with."""
 from __future__ import annotations
 
 import types
-from typing import Any
 
 import torch
 
-_WRAPPER_ATTRS = ("module",)
 
-
-def _is_parallel_wrapper(model: Any) -> bool:
+def _is_parallel_wrapper(model: object) -> bool:
     from torch.nn.parallel import DataParallel, DistributedDataParallel
 
     return isinstance(model, (DistributedDataParallel, DataParallel)) or getattr(
@@ -49,7 +46,7 @@ def extract_model_from_parallel(
     fsdp_module = sys.modules.get("torch.distributed.fsdp")  # FSDP1 models exist only once imported
     fsdp1 = getattr(fsdp_module, "FullyShardedDataParallel", None) if fsdp_module else None
 
-    def is_wrapper(module: Any) -> bool:
+    def is_wrapper(module: object) -> bool:
         return _is_parallel_wrapper(module) or (fsdp1 is not None and isinstance(module, fsdp1))
 
     compiled = None
@@ -63,7 +60,7 @@ def extract_model_from_parallel(
         model = _held(model, "_orig_mod")
     if recursive:
 
-        def nested_wrapper(module: Any) -> bool:
+        def nested_wrapper(module: object) -> bool:
             return is_wrapper(module) or (
                 "DataParallel" in type(module).__name__
                 and isinstance(getattr(module, "module", None), torch.nn.Module)
@@ -101,7 +98,7 @@ def extract_model_from_parallel(
     return model
 
 
-def get_model_tp_size(model: Any) -> int | None:
+def get_model_tp_size(model: object) -> int | None:
     """The tensor-parallel degree a transformers model was sharded with, or None.
 
     transformers < 5 sets ``model.tp_size``; transformers >= 5 leaves it None and keeps the

@@ -54,7 +54,7 @@ DISTRIBUTED = "distributed and multi-machine"
 """Headings of ``accel launch --help`` (:attr:`Option.group <accel.config.options.Option.group>`)."""
 
 
-def _k(name: str, type: Any, default: Any = None, help: str = "", **kw: Any) -> Option:
+def _k(name: str, type: type | str, default: object = None, help: str = "", **kw: Any) -> Option:
     """A top-level key; it has no flag unless ``flag`` says so (``""``: ``--<name>``)."""
     kw.setdefault("flag", None)
     return Option(name, type, default, help=help, **kw)
@@ -534,7 +534,9 @@ SAGEMAKER_KEYS = frozenset(option.name for option in _SAGEMAKER)
 """The SageMaker keys (meaningful only with ``compute_environment: AMAZON_SAGEMAKER``)."""
 
 
-def _variable(name: str, type: Any, default: Any, help: str, env: str, **kw: Any) -> Option:
+def _variable(
+    name: str, type: type | str, default: object, help: str, env: str, **kw: Any
+) -> Option:
     """A variable a process reads that is no config-file key and has no flag."""
     return Option(name, type, default, help=help, env=env, flag=None, in_file=False, **kw)
 

@@ -140,7 +140,7 @@ def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
     return data
 
 
-def validate(data: Mapping[str, Any], origin: str = "<config>") -> dict[str, Any]:
+def validate(data: Mapping[str, object], origin: str = "<config>") -> dict[str, Any]:
     """Check and normalise a config mapping; ConfigError names ``origin``, the key and the fix.
 
     Plugin sections are only checked for shape here; :func:`check_sections` runs
@@ -184,7 +184,7 @@ def validate(data: Mapping[str, Any], origin: str = "<config>") -> dict[str, Any
     return out
 
 
-def _read_dynamo(section: Mapping[str, Any], origin: str) -> dict[str, Any]:
+def _read_dynamo(section: Mapping[str, object], origin: str) -> dict[str, object]:
     """``dynamo_config`` checked against :data:`~accel.config.core_options.DYNAMO_SECTION`, values typed."""
     problems = DYNAMO_SECTION.validate(section)
     if problems:
@@ -249,7 +249,7 @@ def check_sections(data: Mapping[str, Any], origin: str = "<config>") -> None:
 # --------------------------------------------------------------------------- writing
 
 
-def save_config_file(data: Mapping[str, Any], path: str | os.PathLike) -> Path:
+def save_config_file(data: Mapping[str, object], path: str | os.PathLike) -> Path:
     """Write ``data`` to ``path``: JSON when it ends in ``.json``, YAML otherwise."""
     path = Path(path).expanduser()
     path.parent.mkdir(parents=True, exist_ok=True)

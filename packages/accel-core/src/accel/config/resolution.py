@@ -93,7 +93,7 @@ class ResolvedConfig:
         """Where ``key`` came from."""
         return self.sources.get(key, DEFAULT)
 
-    def items(self) -> list[tuple[str, Any, Source]]:
+    def items(self) -> list[tuple[str, object, Source]]:
         """Every setting, sections flattened to ``section.key``, sorted by name."""
         rows = []
         for name in sorted(self.values):
@@ -128,7 +128,7 @@ class ResolvedConfig:
 
 
 def resolve(
-    flags: Mapping[str, Any] | None = None,
+    flags: Mapping[str, object] | None = None,
     config_file: str | os.PathLike | None = None,
     environ: Mapping[str, str] | None = None,
     use_config_file: bool = True,
@@ -229,7 +229,7 @@ def resolve(
 def _apply_job(
     values: dict[str, Any],
     sources: dict[str, Source],
-    flags: Mapping[str, Any],
+    flags: Mapping[str, object],
     environ: Mapping[str, str],
     flag_labels: Mapping[str, str] | None = None,
 ) -> JobEnvironment | None:
@@ -242,7 +242,7 @@ def _apply_job(
     The pod's variables behind replaced settings are not read: a flag fixes a bad one.
     """
 
-    def above(name: str) -> Any:
+    def above(name: str) -> object:
         if flags.get(name) is not None:
             return flags[name]
         env_name = KEYS[name].env

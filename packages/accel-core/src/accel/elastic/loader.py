@@ -8,10 +8,10 @@ position saved on another number of processes or batch size into where this load
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sized
 from typing import TYPE_CHECKING, Any
 
-from torch.utils.data import IterableDataset
+from torch.utils.data import IterableDataset, Sampler
 
 from accel.data.samplers import BatchSamplerShard, IterableDatasetShard
 
@@ -27,7 +27,7 @@ class GlobalPosition:
         batch_size: int | None
         batches_yielded: int
         shards_per_process: int
-        sampler: Any
+        sampler: Sampler[object] | Iterable[object]
         _origin: tuple[int, int]
         _resize: tuple[int, int] | None
 
@@ -194,8 +194,10 @@ class GlobalPosition:
         return int(samples), 0
 
 
-def _length(sampler: Any) -> int | None:
+def _length(sampler: object) -> int | None:
     """``len(sampler)``, or None when it has none."""
+    if not isinstance(sampler, Sized):
+        return None
     try:
         return len(sampler)
     except TypeError:

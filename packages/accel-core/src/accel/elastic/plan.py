@@ -13,10 +13,26 @@ trajectory, is an uninterrupted run's (up to the order of floating-point reducti
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from accel.elastic import position as positions
 from accel.errors import ResumeError
+
+if TYPE_CHECKING:
+    from accel.checkpoint.manager import CheckpointManager
+    from accel.prepared import PreparedObjects
+    from accel.state import GradientState
+
+
+class _Run(Protocol):
+    """What a resume reads from, and sets on, the Accelerator."""
+
+    checkpoints: CheckpointManager
+    gradient_state: GradientState
+    num_processes: int
+    gradient_accumulation_steps: int
+    prepared: PreparedObjects
+    split_batches: bool
 
 
 @dataclass(frozen=True)
@@ -61,7 +77,7 @@ def step_meta(
     }
 
 
-def samples_per_step(accelerator: Any) -> int | None:
+def samples_per_step(accelerator: _Run) -> int | None:
     """Samples per step across all processes of the first prepared data loader (None without one)."""
     for loader in accelerator.prepared.dataloaders:
         total = getattr(loader, "total_batch_size", None)
@@ -144,7 +160,7 @@ def _refusal(
     )
 
 
-def scheduler_steps(schedulers: list[Any], accelerator: Any) -> int:
+def scheduler_steps(schedulers: list[Any], accelerator: _Run) -> int:
     """How many times a prepared scheduler advances per optimizer step (Accelerate's rule)."""
     for scheduler in schedulers:
         if hasattr(scheduler, "num_processes") and not scheduler.split_batches:
@@ -152,7 +168,7 @@ def scheduler_steps(schedulers: list[Any], accelerator: Any) -> int:
     return 1 if accelerator.split_batches else accelerator.num_processes
 
 
-def apply_resume(accelerator: Any, meta: dict[str, Any]) -> ResumePlan:
+def apply_resume(accelerator: _Run, meta: dict[str, Any]) -> ResumePlan:
     """Plan the resume of a loaded checkpoint and, on another size, apply and log it."""
     from accel.logging import get_logger
 
