@@ -6,8 +6,9 @@ and builds the named :class:`torch.distributed.DeviceMesh` the training script a
 use (dimensions ``dp_replicate``, ``dp_shard``, ``cp``, ``sp``, ``tp`` in that order, plus the
 flattened ``dp``, ``dp_shard_cp`` and ``dp_cp``). Which backend applies the layout is the FSDP
 plugin's business (accel-fsdp): this module only holds the configuration, so that
-``from accel import ParallelismConfig`` works with accel-core alone. Torch is imported only
-by :meth:`ParallelismConfig.build_device_mesh`.
+``from accel import ParallelismConfig`` works with accel-core alone. What the layout means
+for a run (its distributed type, the size checks, the mesh) is :mod:`accel.parallelism_setup`;
+the mesh is built by :mod:`accel.device_mesh`, the only place torch is imported.
 
 Unset fields come from the environment, under Accelerate's names (``PARALLELISM_CONFIG_TP_SIZE``,
 ...: what ``accel launch`` sets from the ``parallelism_config`` section and the
