@@ -1,8 +1,7 @@
-"""Helpers over ``os.environ``: reading flags, clearing and restoring the environment.
+"""Accelerate's helpers over ``os.environ`` (``accelerate.utils.environment``): flags, clearing, restoring.
 
-Accelerate's names (``accelerate.utils``). accel's own variables are ``ACCEL_*``
-(:mod:`accel.env_vars`); :func:`purge_accelerate_environment` restores those and
-Accelerate's ``ACCELERATE_*`` after a test.
+accel's own variables are ``ACCEL_*`` (their names: :mod:`accel.env_vars`);
+:func:`purge_accelerate_environment` restores those and Accelerate's ``ACCELERATE_*`` after a test.
 """
 
 from __future__ import annotations

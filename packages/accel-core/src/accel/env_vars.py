@@ -1,4 +1,4 @@
-"""The names of the ``ACCEL_*`` environment variables, in one place.
+"""The names of the ``ACCEL_*`` environment variables, in one place, and the launcher's rank variables.
 
 Everything the launcher decides reaches the worker processes as environment variables.
 Each variable is declared as an :class:`~accel.config.options.Option` (core's in
@@ -11,7 +11,9 @@ Accelerate's spelling of each variable means the same: when ``ACCEL_X`` is unset
 ``accelerate launch`` set and read those), and ``ACCELERATE_USE_DEEPSPEED`` /
 ``ACCELERATE_USE_FSDP`` / ``ACCELERATE_USE_MEGATRON_LM`` select the distributed type
 when ``ACCEL_DISTRIBUTED_TYPE`` is unset. The launcher exports both spellings
-(:func:`accelerate_names`).
+(:func:`accelerate_names`). :func:`world_info` reads the rank and world size that torchrun,
+Open MPI or MPICH set. Accelerate's helpers over ``os.environ`` (``patch_environment``,
+``str_to_bool``, ...) are :mod:`accel.env_helpers`.
 """
 
 from __future__ import annotations
