@@ -235,7 +235,7 @@ def test_pytorchjob_two_processes_per_pod_over_a_laptop_config(cli, tmp_path):
     """The docs' PyTorchJob (nprocPerNode "2", a Master and a Worker): 2 pods x 2 processes.
     A config file written for one machine (num_machines 1) is in the default place: the
     pod's variables win over it."""
-    from accel.config.settings import save_config_file, standard_config
+    from accel.config.files import save_config_file, standard_config
 
     save_config_file(standard_config(), tmp_path / "cfg" / "default_config.yaml")
     job = with_port(manifests()["PyTorchJob"], cli.free_port())

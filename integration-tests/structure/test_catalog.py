@@ -75,7 +75,7 @@ def test_export_is_provided_by_its_package(name):
 
 
 def test_enums_and_config_choices_are_the_catalog():
-    from accel.config.keys import DYNAMO_BACKENDS, MULTI_DEVICE_TYPES
+    from accel.config.core_options import DYNAMO_BACKENDS, MULTI_DEVICE_TYPES
     from accel.types import DistributedType, DynamoBackend, LoggerType, PrecisionType
     from accel_ddp.backend import DDPBackend
 

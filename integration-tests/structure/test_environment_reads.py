@@ -1,5 +1,5 @@
 """Every ``ACCEL_*`` / ``ACCELERATE_*`` variable (and Accelerate's ``PARALLELISM_CONFIG_*``) is
-read through its declaration: ``Option.from_env`` in ``accel/config/sections.py`` is the only
+read through its declaration: ``Option.from_env`` in ``accel/config/options.py`` is the only
 code that looks such a name up in ``os.environ`` or in an environment mapping."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-READER = ROOT / "packages/accel-core/src/accel/config/sections.py"
+READER = ROOT / "packages/accel-core/src/accel/config/options.py"
 PREFIXES = ("ACCEL_", "ACCELERATE_", "PARALLELISM_CONFIG_")
 
 

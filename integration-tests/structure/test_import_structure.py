@@ -33,7 +33,7 @@ def test_check_imports_reports_a_circle_a_private_read_and_an_alias_import(tmp_p
         copy / "packages",
         ignore=shutil.ignore_patterns("tests", "__pycache__", ".venv"),
     )
-    state = copy / "packages/accel-core/src/accel/environment.py"
+    state = copy / "packages/accel-core/src/accel/env_vars.py"
     state.write_text(state.read_text() + "\nfrom accel import accelerator  # noqa\n")
     ddp = copy / "packages/accel-ddp/src/accel_ddp/plugin.py"
     ddp.write_text(ddp.read_text() + "\n\ndef _peek(acc):\n    return acc._models\n")
@@ -49,7 +49,7 @@ def test_check_imports_reports_a_circle_a_private_read_and_an_alias_import(tmp_p
         timeout=120,
     )
     assert result.returncode == 1
-    assert "accel.environment (layer 0) imports accel.accelerator" in result.stdout
+    assert "accel.env_vars (layer 0) imports accel.accelerator" in result.stdout
     assert "accel.backends.context (layer 13) imports accel.accelerator" in result.stdout
     assert "touches core's private _models" in result.stdout
     assert "kwargs.py:" in result.stdout

@@ -27,7 +27,7 @@ if args.kill_rank_once == rank and restart == 0:
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from accel import PartialState  # noqa: E402
-from accel.utils.config import launched_config  # noqa: E402
+from accel.config.launched import launched_config  # noqa: E402
 
 state = PartialState()
 if args.fail_rank == rank:

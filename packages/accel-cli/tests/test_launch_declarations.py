@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from accel.config.keys import CORE_SECTION
+from accel.config.core_options import CORE_SECTION
 from accel.config.registered import registered_sections
 from accel.plugins import list_plugins
 from accel_cli.launch import CORE_SECTIONS, LAUNCH_SECTION, SCRIPT_SECTION, build_parser

@@ -8,7 +8,9 @@ import types
 
 import pytest
 from accel import hookimpl, plugins
-from accel.utils import config as C
+from accel.config import providers
+from accel.config.resolution import resolve
+from accel.errors import ConfigError
 from accel_cli import launch
 from accel_cli.questions import ScriptedAsk, ask_questions
 
@@ -79,7 +81,9 @@ def fake(monkeypatch, tmp_path):
     module = _fake_plugin(calls)
     plugins.get_plugin_manager().register(module, name="fake_fsdp")
     # the fake plugin stands in for the accel-fsdp distribution
-    monkeypatch.setattr(C, "_loaded_plugin_distributions", lambda: {"accel-cli", "accel-fsdp"})
+    monkeypatch.setattr(
+        providers, "_loaded_plugin_distributions", lambda: {"accel-cli", "accel-fsdp"}
+    )
     yield calls
     plugins.reset_plugin_manager()
 
@@ -118,7 +122,7 @@ def test_plugin_validator_errors_name_the_section(fake, tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("fsdp_config:\n  fsdp_version: 7\n")
     ns, lp = launch.parse(["--config_file", str(cfg), "train.py"])
-    with pytest.raises(C.ConfigError, match=r"c.yaml: fsdp_config: bad version"):
+    with pytest.raises(ConfigError, match=r"c.yaml: fsdp_config: bad version"):
         launch.resolve_from(ns, lp)
 
 
@@ -202,10 +206,10 @@ def test_third_party_plugin_owns_a_new_section(fake, tmp_path):
     module.accel_config_sections = accel_config_sections
     cfg = tmp_path / "c.yaml"
     cfg.write_text("mytracker_config:\n  project: demo\n")
-    with pytest.raises(C.ConfigError, match="unknown key 'mytracker_config'"):
-        C.resolve(config_file=cfg, environ={})
+    with pytest.raises(ConfigError, match="unknown key 'mytracker_config'"):
+        resolve(config_file=cfg, environ={})
     plugins.get_plugin_manager().register(module, name="mytracker")
-    resolved = C.resolve(config_file=cfg, environ={})
+    resolved = resolve(config_file=cfg, environ={})
     assert resolved.get("mytracker_config.project") == "demo"
     assert seen == [{"project": "demo"}]
 

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 import torch
-from accel.config.keys import KEYS, launched_distributed_type
+from accel.config.core_options import KEYS, launched_distributed_type
 from accel.testing.processes import run_processes
 
 

@@ -116,7 +116,7 @@ def test_import_accel_does_not_import_torch():
         "import sys, accel\n"
         "assert accel.__version__\n"
         "hookimpl = accel.hookimpl\n"
-        "from accel import errors, environment, hookspecs\n"
+        "from accel import errors, env_vars, hookspecs\n"
         "heavy = sorted(m for m in ('torch', 'numpy', 'safetensors', 'yaml') if m in sys.modules)\n"
         "print(','.join(heavy))\n"
     )

@@ -297,7 +297,7 @@ def test_config_questions_write_a_tpu_pod_config(tmp_path):
     )
     assert config["commands"] == ["pip install datasets", "ls"]
     assert config["tpu_env"] == ["A=1", "B=2"]
-    from accel.utils.config import validate
+    from accel.config.files import validate
 
     validate(config, "questions")  # every key is one Accelerate's config file knows
 

@@ -7,7 +7,7 @@ import logging
 import subprocess
 import sys
 
-from accel.process_env import convert_dict_to_env_variables
+from accel.env_helpers import convert_dict_to_env_variables
 from accelerate import accelerate_logger_name
 
 BAD = {"A B": "1", "C": "2"}  # "A B" is skipped with a warning
@@ -30,7 +30,7 @@ def test_records_reach_accelerates_logger_and_its_level_quiets_them(caplog):
 
 
 def test_names_map_to_accelerates_modules_or_its_hierarchy():
-    assert accelerate_logger_name("accel.process_env") == "accelerate.utils.environment"
+    assert accelerate_logger_name("accel.env_helpers") == "accelerate.utils.environment"
     assert accelerate_logger_name("accel.checkpoint.manager") == "accelerate.checkpointing"
     assert accelerate_logger_name("accel.big_model.hooks") == "accelerate.hooks"
     assert accelerate_logger_name("accel_fsdp.checkpointing") == "accelerate.utils.fsdp_utils"
@@ -40,11 +40,11 @@ def test_names_map_to_accelerates_modules_or_its_hierarchy():
 
 
 def test_without_importing_accelerate_accel_keeps_its_names(subprocess_env):
-    code = (  # accel.process_env's logger, without importing torch (a light child process)
+    code = (  # accel.env_helpers's logger, without importing torch (a light child process)
         "import logging, sys\n"
         "from accel.logging import get_plain_logger\n"
         "logging.basicConfig(format='%(name)s')\n"
-        "get_plain_logger('accel.process_env').warning('skipped')\n"
+        "get_plain_logger('accel.env_helpers').warning('skipped')\n"
         "assert 'accelerate' not in sys.modules\n"
     )
     result = subprocess.run(
@@ -55,4 +55,4 @@ def test_without_importing_accelerate_accel_keeps_its_names(subprocess_env):
         timeout=120,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stderr.splitlines() == ["accel.process_env"]
+    assert result.stderr.splitlines() == ["accel.env_helpers"]

@@ -22,12 +22,7 @@ def main(argv: list[str], prog: str = "accel config") -> int:
 
 
 def _questionnaire(argv: list[str], prog: str) -> int:
-    from accel.config.settings import (
-        check_sections,
-        default_config_file,
-        standard_config,
-        validate,
-    )
+    from accel.config.files import check_sections, default_config_file, standard_config, validate
 
     from .questions import AnswerError, PromptAsk, ScriptedAsk, ask_questions
 
@@ -86,19 +81,19 @@ def _questionnaire(argv: list[str], prog: str) -> int:
 
 
 def _read_answers(path: str) -> dict[str, object]:
-    from accel.config.settings import read_config_file
+    from accel.config.files import read_config_file
 
     return read_config_file(path)
 
 
 def _save(data: Mapping[str, object], path: Path) -> None:
-    from accel.config.settings import save_config_file
+    from accel.config.files import save_config_file
 
     save_config_file(data, path)
 
 
 def _default(argv: list[str], prog: str) -> int:
-    from accel.config.settings import default_config_file, write_basic_config
+    from accel.config.files import default_config_file, write_basic_config
 
     parser = Parser(
         prog=prog, description="Write a basic config for all of this machine's GPUs (or its CPU)."
@@ -128,7 +123,7 @@ def _default(argv: list[str], prog: str) -> int:
 
 
 def _update(argv: list[str], prog: str) -> int:
-    from accel.config.settings import (
+    from accel.config.files import (
         check_sections,
         default_config_file,
         read_config_file,

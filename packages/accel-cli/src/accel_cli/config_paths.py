@@ -32,7 +32,7 @@ def config_to_read(value: str | os.PathLike, option: str = "--config_file") -> P
 
 def read_config(value: str | os.PathLike, option: str = "--config_file") -> dict[str, object]:
     """The mapping in the config file ``value`` names (a ConfigError, exit 2, when malformed)."""
-    from accel.config.settings import read_config_file
+    from accel.config.files import read_config_file
 
     return read_config_file(config_to_read(value, option))
 

@@ -32,7 +32,7 @@ def main(argv: list[str], prog: str = "accel env") -> int:
 def _check_named_config(config_file: str | None) -> None:
     """A config file the user named (``--config_file`` or ``$ACCEL_CONFIG_FILE``) must be
     usable: a usage error before the report. A broken default file is shown in the report."""
-    from accel.config.settings import find_config_file
+    from accel.config.files import find_config_file
 
     from .config_paths import read_config
 
@@ -119,7 +119,7 @@ def _backends(torch) -> str:
 
 
 def _config_lines(config_file: str | None) -> object:
-    from accel.config.settings import find_config_file, read_config_file
+    from accel.config.files import find_config_file, read_config_file
     from accel.errors import ConfigError
 
     path, reason = find_config_file(config_file)

@@ -1,7 +1,7 @@
 """``accel launch``: resolve the settings, pick a launcher, run the script.
 
 Settings come from defaults < config file < a Kubeflow pod's variables < ``ACCEL_*``
-environment < flags (see :mod:`accel.config.settings`). One process runs the script
+environment < flags (see :mod:`accel.config.resolution`). One process runs the script
 directly (the launcher process becomes the script); several processes or machines run
 ``python -m torch.distributed.run``, whose workers get the resolved settings as
 ``ACCEL_*`` variables. ``--help`` and every bad-input error stay torch-free.
@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypedDict, cast
 
 from accel import catalog
-from accel.config import keys
-from accel.config.sections import Option, Section
+from accel.config import core_options
+from accel.config.options import Option, Section
 from accel.errors import UsageError
 
 from .parsing import Parser, underscored
@@ -174,7 +174,7 @@ LAUNCH_SECTION = Section(
             bool,
             help="distributed GPU training (DDP; needs accel-ddp)",
             store_true=True,
-            group=keys.HARDWARE,
+            group=core_options.HARDWARE,
             in_file=False,
         ),
         Option(
@@ -183,7 +183,7 @@ LAUNCH_SECTION = Section(
             help="on SIGTERM every rank finishes its step, saves a checkpoint and exits 75 "
             "(docs/fault-tolerance.md)",
             store_true=True,
-            group=keys.DISTRIBUTED,
+            group=core_options.DISTRIBUTED,
             in_file=False,
         ),
         Option(
@@ -192,7 +192,7 @@ LAUNCH_SECTION = Section(
             help="with --preemption (implied): seconds after SIGTERM before exiting at once "
             "(default 25)",
             metavar="SECONDS",
-            group=keys.DISTRIBUTED,
+            group=core_options.DISTRIBUTED,
             in_file=False,
         ),
         Option(
@@ -200,7 +200,7 @@ LAUNCH_SECTION = Section(
             str,
             help="use this launcher instead of the one that claims the job (see `accel plugins`)",
             metavar="NAME",
-            group=keys.DISTRIBUTED,
+            group=core_options.DISTRIBUTED,
             in_file=False,
         ),
     ],
@@ -234,10 +234,15 @@ SCRIPT_SECTION = Section(
 )
 """How ``accel launch`` runs the script (only where a script is given)."""
 
-CORE_SECTIONS = (keys.CORE_SECTION, keys.DYNAMO_SECTION)
+CORE_SECTIONS = (core_options.CORE_SECTION, core_options.DYNAMO_SECTION)
 """Core's declared settings whose flags ``accel launch`` has."""
 
-GROUPS = (keys.HARDWARE, keys.RESOURCES, keys.TRAINING, keys.DISTRIBUTED)
+GROUPS = (
+    core_options.HARDWARE,
+    core_options.RESOURCES,
+    core_options.TRAINING,
+    core_options.DISTRIBUTED,
+)
 """The headings of ``accel launch --help``, in order (each option names its own)."""
 
 
@@ -245,7 +250,7 @@ def add_core_arguments(parser: argparse.ArgumentParser, script: bool = True) -> 
     """Add every core flag of ``accel launch`` to ``parser`` (values stay None when not given).
 
     Every flag is generated from a declaration: :data:`LAUNCH_SECTION`, core's settings
-    (:data:`accel.config.keys.CORE_SECTION`, ``DYNAMO_SECTION``; converted, with the flag
+    (:data:`accel.config.core_options.CORE_SECTION`, ``DYNAMO_SECTION``; converted, with the flag
     named, when the settings are resolved) and, with ``script``, :data:`SCRIPT_SECTION`.
     """
     for title in GROUPS:
@@ -268,7 +273,7 @@ LAUNCH_ONLY_DESTS = {
     "json",
     "resolved",
 }
-"""Parsed names that are not settings of :mod:`accel.config.settings`."""
+"""Parsed names that are not settings of :mod:`accel.config.resolution`."""
 
 
 def build_parser(
@@ -351,7 +356,7 @@ def _add_plugin(
 
 
 def _target(dest: str, sections: list[str]) -> str:
-    from accel.config.keys import KEYS
+    from accel.config.core_options import KEYS
 
     if dest in SELECTOR_FLAGS or dest in KEYS or "." in dest:
         return dest
@@ -382,7 +387,7 @@ def parse(
         flag = underscored(token.split("=", 1)[0])
         for prefix, package in PLUGIN_FLAG_OWNERS:
             if flag == prefix or (prefix.endswith("_") and flag.startswith(prefix)):
-                from accel.config.settings import disabled_by, installed_but_disabled
+                from accel.config.providers import disabled_by, installed_but_disabled
                 from accel.errors import MissingPluginError
 
                 extra = ""
@@ -468,8 +473,8 @@ def flags_from(ns: argparse.Namespace, lp: LaunchParser) -> dict[str, object]:
             continue
         if dest in LAUNCH_ONLY_DESTS:
             continue
-        if dest in keys.DYNAMO_KEYS:  # --dynamo_* parse into Accelerate's names
-            flags[f"{keys.DYNAMO_SECTION.key}.{dest}"] = value
+        if dest in core_options.DYNAMO_KEYS:  # --dynamo_* parse into Accelerate's names
+            flags[f"{core_options.DYNAMO_SECTION.key}.{dest}"] = value
             continue
         if dest == "num_machines" and isinstance(value, str) and ":" in value:
             flags.update(_machine_range(value))
@@ -486,7 +491,7 @@ def flags_from(ns: argparse.Namespace, lp: LaunchParser) -> dict[str, object]:
     if ns.multi_gpu:
         selected.append(("--multi_gpu", "MULTI_GPU"))
     for name in flags:
-        dest = name.removeprefix(f"{keys.DYNAMO_SECTION.key}.")
+        dest = name.removeprefix(f"{core_options.DYNAMO_SECTION.key}.")
         lp.labels[name] = lp.option_of(
             next((d for d, i in lp.plugin_flags.items() if i.target == name), dest)
         )
@@ -510,7 +515,7 @@ def flags_from(ns: argparse.Namespace, lp: LaunchParser) -> dict[str, object]:
 
 def resolve_from(ns: argparse.Namespace, lp: LaunchParser):
     """The resolved settings for a parsed ``accel launch`` / ``accel config show`` command line."""
-    from accel.config.settings import resolve
+    from accel.config.resolution import resolve
 
     from .config_paths import config_to_read
 
@@ -627,12 +632,12 @@ def plan(argv: list[str], prog: str = "accel launch") -> LaunchSummary:
 
 def preemption_environment(ns: argparse.Namespace) -> dict[str, str]:
     """``ACCEL_PREEMPTION*`` for ``--preemption`` / ``--preemption_grace_period`` (and torchrun's shutdown wait)."""
-    from accel import environment
+    from accel import env_vars
 
     grace = getattr(ns, "preemption_grace_period", None)
     if not getattr(ns, "preemption", None) and grace is None:
         return {}
-    env = {environment.PREEMPTION: "true"}
+    env = {env_vars.PREEMPTION: "true"}
     if grace is not None:
         try:
             seconds = float(grace)
@@ -642,7 +647,7 @@ def preemption_environment(ns: argparse.Namespace) -> dict[str, str]:
             ) from None
         if seconds <= 0:
             raise UsageError("--preemption_grace_period must be more than 0 seconds")
-        env[environment.PREEMPTION_GRACE_PERIOD] = f"{seconds:g}"
+        env[env_vars.PREEMPTION_GRACE_PERIOD] = f"{seconds:g}"
     else:
         seconds = 25.0
     # the torchrun agent waits this long for its workers after SIGTERM before SIGKILL

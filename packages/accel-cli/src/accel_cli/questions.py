@@ -147,7 +147,7 @@ class ScriptedAsk(Ask):
     def confirm(self, question, default=False, key=None):  # noqa: D102
         answer = self._lookup(question, key, default)
         if isinstance(answer, str):
-            from accel.config.sections import parse_bool
+            from accel.config.options import parse_bool
             from accel.errors import ConfigError
 
             try:
@@ -182,7 +182,7 @@ def machine_types() -> dict[str, str]:
 
 
 def _valid_ids(answer: str) -> str | None:
-    from accel.config.keys import KEYS
+    from accel.config.core_options import KEYS
     from accel.errors import ConfigError
 
     try:
@@ -199,7 +199,7 @@ def _valid_host(answer: str) -> str | None:
 def ask_questions(ask: Ask, plugin_questions: bool = True) -> dict[str, object]:
     """Run the questionnaire; the config mapping (Accelerate's keys) it produced."""
     from accel import catalog
-    from accel.config.keys import CORE_SECTION, DYNAMO_BACKENDS, DYNAMO_SECTION
+    from accel.config.core_options import CORE_SECTION, DYNAMO_BACKENDS, DYNAMO_SECTION
 
     config: dict[str, object] = {"compute_environment": "LOCAL_MACHINE"}
     types = machine_types()

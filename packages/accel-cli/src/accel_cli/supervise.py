@@ -49,8 +49,8 @@ def supervise(
     A failing worker's rank and the end of its traceback are printed after the agent exits;
     torch's own failure report only with ``debug``.
     """
-    from accel import environment
-    from accel.config.keys import KEYS, PROCESS_SECTION
+    from accel import env_vars
+    from accel.config.core_options import KEYS, PROCESS_SECTION
 
     program, original = program_name(command), command
     if not debug:
@@ -58,14 +58,14 @@ def supervise(
 
     error_dir = tempfile.mkdtemp(prefix="accel-launch-")
     env = dict(env)
-    env[environment.LAUNCH_ERROR_DIR] = error_dir
+    env[env_vars.LAUNCH_ERROR_DIR] = error_dir
     flight_dir = PROCESS_SECTION["flight_dir"].from_env(env) or os.path.join(error_dir, "flight")
     os.makedirs(flight_dir, exist_ok=True)
-    env[environment.FLIGHT_DIR] = flight_dir  # each worker's last collectives (hang reports)
+    env[env_vars.FLIGHT_DIR] = flight_dir  # each worker's last collectives (hang reports)
     throughput_dir = KEYS["throughput_dir"].from_env(env, default=None) or os.path.join(
         error_dir, "throughput"
     )
-    env[environment.THROUGHPUT_DIR] = throughput_dir  # each worker's throughput record at exit
+    env[env_vars.THROUGHPUT_DIR] = throughput_dir  # each worker's throughput record at exit
     grace = _grace_seconds(env)
     received: list[int] = []
     try:
@@ -188,7 +188,7 @@ def _parent_death_signal():
 
 def _grace_seconds(env: dict[str, str]) -> float:
     """How long the agent may take to stop after a forwarded signal: longer with preemption."""
-    from accel.config.keys import PROCESS_SECTION
+    from accel.config.core_options import PROCESS_SECTION
 
     if not PROCESS_SECTION["preemption"].from_env(env):
         return GRACE_SECONDS

@@ -11,7 +11,7 @@ import sys
 import traceback
 from collections.abc import Callable
 
-from accel.config.sections import Option
+from accel.config.options import Option
 
 RESULTS: list[tuple[str, str, str]] = []
 
@@ -63,7 +63,7 @@ def main() -> int:
             assert dist.is_initialized(), "process group not initialised"
             assert dist.get_world_size() == world and dist.get_rank() == rank
         from accel import catalog
-        from accel.config.keys import KEYS
+        from accel.config.core_options import KEYS
 
         launched = KEYS["mixed_precision"].from_env(default=None)  # converting checks the name
         assert launched is None or launched in catalog.PRECISIONS, launched

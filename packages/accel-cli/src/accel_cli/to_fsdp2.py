@@ -92,7 +92,7 @@ def convert_config_to_fsdp2(
 
 def main(argv: list[str], prog: str = "accel to-fsdp2") -> int:
     """Run ``accel to-fsdp2``."""
-    from accel.config.settings import read_config_file, save_config_file
+    from accel.config.files import read_config_file, save_config_file
 
     parser = Parser(prog=prog, description=DESCRIPTION)
     parser.add_argument(

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import torch
 
-from accel import environment
+from accel import env_vars
 from accel.accelerator_checkpointing import CheckpointingMixin
 from accel.accelerator_process import ProcessMixin
 from accel.backends.base import Backend
 from accel.checkpoint.manager import CheckpointManager
 from accel.checkpoint.view import RunView
-from accel.config.keys import KEYS, PROCESS_SECTION
+from accel.config.core_options import KEYS, PROCESS_SECTION
 from accel.connector import Connector
 from accel.contexts import NO_CONTEXT as _NO_CONTEXT
 from accel.contexts import no_sync_all as _no_sync_all
@@ -136,7 +136,7 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
                 else TorchDynamoPlugin()
             )
         if debug is not None:
-            os.environ[environment.DEBUG_MODE] = "1" if debug else "0"
+            os.environ[env_vars.DEBUG_MODE] = "1" if debug else "0"
         self.state = AcceleratorState(
             mixed_precision=mixed_precision,
             cpu=cpu,

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from accel.checkpoint import elastic
 from accel.checkpoint.manager import CheckpointManager, HookHandle
 from accel.checkpoint.view import RunView
+from accel.elastic.plan import apply_resume, samples_per_step, scheduler_steps, step_meta
 from accel.logging import get_logger
 
 if TYPE_CHECKING:
@@ -145,11 +145,11 @@ class CheckpointingMixin:
         meta = {
             "step": self.step,
             "gradient_step": self.gradient_state.step,
-            **elastic.step_meta(
+            **step_meta(
                 self.num_processes,
                 self.gradient_accumulation_steps,
-                elastic.scheduler_steps(self.prepared.schedulers, self),
-                elastic.samples_per_step(self),
+                scheduler_steps(self.prepared.schedulers, self),
+                samples_per_step(self),
             ),
             "micro_batching": self.micro_batching.state_dict(),
         }
@@ -174,7 +174,7 @@ class CheckpointingMixin:
         ``weights_only=False`` only for checkpoints you trust.
         """
         meta = self.checkpoints.load_state(input_dir, weights_only=weights_only, strict=strict)
-        plan = elastic.apply_resume(self, meta)
+        plan = apply_resume(self, meta)
         self.step = plan.step if "step" in meta else self.step
         self.gradient_state.step = meta.get("gradient_step", self.gradient_state.step)
         if "micro_batching" in meta:  # train_step's split, in samples per micro-batch

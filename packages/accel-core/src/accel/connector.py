@@ -46,7 +46,7 @@ import torch
 
 from accel.backends.base import Backend
 from accel.backends.context import BackendContext
-from accel.config.keys import PROCESS_SECTION
+from accel.config.core_options import PROCESS_SECTION
 from accel.errors import MissingPluginError
 from accel.plugins import registry
 

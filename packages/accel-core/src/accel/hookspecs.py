@@ -27,7 +27,7 @@ import pluggy
 if TYPE_CHECKING:
     from accel.backends.base import Backend
     from accel.checkpoint.view import RunView
-    from accel.config.sections import Section
+    from accel.config.options import Section
     from accel.kwargs import KwargsHandler
     from accel.launchers.base import Launcher
     from accel.precision.base import Precision
@@ -263,7 +263,7 @@ def accel_launch_arguments(parser: argparse._ArgumentGroup) -> None:
     """Add this plugin's flags to ``accel launch``.
 
     Arguments: ``parser``, an argparse argument group titled after the plugin (a Section's
-    :meth:`~accel.config.sections.Section.add_arguments` fills it from the declaration).
+    :meth:`~accel.config.options.Section.add_arguments` fills it from the declaration).
     Return: None (the group is filled in place).
     Combined: every implementation is called, each with its own group; a plugin that raises
     is reported by ``accel launch`` and the others still get their flags. Not cached: called
@@ -294,7 +294,7 @@ def accel_launch_environment(config: Mapping[str, object]) -> Mapping[str, objec
     plan's environment from it: a launcher adds its own variables there (those that depend
     on how it starts the processes: ``RANK`` for SLURM tasks, ``MASTER_ADDR`` for mpirun,
     ``OMP_NUM_THREADS``) and wins over this hook. Every resolved setting also reaches the
-    workers as JSON in ``ACCEL_LAUNCH_CONFIG`` (see :func:`accel.utils.config.launched_config`).
+    workers as JSON in ``ACCEL_LAUNCH_CONFIG`` (see :func:`accel.config.launched.launched_config`).
     """
 
 
@@ -305,23 +305,23 @@ def accel_config_sections() -> (
     """Return the config-file sections this plugin owns: ``{section_key: Section}``.
 
     Arguments: none. Return: a mapping of section keys (``fsdp_config``) to a declared
-    :class:`accel.config.sections.Section` (preferred) or, for older third-party plugins, a
+    :class:`accel.config.options.Section` (preferred) or, for older third-party plugins, a
     validator callable ``validator(mapping) -> list[str]`` of error lines (empty when valid);
     a list of Section objects is accepted too. None or {} for none. A Section declares each
-    key once (:class:`~accel.config.sections.Option`: type, default, choices, help) and is
+    key once (:class:`~accel.config.options.Option`: type, default, choices, help) and is
     itself a validator; the same declaration gives the plugin its ``accel launch`` flags
-    (:meth:`~accel.config.sections.Section.add_arguments`, called from its
+    (:meth:`~accel.config.options.Section.add_arguments`, called from its
     ``accel_launch_arguments``), its simple ``accel config`` questions
-    (:meth:`~accel.config.sections.Section.ask`) and its worker-side reader
-    (:meth:`~accel.config.sections.Section.read`).
+    (:meth:`~accel.config.options.Section.ask`) and its worker-side reader
+    (:meth:`~accel.config.options.Section.read`).
     Combined: every plugin's results are merged into one ``{key: validator}`` table by
-    :func:`accel.config.settings.section_validators`; on a key several plugins declare, the
+    :func:`accel.config.registered.section_validators`; on a key several plugins declare, the
     plugin registered last wins. Not cached: built on each call.
-    Called by :func:`accel.config.settings.check_sections` (``accel launch``, ``accel config``,
+    Called by :func:`accel.config.files.check_sections` (``accel launch``, ``accel config``,
     ``load_config_file``) on each non-empty section: the first error line, prefixed with the
     file and the section key, is raised as :class:`~accel.errors.ConfigError`; a key listed
     here is also accepted as a top-level section of the file
-    (:func:`accel.config.settings.validate`), and ``accel launch`` routes a plugin's
+    (:func:`accel.config.files.validate`), and ``accel launch`` routes a plugin's
     undotted flags into its section when it owns exactly one.
     """
 

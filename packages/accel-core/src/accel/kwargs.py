@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from accel import environment
-from accel.config.keys import DYNAMO_KEYS, PROCESS_SECTION
+from accel import env_vars
+from accel.config.core_options import DYNAMO_KEYS, PROCESS_SECTION
 from accel.types import DynamoBackend
 
 _Handler = TypeVar("_Handler", bound="KwargsHandler")
@@ -45,7 +45,7 @@ class KwargsHandler:
 @contextlib.contextmanager
 def _without_accel_environment() -> Generator[None, None, None]:
     """Hide the ``ACCEL_*`` and ``ACCELERATE_*`` environment variables for the block."""
-    prefixes = (environment.ACCEL_PREFIX, environment.ACCELERATE_PREFIX)
+    prefixes = (env_vars.ACCEL_PREFIX, env_vars.ACCELERATE_PREFIX)
     hidden = {k: v for k, v in os.environ.items() if k.startswith(prefixes)}
     for key in hidden:
         del os.environ[key]

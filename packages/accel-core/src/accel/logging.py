@@ -1,6 +1,6 @@
 """``get_logger``: a logger that, in multi-process runs, logs on the main process only by default.
 
-accel's loggers are named after accel's modules (``accel.process_env``, ...).
+accel's loggers are named after accel's modules (``accel.env_helpers``, ...).
 :func:`route_logger_names` sends their records to other names instead: the ``accelerate``
 compatibility distribution routes them to Accelerate's (``accelerate.utils.environment``), so
 ``logging.getLogger("accelerate").setLevel(...)`` governs them as it governs Accelerate's.
@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from accel.config.keys import PROCESS_SECTION
+from accel.config.core_options import PROCESS_SECTION
 
 _route: Callable[[str], str] | None = None
 _routed: dict[str, logging.Logger] = {}

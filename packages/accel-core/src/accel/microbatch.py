@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, SupportsFloat, TypeVar, cast
 
 import torch
 
-from accel.config.keys import CORE_SECTION
+from accel.config.core_options import CORE_SECTION
 from accel.config.launched import launched_config
 from accel.errors import AccelError, UsageError
 from accel.logging import get_logger

@@ -6,8 +6,9 @@ and builds the named :class:`torch.distributed.DeviceMesh` the training script a
 use (dimensions ``dp_replicate``, ``dp_shard``, ``cp``, ``sp``, ``tp`` in that order, plus the
 flattened ``dp``, ``dp_shard_cp`` and ``dp_cp``). Which backend applies the layout is the FSDP
 plugin's business (accel-fsdp): this module only holds the configuration, so that
-``from accel import ParallelismConfig`` works with accel-core alone. Torch is imported only
-by :meth:`ParallelismConfig.build_device_mesh`.
+``from accel import ParallelismConfig`` works with accel-core alone. What the layout means
+for a run (its distributed type, the size checks, the mesh) is :mod:`accel.parallelism_setup`;
+the mesh is built by :mod:`accel.device_mesh`, the only place torch is imported.
 
 Unset fields come from the environment, under Accelerate's names (``PARALLELISM_CONFIG_TP_SIZE``,
 ...: what ``accel launch`` sets from the ``parallelism_config`` section and the
@@ -18,10 +19,13 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from accel.config.sections import Option
+from accel.config.options import Option
 from accel.errors import ConfigError
+
+if TYPE_CHECKING:
+    from torch.distributed.device_mesh import DeviceMesh
 
 ENV_PREFIX = "PARALLELISM_CONFIG_"
 """Prefix of the variables that fill unset fields (Accelerate's names, e.g. ``PARALLELISM_CONFIG_TP_SIZE``)."""
@@ -41,7 +45,7 @@ SP_ATTN_IMPLEMENTATIONS = ("flash_attention_2", "flash_attention_3", "sdpa")
 """Built-in attention implementations accepted with DeepSpeed sequence parallelism."""
 
 
-def _key(name: str, type: Any = str, default: Any = None, **kw: Any) -> Option:
+def _key(name: str, type: type | str = str, default: object = None, **kw: Any) -> Option:
     """The key ``parallelism_config_<name>``, read from ``PARALLELISM_CONFIG_<NAME>``."""
     return Option(KEY_PREFIX + name, type, default, env=ENV_PREFIX + name.upper(), **kw)
 
@@ -101,7 +105,7 @@ class TorchTensorParallelConfig:
     """
 
     enable_async_tp: bool = False
-    tp_plan: dict[str, Any] | None = None
+    tp_plan: dict[str, object] | None = None
 
     def __post_init__(self) -> None:
         if self.enable_async_tp:
@@ -219,7 +223,7 @@ class ParallelismConfig:
     tp_handler: TorchTensorParallelConfig | None = None
     cp_handler: TorchContextParallelConfig | None = None
     sp_handler: DeepSpeedSequenceParallelConfig | None = None
-    device_mesh: Any = field(default=None, repr=False, compare=False)
+    device_mesh: DeviceMesh | None = field(default=None, repr=False, compare=False)
     """The mesh built by :meth:`get_device_mesh` (None until then, or when nothing is split)."""
 
     def __post_init__(self) -> None:
@@ -275,15 +279,15 @@ class ParallelismConfig:
     @classmethod
     def from_environment(cls) -> ParallelismConfig | None:
         """The config ``accel launch`` asked for (``ACCEL_USE_PARALLELISM_CONFIG``), else None."""
-        from accel.config.keys import PROCESS_SECTION
+        from accel.config.core_options import PROCESS_SECTION
 
         if PROCESS_SECTION["use_parallelism_config"].from_env():
             return cls()
         return None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The sizes, backends and handlers' fields as plain data (no mesh)."""
-        data: dict[str, Any] = {}
+        data: dict[str, object] = {}
         for name in (
             "dp_replicate_size",
             "dp_shard_size",
@@ -429,7 +433,7 @@ class ParallelismConfig:
                 )
 
     # -- the mesh -----------------------------------------------------------------------------
-    def build_device_mesh(self, device_type: str) -> Any:
+    def build_device_mesh(self, device_type: str) -> DeviceMesh | None:
         """Build the named mesh for ``device_type`` (``"cuda"``, ``"cpu"``, ...).
 
         Dimensions: the enabled ones of ``dp_replicate``, ``dp_shard``, ``cp``, ``sp``, ``tp``,
@@ -442,19 +446,16 @@ class ParallelismConfig:
         names, shape = self.mesh_shape()
         if not names:
             return None
-        from torch.distributed.device_mesh import init_device_mesh
+        from accel.device_mesh import build_device_mesh
 
-        mesh = init_device_mesh(device_type, shape, mesh_dim_names=names)
-        for flat, parts in (
-            ("dp", self.dp_dim_names),
-            ("dp_shard_cp", self.dp_shard_cp_dim_names),
-            ("dp_cp", self.dp_cp_dim_names),
-        ):
-            if parts:
-                mesh[tuple(parts)]._flatten(flat)
-        return mesh
+        flattened = {
+            "dp": self.dp_dim_names,
+            "dp_shard_cp": self.dp_shard_cp_dim_names,
+            "dp_cp": self.dp_cp_dim_names,
+        }
+        return build_device_mesh(device_type, names, shape, flattened)
 
-    def get_device_mesh(self, device_type: str | None = None) -> Any:
+    def get_device_mesh(self, device_type: str | None = None) -> DeviceMesh | None:
         """The mesh, built on first call for ``device_type``; later calls must agree on the device type."""
         if self.device_mesh is None:
             if device_type is None:
@@ -488,34 +489,7 @@ def needs_nd_backend(config: ParallelismConfig) -> bool:
     return config.dp_shard_enabled or config.tp_enabled or config.cp_enabled
 
 
-def setup_state(state: Any, config: ParallelismConfig | None) -> None:
-    """Attach ``config`` (or the one ``accel launch`` asked for) to an ``AcceleratorState``.
-
-    Sets ``state.parallelism_config`` and ``state.device_mesh``. A layout that shards or
-    splits parameters on a plain one-process or data-parallel run selects the ``FSDP``
-    distributed type (accel-fsdp applies N-D parallelism); the sizes are checked against
-    the number of processes, then the mesh is built on the state's device type.
-    """
-    if config is None:
-        config = ParallelismConfig.from_environment()
-    state.parallelism_config = config
-    state.device_mesh = None
-    if config is None:
-        return
-    from accel.catalog import DATA_PARALLEL_TYPES
-
-    dtype = str(getattr(state.distributed_type, "value", state.distributed_type))
-    if needs_nd_backend(config) and (dtype == "NO" or dtype in DATA_PARALLEL_TYPES):
-        from accel.types import DistributedType
-
-        state.distributed_type = DistributedType.FSDP
-        dtype = "FSDP"
-    config.validate_world(state.num_processes, dtype)
-    if state.num_processes > 1:
-        state.device_mesh = config.get_device_mesh(state.device.type)
-
-
-def _check_handler(name: str, handler: Any, kind: type) -> None:
+def _check_handler(name: str, handler: object, kind: type) -> None:
     if handler is not None and not isinstance(handler, kind):
         raise ConfigError(f"{name} must be a {kind.__name__}, not {type(handler).__name__}")
 

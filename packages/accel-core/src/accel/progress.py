@@ -6,7 +6,7 @@ import sys
 from collections.abc import Iterable, Sized
 from typing import TYPE_CHECKING, TypeVar
 
-from accel import environment
+from accel import env_vars
 
 if TYPE_CHECKING:
     from tqdm.auto import tqdm as Bar
@@ -20,7 +20,7 @@ def _is_local_main_process() -> bool:
     shared = PartialState._shared_state
     if shared:
         return shared.get("local_process_index", 0) == 0
-    return environment.world_info()[1] == 0
+    return env_vars.world_info()[1] == 0
 
 
 def progress_bar(

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn, Protocol, TypeVar, ove
 import torch
 import torch.distributed as dist
 
-from accel import catalog, devices, environment
-from accel.config.keys import KEYS, PROCESS_SECTION, launched_distributed_type
+from accel import catalog, devices, env_vars
+from accel.config.core_options import KEYS, PROCESS_SECTION, launched_distributed_type
 from accel.faults import flight
 from accel.kwargs import InitProcessGroupKwargs
 from accel.types import DistributedType, PrecisionType
@@ -130,7 +130,7 @@ class PartialState:
             requested_timeout = timedelta(seconds=requested_timeout)
         self._cpu = cpu or KEYS["use_cpu"].from_env()
         self.debug = KEYS["debug"].from_env()
-        rank, local_rank, world = environment.world_info()
+        rank, local_rank, world = env_vars.world_info()
         self.process_index = rank
         self.local_process_index = local_rank
         self.num_processes = world
@@ -512,9 +512,11 @@ class AcceleratorState(PartialState):
         self.dynamo_plugin = dynamo_plugin
         self.plugins = {k: v for k, v in plugins.items() if v is not None}
         self.distributed_type = _resolve_distributed_type(self, fsdp_on_cpu)
-        from accel.parallelism_config import setup_state
+        from accel.parallelism_setup import resolve_layout
 
-        setup_state(self, parallelism_config)  # N-D layout: checked, mesh built (or None)
+        self.parallelism_config, self.distributed_type, self.device_mesh = resolve_layout(
+            parallelism_config, self.distributed_type, self.num_processes, self.device.type
+        )  # N-D layout: checked, mesh built (or None)
         self._accelerator_ready = _from_accelerator
 
     # set by ``parallelism_config.setup_state``: the N-D layout and its mesh, or None

@@ -1,11 +1,11 @@
-"""The arithmetic of a resume on another number of processes (accel.checkpoint.elastic) and the
+"""The arithmetic of a resume on another number of processes (accel.elastic.plan) and the
 RNG seeds of ranks a resize adds (accel.rng.derived_seed)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from accel.checkpoint.elastic import plan_resume, resume_line, step_meta
+from accel.elastic.plan import plan_resume, resume_line, step_meta
 from accel.errors import ResumeError
 from accel.rng import derived_seed
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 
 import pytest
-from accel.config.keys import CORE_SECTION, DYNAMO_SECTION, KEYS
-from accel.config.sections import Option, Section
-from accel.config.settings import STANDARD_KEYS, validate
+from accel.config.core_options import CORE_SECTION, DYNAMO_SECTION, KEYS
+from accel.config.files import STANDARD_KEYS, validate
+from accel.config.options import Option, Section
 from accel.config.strategy import Strategy
 from accel.errors import ConfigError
 
@@ -76,7 +76,7 @@ def test_a_bad_value_reads_the_same_from_a_file_the_environment_and_a_flag(
     tmp_path, name, bad, problem
 ):
     """One converter (Option.convert): only the label (where the value came from) differs."""
-    from accel.config.settings import resolve
+    from accel.config.resolution import resolve
 
     path = tmp_path / "c.yaml"
     path.write_text(f"{name}: '{bad}'\n")

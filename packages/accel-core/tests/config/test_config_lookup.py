@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from accel.config.settings import find_config_file, resolve
+from accel.config.files import find_config_file
+from accel.config.resolution import resolve
 
 
 def test_lookup_precedence(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""Declarative config sections (``accel.config.sections``) and the shared process set-up."""
+"""Declarative config sections (``accel.config.options``) and the shared process set-up."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import sys
 import textwrap
 
 import pytest
+from accel.config.files import check_sections, standard_config
+from accel.config.options import Option, Section
 from accel.config.registered import section_table
-from accel.config.sections import Option, Section
-from accel.config.settings import check_sections, standard_config
 from accel.errors import ConfigError
 
 
@@ -111,7 +111,7 @@ def test_flags_are_checked_when_parsed_and_keep_the_text():
 def test_sections_reach_config_files_through_the_hook(tmp_path):
     # accel-fsdp registers a declared Section: a bad file value names the file and the key
     pytest.importorskip("accel_fsdp")
-    from accel.config.settings import section_validators
+    from accel.config.registered import section_validators
 
     validators = section_validators()
     assert isinstance(validators["fsdp_config"], Section)

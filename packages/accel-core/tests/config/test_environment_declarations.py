@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from accel.config.settings import resolve
+from accel.config.resolution import resolve
 from accel.errors import ConfigError
 from accel.kwargs import InitProcessGroupKwargs, TorchDynamoPlugin
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from accel.config.kubeflow import processes_per_pod, read_job
-from accel.config.settings import resolve
+from accel.config.resolution import resolve
 from accel.errors import ConfigError
 
 TRAINJOB = {

@@ -150,3 +150,17 @@ def test_to_json_and_repr():
         "tp_plan": None,
     }
     assert "total_size=4" in repr(config)
+
+
+def test_layout_of_a_run_without_and_with_a_config(monkeypatch):
+    from accel.parallelism_setup import Layout, resolve_layout
+
+    assert resolve_layout(None, "MULTI_CPU", 2, "cpu") == Layout(None, "MULTI_CPU", None)
+    monkeypatch.setenv("ACCEL_USE_PARALLELISM_CONFIG", "true")  # what accel launch sets
+    config, dtype, mesh = resolve_layout(None, "NO", 1, "cpu")
+    assert isinstance(config, ParallelismConfig) and (dtype, mesh) == ("NO", None)
+    # DeepSpeed makes its own sequence-parallel groups: the type stays, no mesh is built
+    sp = ParallelismConfig(sp_size=2)
+    assert resolve_layout(sp, "DEEPSPEED", 4, "cpu") == Layout(sp, "DEEPSPEED", None)
+    with pytest.raises(ConfigError, match="needs DeepSpeed"):
+        resolve_layout(ParallelismConfig(sp_size=2), "MULTI_CPU", 4, "cpu")

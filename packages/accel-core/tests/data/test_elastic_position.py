@@ -14,7 +14,7 @@ import time
 import pytest
 import torch
 from accel.data.loader import prepare_data_loader
-from accel.data.position import VERSION, upgrade
+from accel.elastic.position import VERSION, upgrade
 from accel.errors import ResumeError
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, SequentialSampler
 

@@ -15,7 +15,7 @@ from collections.abc import Generator
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, cast
 
-from accel.config.keys import parse_bool
+from accel.config.core_options import parse_bool
 from accel.errors import ConfigError
 
 from .hf_config import DeepSpeedConfig, HfDeepSpeedConfig, JSONValue

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from accel.config.sections import Option
+from accel.config.options import Option
 from accel.errors import UsageError
 
 QUIET_SECONDS = 120.0

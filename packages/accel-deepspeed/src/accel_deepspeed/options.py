@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from accel.config.sections import Option, Section
+from accel.config.options import Option, Section
 from accel.config.strategy import Strategy
 from accel.errors import ConfigError
 

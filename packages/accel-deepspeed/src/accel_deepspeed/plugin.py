@@ -13,7 +13,7 @@ from accel.lazy import catalog_exports
 if TYPE_CHECKING:
     import argparse
 
-    from accel.config.sections import Section
+    from accel.config.options import Section
     from accel.hookspecs import Questions
 
 

@@ -13,8 +13,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from accel.config.keys import parse_bool
-from accel.config.sections import Option, Section
+from accel.config.core_options import parse_bool
+from accel.config.options import Option, Section
 from accel.errors import ConfigError
 
 BACKENDS = ("MSAMP", "TE", "AO")

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from accel.catalog import FSDP_SHARDING_STRATEGIES
-from accel.config.keys import parse_bool
-from accel.config.sections import Option, Section
+from accel.config.core_options import parse_bool
+from accel.config.options import Option, Section
 from accel.config.strategy import Strategy
 from accel.errors import ConfigError
 

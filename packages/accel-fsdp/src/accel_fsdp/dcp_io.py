@@ -14,7 +14,7 @@ from typing import Any
 
 from accel.checkpoint.dcp_files import save
 from accel.checkpoint.layout import write_or_stage
-from accel.config.sections import Option
+from accel.config.options import Option
 from torch.distributed.tensor import DTensor
 
 FORMAT_ENV = "ACCEL_FSDP_CHECKPOINT_FORMAT"

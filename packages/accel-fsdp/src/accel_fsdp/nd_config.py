@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from accel.config.sections import Section
+from accel.config.options import Section
 from accel.errors import ConfigError
 from accel.parallelism_config import (
     KEY_PREFIX,
@@ -84,9 +84,9 @@ def launch_environment(config: dict[str, Any]) -> dict[str, str]:
         layout.validate_world(processes, str(config.get("distributed_type") or ""))
     except ConfigError as error:
         raise ConfigError(f"parallelism_config: {error}") from None
-    from accel import environment
+    from accel import env_vars
 
-    env = {environment.USE_PARALLELISM_CONFIG: "true"}
+    env = {env_vars.USE_PARALLELISM_CONFIG: "true"}
     for name, value in values.items():
         variable = PARALLELISM_SECTION[name].env
         if value is not None and variable:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from accel.config.sections import Option, Section
+from accel.config.options import Option, Section
 from accel.hookspecs import hookimpl
 from accel.lazy import catalog_exports
 
 if TYPE_CHECKING:
     import argparse
 
-    from accel.config.sections import Section
+    from accel.config.options import Section
     from accel.hookspecs import Questions
 
 

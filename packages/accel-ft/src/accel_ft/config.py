@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from accel.config.sections import Option, Section
+from accel.config.options import Option, Section
 from accel.errors import ConfigError
 
 

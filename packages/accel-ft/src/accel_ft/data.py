@@ -15,7 +15,7 @@ moves anyway and the step's sample ids are recorded in :attr:`QuorumDataLoader.s
 
 The last step of an epoch is completed with samples from the epoch's start (as accel's
 ``even_batches`` does), so that every process has a full batch; those are not counted.
-The position is the ``version: 2`` format of :mod:`accel.data.position` (``epoch``,
+The position is the ``version: 2`` format of :mod:`accel.elastic.position` (``epoch``,
 ``samples_seen``, ``seed``), independent of the number of groups.
 """
 
@@ -96,7 +96,7 @@ class QuorumDataLoader(DataLoaderStateMixin, DataLoader):
         """Kept for scripts that call it: the epoch is the run's position, shared by all groups."""
 
     def state_dict(self) -> dict[str, Any]:
-        """The world-size independent position (:mod:`accel.data.position`, version 2)."""
+        """The world-size independent position (:mod:`accel.elastic.position`, version 2)."""
         return {
             "version": 2,
             "epoch": self.epoch,

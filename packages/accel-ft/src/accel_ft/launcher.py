@@ -14,7 +14,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from accel import environment as accel_environment
+from accel import env_vars as accel_environment
 from accel.errors import UsageError
 from accel.launchers import Launcher, LaunchPlan
 

@@ -46,11 +46,11 @@ def accel_launch_arguments(parser: Any) -> None:
 @hookimpl
 def accel_launch_environment(config: dict) -> dict[str, str]:
     """``ACCEL_BACKEND=ft`` for a ``--ft`` launch: the workers' Accelerator selects the backend."""
-    from accel import environment
+    from accel import env_vars
 
     from .launcher import ft_settings
 
-    return {environment.BACKEND: "ft"} if ft_settings(config).get("use_ft") else {}
+    return {env_vars.BACKEND: "ft"} if ft_settings(config).get("use_ft") else {}
 
 
 @hookimpl

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from accel import environment as accel_environment
+from accel import env_vars as accel_environment
 from accel.config.launched import launched_config
 from accel.launchers.local import TorchrunLauncher
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from accel.config.sections import Option, Section
+from accel.config.options import Option, Section
 from accel.config.strategy import Strategy
 from accel.errors import ConfigError
 

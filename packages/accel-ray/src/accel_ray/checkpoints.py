@@ -29,7 +29,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from accel.config.sections import Option
+from accel.config.options import Option
 from accel.logging import get_logger
 
 if TYPE_CHECKING:

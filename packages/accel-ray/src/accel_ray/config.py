@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from typing import TypedDict
 
-from accel.config.sections import Option, Section
+from accel.config.options import Option, Section
 from accel.errors import ConfigError
 
 

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from typing import SupportsInt, cast
 
 from accel.catalog import DATA_PARALLEL_TYPES
-from accel.config.keys import KEYS
-from accel.config.sections import Option
+from accel.config.core_options import KEYS
+from accel.config.options import Option
 from accel.errors import UsageError
 from accel.launchers import Launcher, LaunchPlan
 

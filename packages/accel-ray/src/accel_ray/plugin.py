@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     import argparse
 
     from accel.checkpoint.view import RunView
-    from accel.config.sections import Section
+    from accel.config.options import Section
     from accel.hookspecs import Questions
 
 

@@ -75,8 +75,8 @@ def _record(context: TrainContext, exc: BaseException | None, code: int) -> str:
 
 def _use_ray_device() -> None:
     """On GPU workers, accel uses the device Ray assigned (``ACCEL_TORCH_DEVICE``)."""
-    from accel import environment
-    from accel.config.keys import KEYS, PROCESS_SECTION
+    from accel import env_vars
+    from accel.config.core_options import KEYS, PROCESS_SECTION
 
     if PROCESS_SECTION["torch_device"].from_env() or KEYS["use_cpu"].from_env():
         return
@@ -84,7 +84,7 @@ def _use_ray_device() -> None:
 
     device = get_device()
     if device.type != "cpu":
-        os.environ[environment.TORCH_DEVICE] = str(device)
+        os.environ[env_vars.TORCH_DEVICE] = str(device)
 
 
 def run_script(config: dict[str, object]) -> None:

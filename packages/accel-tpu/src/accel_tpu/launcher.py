@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import cast
 
-from accel.config.keys import KEYS, launched_distributed_type
+from accel.config.core_options import KEYS, launched_distributed_type
 from accel.launchers import Launcher, LaunchPlan
 
 from . import pod

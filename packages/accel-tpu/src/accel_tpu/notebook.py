@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from accel import environment
+from accel import env_vars
 from accel.launchers.notebook import patch_environment
 from accel.plugins import registry
 
@@ -38,8 +38,8 @@ def notebook_launch(
         )
     check_precision(registry.get_precision(mixed_precision))
     env = {
-        environment.MIXED_PRECISION: mixed_precision,
-        environment.DISTRIBUTED_TYPE: "XLA",
+        env_vars.MIXED_PRECISION: mixed_precision,
+        env_vars.DISTRIBUTED_TYPE: "XLA",
     }
     env.update(xla_environment({"num_processes": num_processes or 1}))
     with patch_environment(**env):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from accel.config.sections import Option, Section
+from accel.config.options import Option, Section
 from accel.hookspecs import hookimpl
 
 if TYPE_CHECKING:
@@ -52,8 +52,8 @@ XLA_SELECTORS = Section(
 @hookimpl
 def accel_launch_arguments(parser: argparse._ArgumentGroup) -> None:
     """``--tpu`` / ``--use_xla`` and the TPU pod flags of ``accel launch`` (Accelerate's names):
-    the flags of core's ``tpu_*`` keys, declared in :data:`accel.config.keys.CORE_SECTION`."""
-    from accel.config.keys import CORE_SECTION
+    the flags of core's ``tpu_*`` keys, declared in :data:`accel.config.core_options.CORE_SECTION`."""
+    from accel.config.core_options import CORE_SECTION
 
     XLA_SELECTORS.add_arguments(parser)
     CORE_SECTION.add_arguments(parser, check=False, plugin="accel-tpu")

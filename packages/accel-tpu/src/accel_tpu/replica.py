@@ -9,7 +9,7 @@ import time
 import traceback
 from collections.abc import Callable
 
-from accel.config.keys import PROCESS_SECTION
+from accel.config.core_options import PROCESS_SECTION
 
 
 def report_failure(rank: int | str, exc: BaseException, with_traceback: bool = True) -> None:

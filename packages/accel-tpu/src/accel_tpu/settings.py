@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, SupportsInt, cast
 
-from accel.config.keys import KEYS
+from accel.config.core_options import KEYS
 from accel.errors import ConfigError
 
 from . import pod

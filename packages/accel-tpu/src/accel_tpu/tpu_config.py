@@ -83,7 +83,7 @@ class TPUConfigCommand:
 
 
 def _defaults(config_file: str | None) -> dict[str, Any]:
-    from accel.config.settings import find_config_file, load_config_file
+    from accel.config.files import find_config_file, load_config_file
 
     path, _ = find_config_file(config_file)
     if path is None:

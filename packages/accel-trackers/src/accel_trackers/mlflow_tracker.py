@@ -86,7 +86,7 @@ class MLflowTracker(LibraryTracker):
         self.tags = tags
         nested = os.environ.get("MLFLOW_NESTED_RUN", nested_run)
         if not isinstance(nested, bool):  # yes/no, on/off, true/false, 1/0, as Accelerate reads it
-            from accel.process_env import str_to_bool
+            from accel.env_helpers import str_to_bool
 
             nested = str_to_bool(str(nested), to_bool=True)
         self.nested_run = nested

@@ -123,7 +123,7 @@ _install_finder()
 #: that does the same thing (longest prefix first); any other ``accel.X`` goes to
 #: ``accelerate.X``, so ``logging.getLogger("accelerate")`` governs every one of them.
 LOGGER_NAMES = {
-    "accel.process_env": "accelerate.utils.environment",
+    "accel.env_helpers": "accelerate.utils.environment",
     "accel.accelerator_checkpointing": "accelerate.checkpointing",
     "accel.checkpoint": "accelerate.checkpointing",
     "accel.data": "accelerate.data_loader",

@@ -1,12 +1,12 @@
 """The ``mpirun_config`` section (Accelerate's keys plus two of accel's), declared once.
 
 :data:`MPIRUN_SECTION` validates the section of a config file, makes the ``accel launch
---mpirun_*`` flags and reads the section back (:meth:`~accel.config.sections.Section.read`).
+--mpirun_*`` flags and reads the section back (:meth:`~accel.config.options.Section.read`).
 """
 
 from __future__ import annotations
 
-from accel.config.sections import Option, Section
+from accel.config.options import Option, Section
 
 FLAVORS = ("auto", "openmpi", "mpich")
 """Values of ``mpirun_config.mpirun_flavor`` (``mpich`` also covers Intel MPI and MVAPICH)."""

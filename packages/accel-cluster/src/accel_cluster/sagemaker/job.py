@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from accel import environment as E
-from accel.config.sections import LAUNCH_CONFIG
+from accel import env_vars as E
+from accel.config.options import LAUNCH_CONFIG
 from accel.errors import ConfigError
 
 from ..launch_settings import launch_settings
@@ -148,7 +148,7 @@ def _launch_config(value: str) -> str:
     """``ACCEL_LAUNCH_CONFIG`` shrunk to SageMaker's limit: null, empty and SageMaker-only keys go."""
     if len(value) <= ENVIRONMENT_VALUE_LIMIT:
         return value
-    from accel.config.keys import KEYS, SAGEMAKER_KEYS
+    from accel.config.core_options import KEYS, SAGEMAKER_KEYS
 
     data = json.loads(value)
     data = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from accel.config.sections import Option, Section
+from accel.config.options import Option, Section
 from accel.hookspecs import hookimpl
 
 
@@ -35,8 +35,8 @@ SAGEMAKER_OPTIONS = Section(
 @hookimpl
 def accel_launch_arguments(parser: Any) -> None:
     """The SageMaker keys as flags (they override the config file; declared in
-    :data:`accel.config.keys.CORE_SECTION`), and ``--sagemaker_detach``."""
-    from accel.config.keys import CORE_SECTION
+    :data:`accel.config.core_options.CORE_SECTION`), and ``--sagemaker_detach``."""
+    from accel.config.core_options import CORE_SECTION
 
     CORE_SECTION.add_arguments(parser, check=False, plugin="accel-cluster")
     SAGEMAKER_OPTIONS.add_arguments(parser)

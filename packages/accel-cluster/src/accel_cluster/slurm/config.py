@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from accel.config.sections import Option, Section
+from accel.config.options import Option, Section
 
 MODES = ("auto", "node", "task", "off")
 """Values of ``slurm_config.slurm_mode``."""

@@ -145,14 +145,14 @@ class Backend:
     def compile_model(self, model: torch.nn.Module) -> torch.nn.Module:
         """Compile ``model`` as the state's ``dynamo_plugin`` says (``torch.compile``, or regional
         compilation of its repeated blocks); unchanged when dynamo is off."""
-        from accel.models import _compile_regions_in_place, _compiled
+        from accel.compilation import compile_module, compile_regions_in_place
 
         plugin = self.context.dynamo_plugin
         if plugin is None or not plugin.enabled:
             return model
         if plugin.use_regional_compilation:
-            return _compile_regions_in_place(model, **plugin.to_compile_kwargs())
-        return _compiled(model, plugin.to_compile_kwargs())
+            return compile_regions_in_place(model, **plugin.to_compile_kwargs())
+        return compile_module(model, plugin.to_compile_kwargs())
 
     def prepare_optimizer(
         self, optimizer: torch.optim.Optimizer, device_placement: bool = True
@@ -357,7 +357,7 @@ class Backend:
         keep_torch_compile: bool = True,
     ) -> torch.nn.Module:
         """Remove the wrappers accel added (DDP-like ``.module``, compilation, precision)."""
-        from accel.models import extract_model_from_parallel
+        from accel.unwrap import extract_model_from_parallel
 
         return extract_model_from_parallel(
             model, keep_fp32_wrapper=keep_fp32_wrapper, keep_torch_compile=keep_torch_compile

@@ -212,7 +212,7 @@ def is_peft_model(model: torch.nn.Module) -> bool:
         return False
     from peft import PeftModel
 
-    from accel.models import extract_model_from_parallel
+    from accel.unwrap import extract_model_from_parallel
 
     return isinstance(extract_model_from_parallel(model), PeftModel)
 

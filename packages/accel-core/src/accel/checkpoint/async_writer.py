@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Protocol, cast
 import torch
 
 from accel.checkpoint import durable, layout, manifest
-from accel.config.keys import PROCESS_SECTION
+from accel.config.core_options import PROCESS_SECTION
 from accel.errors import CheckpointError
 from accel.logging import get_logger
 

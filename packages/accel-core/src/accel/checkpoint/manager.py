@@ -35,7 +35,7 @@ import torch
 
 from accel.checkpoint import async_writer, durable, layout, manifest
 from accel.checkpoint.weights import clean_state_dict_for_safetensors, save_weights
-from accel.data import position as positions
+from accel.elastic import position as positions
 from accel.errors import CheckpointError
 from accel.logging import get_logger
 from accel.progress import progress_bar

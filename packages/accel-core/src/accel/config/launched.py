@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from accel.config.sections import launched_config
+from accel.config.options import launched_config
 
 __all__ = ["launched_config"]

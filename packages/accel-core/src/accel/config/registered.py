@@ -1,6 +1,6 @@
 """The config sections the loaded plugins declare (their ``accel_config_sections`` hook).
 
-Apart from :mod:`accel.config.sections` because it needs the plugin manager, while the
+Apart from :mod:`accel.config.options` because it needs the plugin manager, while the
 declarations sit below it: the plugin manager itself reads its variables through them.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from accel.config.sections import Section
+from accel.config.options import Section
 
 
 def section_table(result: Any) -> dict[str, Any]:
@@ -35,7 +35,7 @@ def section_table(result: Any) -> dict[str, Any]:
 def section_validators() -> dict[str, Callable[[dict], list[str]]]:
     """``{section_key: validator}`` from every plugin's ``accel_config_sections`` hook.
 
-    A declared :class:`~accel.config.sections.Section` is its own validator; a plugin may
+    A declared :class:`~accel.config.options.Section` is its own validator; a plugin may
     return a mapping or a list of Sections (see the hook's documentation).
     """
     from accel.plugins import hook
@@ -50,7 +50,7 @@ def registered_sections() -> dict[str, Section]:
     """Every declared :class:`Section` the loaded plugins register, by key.
 
     Legacy ``{key: validator}`` entries have no declaration and are left out (see
-    :func:`accel.config.settings.section_validators` for every validator).
+    :func:`accel.config.registered.section_validators` for every validator).
     """
     return {key: v for key, v in section_validators().items() if isinstance(v, Section)}
 

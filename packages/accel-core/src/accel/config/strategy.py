@@ -1,7 +1,7 @@
 """A training strategy owned by a plugin: its ``--use_X`` flag, its section's flags, its question.
 
 FSDP, DeepSpeed and Megatron-LM each choose a distributed type the same way: ``accel launch``
-gets ``--use_<name>`` plus one flag per key of the plugin's :class:`~accel.config.sections.Section`,
+gets ``--use_<name>`` plus one flag per key of the plugin's :class:`~accel.config.options.Section`,
 and ``accel config`` asks "Do you want to use ...?" unless another strategy was already chosen.
 A plugin declares that once::
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from accel import catalog
-from accel.config.sections import Option, Section
+from accel.config.options import Option, Section
 
 
 @dataclass(frozen=True)

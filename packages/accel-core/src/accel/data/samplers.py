@@ -14,7 +14,7 @@ from torch.utils.data import (
     SequentialSampler,
 )
 
-from accel.data.position import Drawn
+from accel.elastic.position import Drawn
 
 if TYPE_CHECKING:
     from torch.utils.data import Sampler

@@ -20,10 +20,8 @@ from torch.utils.data import (
     Sampler,
 )
 
-from accel.data import position as positions
 from accel.data.batches import EmptyBatch, EmptySafeCollate, empty_like, placer
 from accel.data.loader_state import BaseDataLoader, DataLoaderStateMixin
-from accel.data.resize import GlobalPosition, rebatched
 from accel.data.samplers import (
     BatchSamplerShard,
     IterableDatasetShard,
@@ -31,6 +29,8 @@ from accel.data.samplers import (
     SeedableRandomSampler,
     draw_seed,
 )
+from accel.elastic import position as positions
+from accel.elastic.loader import GlobalPosition, rebatched
 from accel.faults import preemption
 from accel.state import GradientState, PartialState
 
@@ -151,7 +151,7 @@ class DataLoaderShard(GlobalPosition, DataLoaderStateMixin, DataLoader):
         self._propagate_epoch()
 
     def state_dict(self) -> positions.Position:
-        """The position in the epoch's global order (:mod:`accel.data.position`, version 2)."""
+        """The position in the epoch's global order (:mod:`accel.elastic.position`, version 2)."""
         try:
             finished = self.batches_yielded >= len(self) > 0
         except TypeError:  # iterable dataset without a length
@@ -198,7 +198,7 @@ class DataLoaderShard(GlobalPosition, DataLoaderStateMixin, DataLoader):
 
         A position saved on this layout (processes and batch size) resumes batch for batch.
         Saved on another one, the next iteration continues the epoch's global order at the
-        saved sample (:mod:`accel.data.position`); :class:`~accel.errors.ResumeError` says
+        saved sample (:mod:`accel.elastic.position`); :class:`~accel.errors.ResumeError` says
         why when this loader cannot.
         """
         state = positions.upgrade(state, self._layout()["num_processes"])

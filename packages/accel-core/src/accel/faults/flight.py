@@ -29,7 +29,7 @@ import time
 from datetime import timedelta
 from typing import TextIO
 
-from accel.config.keys import PROCESS_SECTION
+from accel.config.core_options import PROCESS_SECTION
 
 _fd: int | None = None
 _seq = 0

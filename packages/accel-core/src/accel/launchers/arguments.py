@@ -32,7 +32,7 @@ def settings_from_arguments(args: argparse.Namespace | Mapping[str, object]) -> 
     ``use_deepspeed`` / ``use_megatron_lm`` set ``distributed_type``. Arguments that are
     None, and names no setting has (``training_script``, ...), are left out.
     """
-    from accel.config.keys import DYNAMO_KEYS, KEYS
+    from accel.config.core_options import DYNAMO_KEYS, KEYS
     from accel.config.registered import registered_sections
 
     given = dict(args) if isinstance(args, Mapping) else dict(vars(args))
@@ -105,7 +105,7 @@ def prepare_multi_gpu_env(args: argparse.Namespace | Mapping[str, object]) -> di
     chosen and set on ``args``, as in Accelerate. ``--module`` with ``--no_python`` is a
     ValueError.
     """
-    from accel.config.settings import resolve
+    from accel.config.resolution import resolve
 
     from .planning import plan_launch
 

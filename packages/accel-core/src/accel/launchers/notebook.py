@@ -14,7 +14,7 @@ import socket
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING
 
-from accel import environment
+from accel import env_vars
 
 if TYPE_CHECKING:
     from .base import Launcher
@@ -97,7 +97,7 @@ def notebook_launcher(
         )
     precision = str(mixed_precision).lower()
     if num_processes == 1 and num_nodes == 1:
-        with patch_environment(**{environment.MIXED_PRECISION: precision}):
+        with patch_environment(**{env_vars.MIXED_PRECISION: precision}):
             return function(*args)
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         raise RuntimeError(
@@ -126,7 +126,7 @@ def notebook_launcher(
         log_line_prefix_template=log_line_prefix_template,
     )
     with patch_environment(
-        **{environment.MIXED_PRECISION: precision, "MASTER_ADDR": master_addr, "MASTER_PORT": port}
+        **{env_vars.MIXED_PRECISION: precision, "MASTER_ADDR": master_addr, "MASTER_PORT": port}
     ):
         return elastic_launch(config=config, entrypoint=_fresh_state(function))(*args)
 
@@ -144,5 +144,5 @@ def _notebook_plugin_launcher() -> Launcher | None:
 
 def debug_launcher(function: Callable, args: tuple = (), num_processes: int = 2) -> object:
     """Run ``function(*args)`` on ``num_processes`` CPU processes, for debugging and tests."""
-    with patch_environment(**{environment.USE_CPU: "1"}):
+    with patch_environment(**{env_vars.USE_CPU: "1"}):
         return notebook_launcher(function, args=args, num_processes=num_processes, use_port=0)

@@ -25,9 +25,9 @@ def settings_environment(config: Mapping[str, Any]) -> dict[str, str]:
     """The ``ACCEL_*`` (and device) variables for the resolved settings ``config``.
 
     ``ACCEL_LAUNCH_CONFIG`` carries every setting that is not None, as JSON (read back by
-    :func:`accel.utils.config.launched_config`).
+    :func:`accel.config.launched.launched_config`).
     """
-    from .. import environment as E
+    from .. import env_vars as E
 
     v = config
     env = {
@@ -78,8 +78,8 @@ def worker_environment(config: Mapping[str, object]) -> dict[str, str]:
     Each ``ACCEL_*`` variable is also exported under Accelerate's spelling (``ACCELERATE_*``,
     ``ACCELERATE_USE_FSDP``, ...), which transformers' ``TrainingArguments`` reads.
     """
-    from .. import environment as E
-    from ..config.keys import KEYS
+    from .. import env_vars as E
+    from ..config.core_options import KEYS
 
     env = settings_environment(config)
     env.update(plugin_environment(config))
@@ -127,7 +127,7 @@ def plan_launch(
 ) -> LaunchPlan:
     """The :class:`LaunchPlan` that runs ``script`` (target and arguments) under ``config``.
 
-    ``config`` holds the resolved settings (:func:`accel.utils.config.resolve`'s values);
+    ``config`` holds the resolved settings (:func:`accel.config.resolution.resolve`'s values);
     the workers' environment is computed from them alone. The launcher sees them plus
     ``module`` / ``no_python`` (how ``script[0]`` runs) and ``training_script`` /
     ``training_script_args``. ``launcher`` forces one (by name or as an object) instead of

@@ -23,7 +23,7 @@ import traceback
 from collections.abc import Mapping
 from typing import TypedDict
 
-from ..config.keys import PROCESS_SECTION
+from ..config.core_options import PROCESS_SECTION
 from ..faults import flight
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import pluggy
 
 from accel import hookspecs
-from accel.config.keys import PROCESS_SECTION
+from accel.config.core_options import PROCESS_SECTION
 from accel.entry_points import Distribution, EntryPoint, entry_points
 from accel.entry_points import version as installed_version
 

@@ -16,7 +16,7 @@ class LauncherConformance:
     """Subclass in your plugin's tests (``Test...``); set :attr:`launcher_name` and :attr:`settings`.
 
     The settings are resolved the way ``accel launch`` resolves them
-    (:func:`accel.utils.config.resolve`, no config file, no environment), planned with
+    (:func:`accel.config.resolution.resolve`, no config file, no environment), planned with
     :func:`accel.launchers.plan_launch` for the kit's worker, and the plan's ``argv`` is run
     with its ``environment``. Each started process writes its rank and world size as
     accel's process state sees them; the set must be exactly the one the plan announced.
@@ -39,7 +39,7 @@ class LauncherConformance:
 
     def resolved(self, folder: Path) -> dict[str, Any]:
         """The resolved settings, as ``accel launch`` would hand them to the launcher."""
-        from accel.config.settings import resolve
+        from accel.config.resolution import resolve
 
         return dict(
             resolve(flags=self.make_settings(folder), use_config_file=False, environ={}).values

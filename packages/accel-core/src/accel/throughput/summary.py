@@ -44,7 +44,7 @@ class RunTotals(TypedDict):
 
 def record_directory() -> str | None:
     """The folder of the records (the ``throughput_dir`` setting, ``$ACCEL_THROUGHPUT_DIR``), or None."""
-    from accel.config.keys import KEYS
+    from accel.config.core_options import KEYS
 
     return KEYS["throughput_dir"].from_env(default=None) or None
 

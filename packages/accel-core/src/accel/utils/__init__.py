@@ -74,7 +74,11 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
     from accel.checkpoint.weights import load_weights as load_weights
     from accel.checkpoint.weights import save as save
     from accel.checkpoint.weights import save_weights as save_weights
-    from accel.config.settings import write_basic_config as write_basic_config
+    from accel.compilation import compile_regions as compile_regions
+    from accel.compilation import has_compiled_regions as has_compiled_regions
+    from accel.compilation import has_repeated_blocks as has_repeated_blocks
+    from accel.compilation import is_compiled_module as is_compiled_module
+    from accel.config.files import write_basic_config as write_basic_config
     from accel.distributed.operations import (
         CannotPadNestedTensorWarning as CannotPadNestedTensorWarning,
     )
@@ -115,6 +119,15 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
     from accel.distributed.operations import verify_operation as verify_operation
     from accel.distributed.process import is_initialized as is_initialized
     from accel.distributed.process import wait_for_everyone as wait_for_everyone
+    from accel.env_helpers import check_os_kernel as check_os_kernel
+    from accel.env_helpers import clear_environment as clear_environment
+    from accel.env_helpers import convert_dict_to_env_variables as convert_dict_to_env_variables
+    from accel.env_helpers import get_int_from_env as get_int_from_env
+    from accel.env_helpers import is_port_in_use as is_port_in_use
+    from accel.env_helpers import parse_choice_from_env as parse_choice_from_env
+    from accel.env_helpers import parse_flag_from_env as parse_flag_from_env
+    from accel.env_helpers import purge_accelerate_environment as purge_accelerate_environment
+    from accel.env_helpers import str_to_bool as str_to_bool
     from accel.imports import check_cuda_fp8_capability as check_cuda_fp8_capability
     from accel.imports import compare_versions as compare_versions
     from accel.imports import is_4bit_bnb_available as is_4bit_bnb_available
@@ -199,27 +212,12 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
     from accel.mixed_precision import (
         get_mixed_precision_context_manager as get_mixed_precision_context_manager,
     )
-    from accel.models import compile_regions as compile_regions
-    from accel.models import extract_model_from_parallel as extract_model_from_parallel
-    from accel.models import get_model_tp_size as get_model_tp_size
-    from accel.models import has_compiled_regions as has_compiled_regions
-    from accel.models import has_repeated_blocks as has_repeated_blocks
-    from accel.models import is_compiled_module as is_compiled_module
     from accel.parallelism_config import (
         DeepSpeedSequenceParallelConfig as DeepSpeedSequenceParallelConfig,
     )
     from accel.parallelism_config import ParallelismConfig as ParallelismConfig
     from accel.parallelism_config import TorchContextParallelConfig as TorchContextParallelConfig
     from accel.parallelism_config import TorchTensorParallelConfig as TorchTensorParallelConfig
-    from accel.process_env import check_os_kernel as check_os_kernel
-    from accel.process_env import clear_environment as clear_environment
-    from accel.process_env import convert_dict_to_env_variables as convert_dict_to_env_variables
-    from accel.process_env import get_int_from_env as get_int_from_env
-    from accel.process_env import is_port_in_use as is_port_in_use
-    from accel.process_env import parse_choice_from_env as parse_choice_from_env
-    from accel.process_env import parse_flag_from_env as parse_flag_from_env
-    from accel.process_env import purge_accelerate_environment as purge_accelerate_environment
-    from accel.process_env import str_to_bool as str_to_bool
     from accel.progress import tqdm as tqdm
     from accel.quantization import load_and_quantize_model as load_and_quantize_model
     from accel.rng import set_seed as set_seed
@@ -234,6 +232,8 @@ if TYPE_CHECKING:  # what editors and type checkers see; at run time each name l
     from accel.types import LoggerType as LoggerType
     from accel.types import PrecisionType as PrecisionType
     from accel.types import RNGType as RNGType
+    from accel.unwrap import extract_model_from_parallel as extract_model_from_parallel
+    from accel.unwrap import get_model_tp_size as get_model_tp_size
 
 _NAMES: dict[str, str] = {}
 
@@ -290,7 +290,8 @@ _add(
     "clear_device_cache",
     "should_reduce_batch_size",
 )
-_add("accel.models", "extract_model_from_parallel", "compile_regions", "has_repeated_blocks")
+_add("accel.unwrap", "extract_model_from_parallel")
+_add("accel.compilation", "compile_regions", "has_repeated_blocks")
 _add("accel.checkpoint.weights", "id_tensor_storage", "load_weights", "save_weights")
 _add(
     "accel.big_model.modeling",
@@ -306,7 +307,7 @@ _add(
     "TorchContextParallelConfig",
     "TorchTensorParallelConfig",
 )
-_add("accel.config.settings", "write_basic_config")
+_add("accel.config.files", "write_basic_config")
 _add(
     "accel.big_model.device_map",
     "infer_auto_device_map",
@@ -355,7 +356,7 @@ _add(
 )
 _add("accel.distributed.process", "is_initialized", "wait_for_everyone")
 _add(
-    "accel.process_env",
+    "accel.env_helpers",
     "check_os_kernel",
     "clear_environment",
     "convert_dict_to_env_variables",
@@ -368,7 +369,8 @@ _add(
 )
 _add("accel.sizes", "convert_bytes", "convert_file_size_to_int")
 _add("accel.memory", "dtype_byte_size")
-_add("accel.models", "has_compiled_regions", "is_compiled_module", "get_model_tp_size")
+_add("accel.compilation", "has_compiled_regions", "is_compiled_module")
+_add("accel.unwrap", "get_model_tp_size")
 _add("accel.mixed_precision", "get_grad_scaler", "get_mixed_precision_context_manager")
 _add(
     "accel.checkpoint.weights",

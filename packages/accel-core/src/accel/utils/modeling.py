@@ -24,6 +24,6 @@ from accel.checkpoint.weights import (  # noqa: F401
     shard_state_dict,
     split_aliases,
 )
-from accel.models import compile_regions, extract_model_from_parallel, has_repeated_blocks  # noqa: F401
+from accel.compilation import compile_regions, has_repeated_blocks  # noqa: F401
 from accel.sizes import parse_size  # noqa: F401
 from accel.utils import __dir__, __getattr__  # noqa: E402, F401  (every other accel.utils name)

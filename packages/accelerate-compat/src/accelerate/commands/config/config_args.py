@@ -19,13 +19,13 @@ from dataclasses import dataclass, fields
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from accel.config.settings import (
+from accel.config.files import (
     CONFIG_FILE_NAME,
     JSON_CONFIG_FILE_NAME,
     default_config_dir,
     load_config_file,
 )
-from accel.config.settings import default_config_file as _default_location
+from accel.config.files import default_config_file as _default_location
 
 if TYPE_CHECKING:
     from accel.types import ComputeEnvironment, DistributedType
@@ -103,7 +103,7 @@ class BaseConfig:
             extra = self.__dict__.get("_accel_settings", {})
             if name in extra:
                 return extra[name]
-            from accel.config.keys import KEYS
+            from accel.config.core_options import KEYS
 
             key = KEYS.get(name)
             if key is not None and key.in_file:

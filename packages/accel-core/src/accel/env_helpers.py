@@ -1,8 +1,7 @@
-"""Helpers over ``os.environ``: reading flags, clearing and restoring the environment.
+"""Accelerate's helpers over ``os.environ`` (``accelerate.utils.environment``): flags, clearing, restoring.
 
-Accelerate's names (``accelerate.utils``). accel's own variables are ``ACCEL_*``
-(:mod:`accel.environment`); :func:`purge_accelerate_environment` restores those and
-Accelerate's ``ACCELERATE_*`` after a test.
+accel's own variables are ``ACCEL_*`` (their names: :mod:`accel.env_vars`);
+:func:`purge_accelerate_environment` restores those and Accelerate's ``ACCELERATE_*`` after a test.
 """
 
 from __future__ import annotations
@@ -11,15 +10,18 @@ import contextlib
 import functools
 import inspect
 import os
-from collections.abc import Callable, Generator
-from typing import Any
+from collections.abc import Callable, Generator, Mapping
+from typing import Any, ParamSpec, TypeVar
 
-from accel.config.keys import ENVIRONMENT
-from accel.config.sections import Option, parse_bool
+from accel.config.core_options import ENVIRONMENT
+from accel.config.options import Option, parse_bool
 from accel.launchers.notebook import patch_environment
 from accel.logging import get_logger
 
 logger = get_logger(__name__)
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 __all__ = [
     "clear_environment",
@@ -38,7 +40,7 @@ __all__ = [
 def str_to_bool(value: str, to_bool: bool = False) -> int | bool:
     """``"yes"/"true"/"1"/...`` -> 1, ``"no"/"false"/"0"/...`` -> 0 (bools with ``to_bool``).
 
-    accel's one yes/no table (:func:`accel.config.sections.parse_bool`); anything else raises
+    accel's one yes/no table (:func:`accel.config.options.parse_bool`); anything else raises
     :class:`~accel.errors.ConfigError`, a ``ValueError``.
     """
     result = parse_bool("value", value)
@@ -79,7 +81,7 @@ _KINDS: dict[type, str] = {int: "int", bool: "bool", str: "str"}
 _FORBIDDEN_ENV_CHARS = (";", "\n", "<", ">", " ")
 
 
-def convert_dict_to_env_variables(current_env: dict[str, Any]) -> list[str]:
+def convert_dict_to_env_variables(current_env: Mapping[str, object]) -> list[str]:
     """``KEY=VALUE\\n`` lines for the valid entries of ``current_env``.
 
     As in Accelerate, an entry is dropped, with a warning, when its key or value is empty or
@@ -132,12 +134,12 @@ def _restored_accelerate_environment() -> Generator[None, None, None]:
                 os.environ[key] = value
 
 
-def _purged(function: Callable) -> Callable:
+def _purged(function: Callable[_P, _R]) -> Callable[_P, _R]:
     if getattr(function, _PURGED_MARK, False):
         return function
 
     @functools.wraps(function)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         with _restored_accelerate_environment():
             return function(*args, **kwargs)
 
@@ -170,7 +172,7 @@ def purge_accelerate_environment(func_or_cls: Callable | type) -> Callable | typ
     _purge_test_methods(cls)
     previous = cls.__dict__.get("__init_subclass__")
 
-    def __init_subclass__(subclass: type, **kwargs: Any) -> None:
+    def __init_subclass__(subclass: type, **kwargs: object) -> None:
         if previous is not None:
             previous.__get__(None, subclass)(**kwargs)
         else:

@@ -1,17 +1,18 @@
 """The keys of the config file: core's declarations.
 
-Core declares its keys the way plugins declare theirs: :class:`~accel.config.sections.Option`
-objects in a :class:`~accel.config.sections.Section` - :data:`CORE_SECTION` for the file's
+Core declares its keys the way plugins declare theirs: :class:`~accel.config.options.Option`
+objects in a :class:`~accel.config.options.Section` - :data:`CORE_SECTION` for the file's
 top level, :data:`DYNAMO_SECTION` for ``dynamo_config``. Each value, from a config file, an
 environment variable or a flag, is converted by the one :meth:`Option.convert
-<accel.config.sections.Option.convert>`, and ``accel launch``'s core flags are generated from
-these declarations (:meth:`Section.add_arguments <accel.config.sections.Section.add_arguments>`):
+<accel.config.options.Option.convert>`, and ``accel launch``'s core flags are generated from
+these declarations (:meth:`Section.add_arguments <accel.config.options.Section.add_arguments>`):
 adding a setting is one ``Option`` here. Lists of allowed values come from :mod:`accel.catalog`.
 The variables a process reads that are not config-file settings (``ACCEL_TORCH_DEVICE``,
 ``ACCEL_PLUGINS``, ...) are Options too (:data:`PROCESS_SECTION`), and every ``ACCEL_*`` /
 ``ACCELERATE_*`` variable is read through its declaration's :meth:`Option.from_env
-<accel.config.sections.Option.from_env>` (:data:`ENVIRONMENT` finds it by variable name).
-Torch-free and yaml-free, like :mod:`accel.config.settings`, which uses these declarations.
+<accel.config.options.Option.from_env>` (:data:`ENVIRONMENT` finds it by variable name).
+Torch-free and yaml-free, like :mod:`accel.config.files` and :mod:`accel.config.resolution`,
+which use these declarations.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from accel import catalog, environment
-from accel.config.sections import LAUNCH_CONFIG, Option, Section
-from accel.config.sections import parse_bool as parse_bool  # re-exported: its public path
+from accel import catalog, env_vars
+from accel.config.options import LAUNCH_CONFIG, Option, Section
+from accel.config.options import parse_bool as parse_bool  # re-exported: its public path
 
 # --------------------------------------------------------------------------- keys
 
@@ -50,10 +51,10 @@ HARDWARE = "hardware selection"
 RESOURCES = "resource selection"
 TRAINING = "training"
 DISTRIBUTED = "distributed and multi-machine"
-"""Headings of ``accel launch --help`` (:attr:`Option.group <accel.config.sections.Option.group>`)."""
+"""Headings of ``accel launch --help`` (:attr:`Option.group <accel.config.options.Option.group>`)."""
 
 
-def _k(name: str, type: Any, default: Any = None, help: str = "", **kw: Any) -> Option:
+def _k(name: str, type: type | str, default: object = None, help: str = "", **kw: Any) -> Option:
     """A top-level key; it has no flag unless ``flag`` says so (``""``: ``--<name>``)."""
     kw.setdefault("flag", None)
     return Option(name, type, default, help=help, **kw)
@@ -97,7 +98,7 @@ CORE_SECTION = Section(
             None,
             "how training is distributed",
             choices=DISTRIBUTED_TYPES,
-            env=environment.DISTRIBUTED_TYPE,
+            env=env_vars.DISTRIBUTED_TYPE,
             value_aliases=catalog.DISTRIBUTED_TYPE_ALIASES,
             standard=True,
         ),
@@ -113,7 +114,7 @@ CORE_SECTION = Section(
             )
             + ")",
             choices=tuple(catalog.PRECISIONS),
-            env=environment.MIXED_PRECISION,
+            env=env_vars.MIXED_PRECISION,
             nullable=False,
             standard=True,
             flag="",
@@ -124,7 +125,7 @@ CORE_SECTION = Section(
             bool,
             False,
             "run on the CPU even if an accelerator is present",
-            env=environment.USE_CPU,
+            env=env_vars.USE_CPU,
             standard=True,
             flag="cpu",
             store_true=True,
@@ -136,7 +137,7 @@ CORE_SECTION = Section(
             False,
             "check tensor shapes across ranks before each collective, and print "
             "torch.distributed's own report when a worker fails",
-            env=environment.DEBUG_MODE,
+            env=env_vars.DEBUG_MODE,
             standard=True,
             flag="",
             store_true=True,
@@ -148,7 +149,7 @@ CORE_SECTION = Section(
             1,
             "total number of processes over all machines (Accelerate's meaning)",
             minimum=1,
-            env=environment.NUM_PROCESSES,
+            env=env_vars.NUM_PROCESSES,
             standard=True,
             flag="",
             group=RESOURCES,
@@ -159,7 +160,7 @@ CORE_SECTION = Section(
             1,
             "number of machines (MIN:MAX for elastic membership)",
             minimum=1,
-            env=environment.NUM_MACHINES,
+            env=env_vars.NUM_MACHINES,
             nullable=False,
             standard=True,
             flag="",
@@ -172,7 +173,7 @@ CORE_SECTION = Section(
             0,
             "rank of this machine, 0 (the main one) to num_machines - 1",
             minimum=0,
-            env=environment.MACHINE_RANK,
+            env=env_vars.MACHINE_RANK,
             nullable=False,
             standard=True,
             flag="",
@@ -185,7 +186,7 @@ CORE_SECTION = Section(
             "host",
             None,
             "address of machine 0",
-            env=environment.MAIN_PROCESS_IP,
+            env=env_vars.MAIN_PROCESS_IP,
             flag="",
             flag_aliases=("master_addr",),
             group=DISTRIBUTED,
@@ -195,7 +196,7 @@ CORE_SECTION = Section(
             "port",
             None,
             "port of the main process (29500 with several machines; a free one otherwise)",
-            env=environment.MAIN_PROCESS_PORT,
+            env=env_vars.MAIN_PROCESS_PORT,
             flag="",
             flag_aliases=("master_port",),
             group=DISTRIBUTED,
@@ -205,7 +206,7 @@ CORE_SECTION = Section(
             "gpu_ids",
             "all",
             "GPUs to use: all, or ids such as 0,1",
-            env=environment.GPU_IDS,
+            env=env_vars.GPU_IDS,
             flag="",
             group=DISTRIBUTED,
             question="What GPU(s) (by id) should be used for training on this machine, "
@@ -217,7 +218,7 @@ CORE_SECTION = Section(
             "static",
             "rendezvous backend (c10d lets machines run different numbers of processes)",
             choices=catalog.RDZV_BACKENDS,
-            env=environment.RDZV_BACKEND,
+            env=env_vars.RDZV_BACKEND,
             nullable=False,
             standard=True,
             flag="",
@@ -249,7 +250,7 @@ CORE_SECTION = Section(
             bool,
             False,
             "pin each process to the CPU cores near its GPU (NVIDIA only)",
-            env=environment.CPU_AFFINITY,
+            env=env_vars.CPU_AFFINITY,
             standard=True,
             flag="",
             store_true=True,
@@ -260,7 +261,7 @@ CORE_SECTION = Section(
             "yesno",
             "no",
             "on TPU: float as bfloat16 and double as float32",
-            env=environment.DOWNCAST_BF16,
+            env=env_vars.DOWNCAST_BF16,
             standard=True,
             flag="",
             group=TRAINING,
@@ -340,7 +341,7 @@ CORE_SECTION = Section(
             "train_step's automatic micro-batching: steps without out-of-memory after which "
             "a larger micro-batch is tried again (0: never)",
             minimum=0,
-            env=environment.MICRO_BATCH_GROW_AFTER,
+            env=env_vars.MICRO_BATCH_GROW_AFTER,
             flag="",
             group=TRAINING,
         ),
@@ -351,7 +352,7 @@ CORE_SECTION = Section(
             None,
             "default gradient-accumulation steps",
             minimum=1,
-            env=environment.GRADIENT_ACCUMULATION_STEPS,
+            env=env_vars.GRADIENT_ACCUMULATION_STEPS,
             in_file=False,
             flag="",
             group=TRAINING,
@@ -362,7 +363,7 @@ CORE_SECTION = Section(
             None,
             "folder where each worker writes its throughput record at exit (accel launch uses "
             "a folder of its own and prints the run's throughput line from it)",
-            env=environment.THROUGHPUT_DIR,
+            env=env_vars.THROUGHPUT_DIR,
             in_file=False,
         ),
         _k(
@@ -390,7 +391,7 @@ CORE_SECTION = Section(
             0,
             "restarts of the worker group before failing",
             minimum=0,
-            env=environment.MAX_RESTARTS,
+            env=env_vars.MAX_RESTARTS,
             in_file=False,
             nullable=False,
             flag="",
@@ -475,7 +476,7 @@ DYNAMO_SECTION = Section(
             "NO",
             help="backend (NO: off)",
             choices=DYNAMO_BACKENDS,
-            env=environment.DYNAMO_BACKEND,
+            env=env_vars.DYNAMO_BACKEND,
             group=RESOURCES,
             metavar="BACKEND",
             question="Which dynamo backend would you like to use?",
@@ -486,7 +487,7 @@ DYNAMO_SECTION = Section(
             "default",
             help="mode",
             choices=DYNAMO_MODES,
-            env=environment.DYNAMO_MODE,
+            env=env_vars.DYNAMO_MODE,
             group=RESOURCES,
             question="Which mode do you want to use?",
         ),
@@ -495,7 +496,7 @@ DYNAMO_SECTION = Section(
             bool,
             False,
             help="fullgraph=True",
-            env=environment.DYNAMO_USE_FULLGRAPH,
+            env=env_vars.DYNAMO_USE_FULLGRAPH,
             store_true=True,
             group=RESOURCES,
             question="Do you want to use full graph mode?",
@@ -505,7 +506,7 @@ DYNAMO_SECTION = Section(
             bool,
             False,
             help="dynamic=True (dynamic shapes)",
-            env=environment.DYNAMO_USE_DYNAMIC,
+            env=env_vars.DYNAMO_USE_DYNAMIC,
             store_true=True,
             group=RESOURCES,
             question="Do you want to enable dynamic shape tracing?",
@@ -515,7 +516,7 @@ DYNAMO_SECTION = Section(
             bool,
             False,
             help="compile repeated blocks one by one",
-            env=environment.DYNAMO_USE_REGIONAL_COMPILATION,
+            env=env_vars.DYNAMO_USE_REGIONAL_COMPILATION,
             store_true=True,
             group=RESOURCES,
             question="Do you want to compile repeated blocks one by one (regional compilation)?",
@@ -533,7 +534,9 @@ SAGEMAKER_KEYS = frozenset(option.name for option in _SAGEMAKER)
 """The SageMaker keys (meaningful only with ``compute_environment: AMAZON_SAGEMAKER``)."""
 
 
-def _variable(name: str, type: Any, default: Any, help: str, env: str, **kw: Any) -> Option:
+def _variable(
+    name: str, type: type | str, default: object, help: str, env: str, **kw: Any
+) -> Option:
     """A variable a process reads that is no config-file key and has no flag."""
     return Option(name, type, default, help=help, env=env, flag=None, in_file=False, **kw)
 
@@ -541,37 +544,33 @@ def _variable(name: str, type: Any, default: Any, help: str, env: str, **kw: Any
 PROCESS_SECTION = Section(
     "process",
     [
-        _variable("backend", str, None, "the backend plugin to use", environment.BACKEND),
+        _variable("backend", str, None, "the backend plugin to use", env_vars.BACKEND),
         _variable(
             "fsdp_on_cpu",
             bool,
             False,
             "shard with FSDP on CPU processes under accelerate.Accelerator too",
-            environment.FSDP_ON_CPU,
+            env_vars.FSDP_ON_CPU,
         ),
-        _variable("torch_device", str, None, "the device (cuda:1, cpu)", environment.TORCH_DEVICE),
-        _variable("plugins", list, None, "entry-point plugins to load", environment.PLUGINS),
+        _variable("torch_device", str, None, "the device (cuda:1, cpu)", env_vars.TORCH_DEVICE),
+        _variable("plugins", list, None, "entry-point plugins to load", env_vars.PLUGINS),
         _variable(
             "disable_plugins",
             list,
             [],
             "entry-point plugins not to load",
-            environment.DISABLE_PLUGINS,
+            env_vars.DISABLE_PLUGINS,
         ),
-        _variable(
-            "config_dir", str, None, "directory of default_config.yaml", environment.CONFIG_DIR
-        ),
-        _variable("config_file", str, None, "the config file", environment.CONFIG_FILE),
-        _variable("log_level", str, None, "level of accel's loggers", environment.LOG_LEVEL),
-        _variable(
-            "timeout", int, 1800, "seconds a collective waits", environment.TIMEOUT, minimum=1
-        ),
+        _variable("config_dir", str, None, "directory of default_config.yaml", env_vars.CONFIG_DIR),
+        _variable("config_file", str, None, "the config file", env_vars.CONFIG_FILE),
+        _variable("log_level", str, None, "level of accel's loggers", env_vars.LOG_LEVEL),
+        _variable("timeout", int, 1800, "seconds a collective waits", env_vars.TIMEOUT, minimum=1),
         _variable(
             "use_parallelism_config",
             bool,
             False,
             "build a ParallelismConfig from PARALLELISM_CONFIG_*",
-            environment.USE_PARALLELISM_CONFIG,
+            env_vars.USE_PARALLELISM_CONFIG,
         ),
         LAUNCH_CONFIG,
         _variable(
@@ -579,20 +578,18 @@ PROCESS_SECTION = Section(
             str,
             None,
             "where a failing worker writes its traceback",
-            environment.LAUNCH_ERROR_DIR,
+            env_vars.LAUNCH_ERROR_DIR,
         ),
+        _variable("flight_dir", str, None, "where workers record collectives", env_vars.FLIGHT_DIR),
         _variable(
-            "flight_dir", str, None, "where workers record collectives", environment.FLIGHT_DIR
-        ),
-        _variable(
-            "preemption", bool, False, "checkpoint and exit 75 on SIGTERM", environment.PREEMPTION
+            "preemption", bool, False, "checkpoint and exit 75 on SIGTERM", env_vars.PREEMPTION
         ),
         _variable(
             "preemption_grace_period",
             float,
             25.0,
             "seconds after SIGTERM before exiting at once",
-            environment.PREEMPTION_GRACE_PERIOD,
+            env_vars.PREEMPTION_GRACE_PERIOD,
             minimum=0.0,
         ),
         _variable(
@@ -600,7 +597,7 @@ PROCESS_SECTION = Section(
             int,
             None,
             "threads copying tensors of an asynchronous save",
-            environment.ASYNC_COPY_THREADS,
+            env_vars.ASYNC_COPY_THREADS,
             minimum=1,
         ),
         _variable(
@@ -608,18 +605,18 @@ PROCESS_SECTION = Section(
             float,
             3600.0,
             "seconds to wait for the other processes' asynchronous writes",
-            environment.ASYNC_SAVE_TIMEOUT,
+            env_vars.ASYNC_SAVE_TIMEOUT,
             minimum=0.0,
         ),
         *(
             _variable(f"use_{value.lower()}", bool, False, f"select {value}", flag)
-            for flag, value in environment.USE_FLAGS.items()
+            for flag, value in env_vars.USE_FLAGS.items()
         ),
     ],
     title="process environment",
 )
 """The variables a process reads that are neither config-file keys nor flags, declared like
-settings: one :meth:`~accel.config.sections.Option.from_env` and one wording for each."""
+settings: one :meth:`~accel.config.options.Option.from_env` and one wording for each."""
 
 ENVIRONMENT: dict[str, Option] = {
     option.env: option
@@ -637,7 +634,7 @@ def launched_distributed_type(environ: Mapping[str, str] | None = None) -> str |
     chosen = KEYS["distributed_type"].from_env(environ)
     if chosen is not None:
         return chosen
-    for flag, value in environment.USE_FLAGS.items():
+    for flag, value in env_vars.USE_FLAGS.items():
         if ENVIRONMENT[flag].from_env(environ):
             return value
     return None

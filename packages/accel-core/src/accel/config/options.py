@@ -18,7 +18,7 @@ one declaration come:
 
 Example::
 
-    from accel.config.sections import Option, Section
+    from accel.config.options import Option, Section
 
     MY_SECTION = Section(
         "my_config",
@@ -47,18 +47,24 @@ plugin passes (a dataclass field). Torch-free and yaml-free.
 from __future__ import annotations
 
 import argparse
+import builtins
+import copy
 import difflib
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, TypeVar
 
-from accel import catalog, environment
-from accel.environment import accelerate_name
+from accel import catalog, env_vars
+from accel.env_vars import accelerate_name
 from accel.errors import ConfigError
 
-_KINDS = {str: "str", int: "int", float: "float", bool: "bool", list: "list"}
+_T = TypeVar("_T")
+_Parser = argparse.ArgumentParser | argparse._ArgumentGroup
+"""Where flags are added: an argparse parser or one of its groups."""
+
+_KINDS: dict[type, str] = {str: "str", int: "int", float: "float", bool: "bool", list: "list"}
 _TYPES = (
     "str",
     "int",
@@ -81,12 +87,12 @@ _METAVARS = {
     "gpu_ids": "IDS",
     "host": "HOST",
 }
-_MISSING: Any = object()
+_MISSING: Final = object()
 _TRUE = {"true", "yes", "1", "on", "y", "t"}
 _FALSE = {"false", "no", "0", "off", "n", "f"}
 
 
-def parse_bool(key: str, value: Any) -> bool:
+def parse_bool(key: str, value: object) -> bool:
     """A boolean setting from a bool or ``true``/``false``/``yes``/``no``/``on``/``off``/``1``/``0``
     (``y``/``n``/``t``/``f`` too, as Accelerate's ``str_to_bool`` accepts).
 
@@ -137,11 +143,11 @@ class Option:
 
     name: str
     """The key in the section (``fsdp_sharding_strategy``)."""
-    type: Any = str
+    type: builtins.type | str = str
     """``str``, ``int``, ``float``, ``bool``, ``list`` or ``"any"``."""
     default: Any = None
     """The value :meth:`Section.read` gives when the key is not set."""
-    choices: tuple[Any, ...] = ()
+    choices: tuple[object, ...] = ()
     """Allowed values (empty: any value of ``type``)."""
     help: str = ""
     """What the key does: flag help, and the question when ``question`` is empty."""
@@ -153,7 +159,7 @@ class Option:
     """Literal strings accepted besides ``type``, kept as written (``("auto",)``)."""
     numbered: bool = False
     """A choice may also be given as its 1-based position (FSDP's sharding strategies 1-5)."""
-    reader: Callable[[Any, str], Any] | None = None
+    reader: Callable[[Any, str], object] | None = None
     """Custom conversion ``reader(value, label) -> value``; raises ConfigError naming ``label``."""
     allowed: str = ""
     """What is allowed, in words (default: derived from the type, choices and minimum)."""
@@ -188,7 +194,7 @@ class Option:
     nullable: bool = True
     """Whether the key may be empty (None) in a config file."""
     standard: bool = False
-    """Every config file ``accel config`` writes holds the key (:data:`~accel.config.settings.STANDARD_KEYS`)."""
+    """Every config file ``accel config`` writes holds the key (:data:`~accel.config.files.STANDARD_KEYS`)."""
 
     def __post_init__(self) -> None:
         kind = _KINDS.get(self.type, self.type)
@@ -202,9 +208,14 @@ class Option:
         object.__setattr__(self, "value_aliases", dict(self.value_aliases))
 
     @property
+    def type_name(self) -> str:
+        """:attr:`type` by name (``int``, ``gpu_ids``, ...): how ``__post_init__`` stores it."""
+        return self.type if isinstance(self.type, str) else _KINDS[self.type]
+
+    @property
     def kind(self) -> str:
         """``choice`` for a key with choices, else its type (``int``, ``bool``, ``gpu_ids``, ...)."""
-        return "choice" if self.choices else self.type
+        return "choice" if self.choices else self.type_name
 
     @property
     def shown_metavar(self) -> str:
@@ -216,7 +227,7 @@ class Option:
             return "{" + ",".join(str(c) for c in (*self.choices, *self.extra)) + "}"
         if self.type == "yesno":
             return "{no,yes}"
-        return _METAVARS.get(self.type, "VALUE")
+        return _METAVARS.get(self.type_name, "VALUE")
 
     # -- describing ---------------------------------------------------------------
     def describe(self) -> str:
@@ -242,12 +253,12 @@ class Option:
                 "yesno": "yes or no",
                 "host": "a host name or IP address",
                 "section": "a mapping of settings (or {})",
-            }[self.type]
+            }[self.type_name]
         if self.extra:
             text += " (or " + ", ".join(self.extra) + ")"
         return text
 
-    def _bound(self) -> Any:
+    def _bound(self) -> float | None:
         minimum = self.minimum
         if minimum is not None and float(minimum).is_integer():
             return int(minimum)
@@ -263,7 +274,7 @@ class Option:
         alias = accelerate_name(self.env)
         return (self.env,) if alias is None else (self.env, alias)
 
-    def from_env(self, environ: Mapping[str, str] | None = None, default: Any = _MISSING) -> Any:
+    def from_env(self, environ: Mapping[str, str] | None = None, default: object = _MISSING) -> Any:
         """This setting's value from its environment variable, converted by :meth:`convert`.
 
         The first of :attr:`env_names` that is set in ``environ`` (default ``os.environ``) is
@@ -282,7 +293,7 @@ class Option:
         return _copy(self.default) if default is _MISSING else default
 
     # -- converting ---------------------------------------------------------------
-    def convert(self, value: Any, label: str | None = None) -> Any:
+    def convert(self, value: object, label: str | None = None) -> Any:
         """``value`` in this key's type (None stays None); ConfigError naming ``label`` otherwise.
 
         Strings (from flags and the environment) are parsed; YAML's own types are accepted.
@@ -300,14 +311,14 @@ class Option:
             return self.reader(value, label)
         if self.choices:
             return self._choice(value, label)
-        return getattr(self, "_" + self.type)(value, label)
+        return getattr(self, "_" + self.type_name)(value, label)
 
     def _bad(
-        self, value: Any, label: str, problem: str = "is not allowed", hint: str = ""
+        self, value: object, label: str, problem: str = "is not allowed", hint: str = ""
     ) -> ConfigError:
         return ConfigError(f"{label}={value!r} {problem}{hint}: use {self.describe()}")
 
-    def _choice(self, value: Any, label: str) -> Any:
+    def _choice(self, value: object, label: str) -> object:
         if not isinstance(value, str) and hasattr(value, "name"):  # an enum member
             value = value.name
         if value is False:  # YAML reads a bare `no` as false
@@ -329,8 +340,8 @@ class Option:
         close = difflib.get_close_matches(text, [str(c) for c in self.choices], n=1)
         raise self._bad(value, label, hint=f" (did you mean {close[0]}?)" if close else "")
 
-    def _int(self, value: Any, label: str, check_minimum: bool = True) -> int:
-        number: Any = value
+    def _int(self, value: object, label: str, check_minimum: bool = True) -> int:
+        number: object = value
         if isinstance(value, float) and value.is_integer():
             number = int(value)
         elif isinstance(value, str):
@@ -344,8 +355,8 @@ class Option:
             raise ConfigError(f"{label}={value!r} must be a whole number >= {self._bound()}")
         return number
 
-    def _float(self, value: Any, label: str) -> float:
-        if isinstance(value, bool):
+    def _float(self, value: object, label: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             raise self._bad(value, label, "is not a number")
         try:
             number = float(value)
@@ -355,29 +366,29 @@ class Option:
             raise ConfigError(f"{label}={value!r} must be >= {self._bound()}")
         return number
 
-    def _bool(self, value: Any, label: str) -> bool:
+    def _bool(self, value: object, label: str) -> bool:
         return parse_bool(label, value)
 
-    def _yesno(self, value: Any, label: str) -> str:
+    def _yesno(self, value: object, label: str) -> str:
         try:
             return "yes" if parse_bool(label, value) else "no"
         except ConfigError:
             raise self._bad(value, label) from None
 
-    def _port(self, value: Any, label: str) -> int:
+    def _port(self, value: object, label: str) -> int:
         number = self._int(value, label)
         if not 1 <= number <= 65535:
             raise self._bad(value, label, "is out of range")
         return number
 
-    def _host(self, value: Any, label: str) -> str:
+    def _host(self, value: object, label: str) -> str:
         text = self._str(value, label)
         if not text or any(c.isspace() for c in text):
             raise self._bad(value, label, "is not a host name or IP address")
         return text
 
-    def _gpu_ids(self, value: Any, label: str) -> str:
-        text: Any = value
+    def _gpu_ids(self, value: object, label: str) -> str:
+        text: object = value
         if isinstance(value, int) and not isinstance(value, bool):
             text = str(value)
         elif isinstance(value, (list, tuple)):
@@ -394,26 +405,26 @@ class Option:
             raise self._bad(value, label, "names a GPU twice")
         return text
 
-    def _section(self, value: Any, label: str) -> dict[str, Any]:
+    def _section(self, value: object, label: str) -> dict[object, object]:
         if not isinstance(value, Mapping):
             raise self._bad(value, label, "is not a mapping")
         return dict(value)
 
-    def _str(self, value: Any, label: str) -> str:
+    def _str(self, value: object, label: str) -> str:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return str(value)
         if not isinstance(value, str):
             raise self._bad(value, label, "is not a string")
         return value.strip()
 
-    def _list(self, value: Any, label: str) -> list[str]:
+    def _list(self, value: object, label: str) -> list[str]:
         if isinstance(value, str):
             return [item.strip() for item in value.split(",") if item.strip()]
         if isinstance(value, (list, tuple)):
             return [str(item).strip() for item in value if str(item).strip()]
         raise self._bad(value, label, "is not a list")
 
-    def _any(self, value: Any, label: str) -> Any:
+    def _any(self, value: object, label: str) -> object:
         return value
 
 
@@ -494,7 +505,7 @@ class Section:
         return {option.name: _copy(option.default) for option in self.options}
 
     # -- validation ---------------------------------------------------------------
-    def validate(self, section: Any) -> list[str]:
+    def validate(self, section: object) -> list[str]:
         """Errors in a mapping of this section, one line each (empty when it is valid)."""
         if not isinstance(section, Mapping):
             return [
@@ -514,7 +525,7 @@ class Section:
             errors.append(f"{self.key}: {error}")
         return errors
 
-    def __call__(self, section: Any) -> list[str]:
+    def __call__(self, section: object) -> list[str]:
         """:meth:`validate`: a Section is the validator of ``accel_config_sections``."""
         return self.validate(section)
 
@@ -522,7 +533,7 @@ class Section:
         for check in self.checks:
             check(values)
 
-    def _convert(self, name: Any, value: Any) -> tuple[str, Any]:
+    def _convert(self, name: object, value: object) -> tuple[str, object]:
         option = self._index.get(name) if isinstance(name, str) else None
         if option is None:
             close = difflib.get_close_matches(str(name), list(self._index), n=1)
@@ -535,7 +546,7 @@ class Section:
 
     # -- reading ------------------------------------------------------------------
     def read(
-        self, section: Mapping[str, Any] | None = None, *, defaults: bool = True
+        self, section: Mapping[str, object] | None = None, *, defaults: bool = True
     ) -> dict[str, Any]:
         """The typed values of ``section`` by declared name; ConfigError on the first bad entry.
 
@@ -559,7 +570,7 @@ class Section:
             values[canonical] = converted
         return values
 
-    def current(self, section: Mapping[str, Any]) -> dict[str, Any]:
+    def current(self, section: Mapping[str, object]) -> dict[str, object]:
         """``section`` as written today: each alias key renamed to its declared name
         (``fsdp_backward_prefetch_policy`` -> ``fsdp_backward_prefetch``) and each choice
         spelled as declared (``2`` -> ``SHARD_GRAD_OP``, ``no_wrap`` -> ``NO_WRAP``).
@@ -567,7 +578,7 @@ class Section:
         Other values, unknown keys and values that are not allowed are kept as written
         (:meth:`validate` reports those); a declared name wins over its alias.
         """
-        result: dict[str, Any] = {}
+        result: dict[str, object] = {}
         for name, value in section.items():
             option = self._index.get(name) if isinstance(name, str) else None
             if option is None:
@@ -615,7 +626,7 @@ class Section:
         text = option.help or option.describe()
         return f"{self.title}: {text}" if self.key else text
 
-    def add_arguments(self, parser: Any, *, check: bool = True, plugin: str = "") -> None:
+    def add_arguments(self, parser: _Parser, *, check: bool = True, plugin: str = "") -> None:
         """Add one flag per key with a flag to an argparse parser or group.
 
         Each flag's ``dest`` is :meth:`dest_of` (``<section>.<key>``), its default None; with
@@ -651,8 +662,8 @@ class Section:
                 if option.repeatable:
                     kwargs["action"] = "append"
                 actions = [target.add_argument(*names, metavar=option.shown_metavar, **kwargs)]
-            for action in actions:
-                action.accel_declaration = (self, option)
+            for action in actions:  # an attribute of accel's own on argparse's object
+                vars(action)["accel_declaration"] = (self, option)
 
     # -- questions ----------------------------------------------------------------
     def ask(
@@ -661,7 +672,7 @@ class Section:
         name: str,
         question: str | None = None,
         default: Any = _MISSING,
-        choices: Sequence[Any] | None = None,
+        choices: Sequence[object] | None = None,
         key: str | None = None,
     ) -> Any:
         """Ask for key ``name`` with an ``accel config`` :class:`~accel_cli.questions.Ask`.
@@ -717,7 +728,7 @@ def _flag_type(option: Option, flag: str) -> Callable[[str], str]:
     return parse
 
 
-def _group(parser: Any, title: str) -> Any:
+def _group(parser: _Parser, title: str) -> _Parser:
     """The argument group ``title`` of ``parser`` (made on first use); ``parser`` itself when
     ``title`` is empty or ``parser`` is already a group."""
     if not title or not isinstance(parser, argparse.ArgumentParser):
@@ -728,8 +739,9 @@ def _group(parser: Any, title: str) -> Any:
     return parser.add_argument_group(title)
 
 
-def _copy(value: Any) -> Any:
-    return list(value) if isinstance(value, list) else value
+def _copy(value: _T) -> _T:
+    """A default handed out: a fresh list or mapping, so that no caller changes the declared one."""
+    return copy.copy(value)
 
 
 LAUNCH_CONFIG = Option(
@@ -737,12 +749,12 @@ LAUNCH_CONFIG = Option(
     str,
     None,
     help="JSON of the settings accel launch resolved",
-    env=environment.LAUNCH_CONFIG,
+    env=env_vars.LAUNCH_CONFIG,
     flag=None,
     in_file=False,
 )
 """``ACCEL_LAUNCH_CONFIG``, declared here because :meth:`Section.read` reads it
-(:data:`accel.config.keys.PROCESS_SECTION` lists it with the other process variables)."""
+(:data:`accel.config.core_options.PROCESS_SECTION` lists it with the other process variables)."""
 
 
 def launched_config() -> dict[str, Any]:
@@ -758,7 +770,7 @@ def launched_config() -> dict[str, Any]:
         data = json.loads(raw)
     except json.JSONDecodeError:
         raise ConfigError(
-            f"environment variable {environment.LAUNCH_CONFIG} is not valid JSON; "
+            f"environment variable {env_vars.LAUNCH_CONFIG} is not valid JSON; "
             "it is set by accel launch, unset it"
         ) from None
     return data if isinstance(data, dict) else {}

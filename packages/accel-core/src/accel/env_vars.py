@@ -1,17 +1,19 @@
-"""The names of the ``ACCEL_*`` environment variables, in one place.
+"""The names of the ``ACCEL_*`` environment variables, in one place, and the launcher's rank variables.
 
 Everything the launcher decides reaches the worker processes as environment variables.
-Each variable is declared as an :class:`~accel.config.sections.Option` (core's in
-:mod:`accel.config.keys`: ``env=`` of a config key, or :data:`~accel.config.keys.PROCESS_SECTION`)
+Each variable is declared as an :class:`~accel.config.options.Option` (core's in
+:mod:`accel.config.core_options`: ``env=`` of a config key, or :data:`~accel.config.core_options.PROCESS_SECTION`)
 and read only through it: ``KEYS["use_cpu"].from_env()`` converts with the one
-:meth:`~accel.config.sections.Option.convert` and words an error as every setting does.
+:meth:`~accel.config.options.Option.convert` and words an error as every setting does.
 
 Accelerate's spelling of each variable means the same: when ``ACCEL_X`` is unset,
 ``ACCELERATE_X`` is read instead (transformers' ``TrainingArguments`` and users of
 ``accelerate launch`` set and read those), and ``ACCELERATE_USE_DEEPSPEED`` /
 ``ACCELERATE_USE_FSDP`` / ``ACCELERATE_USE_MEGATRON_LM`` select the distributed type
 when ``ACCEL_DISTRIBUTED_TYPE`` is unset. The launcher exports both spellings
-(:func:`accelerate_names`).
+(:func:`accelerate_names`). :func:`world_info` reads the rank and world size that torchrun,
+Open MPI or MPICH set. Accelerate's helpers over ``os.environ`` (``patch_environment``,
+``str_to_bool``, ...) are :mod:`accel.env_helpers`.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ LOG_LEVEL = "ACCEL_LOG_LEVEL"
 TIMEOUT = "ACCEL_TIMEOUT"
 """Seconds every collective waits before failing (default 1800)."""
 
-# -- settings of `accel launch` (the environment layer of accel.utils.config) --
+# -- settings of `accel launch` (the environment layer of accel.config.resolution) --
 CONFIG_FILE = "ACCEL_CONFIG_FILE"
 """Config file ``accel launch`` reads when ``--config_file`` is not given."""
 NUM_PROCESSES = "ACCEL_NUM_PROCESSES"
@@ -84,7 +86,7 @@ DOWNCAST_BF16 = "ACCEL_DOWNCAST_BF16"
 USE_PARALLELISM_CONFIG = "ACCEL_USE_PARALLELISM_CONFIG"
 """``true``: the workers build a ``ParallelismConfig`` from ``PARALLELISM_CONFIG_*`` (``accel launch``)."""
 LAUNCH_CONFIG = "ACCEL_LAUNCH_CONFIG"
-"""JSON of every setting ``accel launch`` resolved; read with ``accel.utils.config.launched_config``."""
+"""JSON of every setting ``accel launch`` resolved; read with ``accel.config.launched.launched_config``."""
 LAUNCH_ERROR_DIR = "ACCEL_LAUNCH_ERROR_DIR"
 """Directory where a failing worker started by ``accel launch`` writes its rank and traceback."""
 FLIGHT_DIR = "ACCEL_FLIGHT_DIR"

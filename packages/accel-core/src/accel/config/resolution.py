@@ -1,25 +1,19 @@
-"""The configuration file: Accelerate's ``default_config.yaml`` format, validated and layered.
+"""Resolving the settings of a launch: defaults, config file, pod, environment and flags, layered.
 
-An Accelerate config file (YAML, or JSON when the name ends in ``.json``) loads
-unchanged. Core checks its own keys; each plugin checks the section it owns
-(``fsdp_config``, ``deepspeed_config``, ...) through the ``accel_config_sections``
-hook. Every error names the file, the key and what is allowed.
-
-Settings are resolved in layers, each recording where its value came from::
+Settings are resolved in layers, each recording where its value came from (:class:`Source`)::
 
     default  <  config file  <  Kubeflow pod (PET_*, ...)  <  environment (ACCEL_*)  <  flag
 
 The Kubeflow layer (:mod:`accel.config.kubeflow`) is the job description the training
 operator or Trainer gives each pod: it outranks a config file (often written for one
-machine and baked into the image) and yields to what the user sets explicitly.
-
-This module imports neither torch nor yaml at import time: ``accel launch --help``
-and bad-input errors stay fast.
+machine and baked into the image) and yields to what the user sets explicitly. Then what
+follows from the other settings is derived and contradictions are rejected. Torch-free
+and yaml-free at import.
 """
 
 from __future__ import annotations
 
-import difflib
+import copy
 import json
 import os
 from collections.abc import Mapping
@@ -28,82 +22,18 @@ from pathlib import Path
 from typing import Any
 
 from accel import catalog
-from accel.config.keys import (  # the declarations live in their own module
+from accel.config.core_options import (
     CORE_SECTION,
     DYNAMO_KEYS,
     DYNAMO_SECTION,
     KEYS,
     MULTI_DEVICE_TYPES,
-    PROCESS_SECTION,
     PROVIDERS,
-    SAGEMAKER_KEYS,
-    SECTION_PROVIDERS,
 )
+from accel.config.files import check_sections, find_config_file, load_config_file
 from accel.config.kubeflow import JOB_KEYS, MACHINE_KEYS, JobEnvironment, read_job
-from accel.config.launched import launched_config
-from accel.config.registered import section_validators
-from accel.config.sections import Option
-from accel.errors import ConfigError, MissingPluginError
-
-CONFIG_FILE_NAME = "default_config.yaml"
-"""Name of the default config file inside :func:`default_config_dir`."""
-
-JSON_CONFIG_FILE_NAME = "default_config.json"
-"""Name used when only a JSON default config exists (as Accelerate once wrote)."""
-
-# --------------------------------------------------------------------------- locations
-
-
-def default_config_dir() -> Path:
-    """``$ACCEL_CONFIG_DIR``, else ``$HF_HOME/accel``, else ``$XDG_CACHE_HOME/huggingface/accel``,
-    else ``~/.cache/huggingface/accel``."""
-    explicit = PROCESS_SECTION["config_dir"].from_env()
-    if explicit:
-        return Path(explicit).expanduser()
-    hf_home = os.environ.get("HF_HOME")
-    if hf_home:
-        return Path(hf_home).expanduser() / "accel"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg:
-        return Path(xdg).expanduser() / "huggingface" / "accel"
-    return Path("~/.cache/huggingface/accel").expanduser()
-
-
-def default_config_file() -> Path:
-    """The default config file: ``default_config.yaml`` in :func:`default_config_dir`.
-
-    When only ``default_config.json`` exists there, that file.
-    """
-    directory = default_config_dir()
-    yaml_file = directory / CONFIG_FILE_NAME
-    json_file = directory / JSON_CONFIG_FILE_NAME
-    if not yaml_file.exists() and json_file.exists():
-        return json_file
-    return yaml_file
-
-
-def find_config_file(
-    explicit: str | os.PathLike | None = None, environ: Mapping[str, str] | None = None
-) -> tuple[Path | None, str]:
-    """The config file to use and why: ``(path, reason)``.
-
-    ``explicit`` (``--config_file``) wins, then ``$ACCEL_CONFIG_FILE`` (unset: Accelerate's
-    ``$ACCELERATE_CONFIG_FILE``) in ``environ`` (default ``os.environ``), then the default
-    file when it exists. ``(None, reason)`` when there is none.
-    """
-    if explicit:
-        return Path(explicit).expanduser(), "flag --config_file"
-    option = PROCESS_SECTION["config_file"]
-    environ = os.environ if environ is None else environ
-    from_env = option.from_env(environ)
-    if from_env:
-        name = next(n for n in option.env_names if n in environ)
-        return Path(from_env).expanduser(), f"env {name}"
-    default = default_config_file()
-    if default.is_file():
-        return default, "default location"
-    return None, f"no file at {default}"
-
+from accel.config.providers import require_plugin
+from accel.errors import ConfigError
 
 # --------------------------------------------------------------------------- provenance
 
@@ -131,214 +61,6 @@ class Source:
 
 
 DEFAULT = Source("default")
-
-# --------------------------------------------------------------------------- loading files
-
-
-def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
-    """Parse ``path`` (YAML, or JSON for ``*.json``) into a mapping; no validation of keys."""
-    path = Path(path)
-    if not path.exists():
-        raise ConfigError(
-            f"{path}: config file does not exist; create one with `accel config` or fix the path"
-        )
-    if path.is_dir():
-        raise ConfigError(
-            f"{path}: is a directory, not a config file; pass the YAML file inside it"
-        )
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read the config file ({exc})") from None
-    if path.suffix.lower() == ".json":
-        try:
-            data = json.loads(text) if text.strip() else None
-        except json.JSONDecodeError as exc:
-            raise ConfigError(
-                f"{path}:{exc.lineno}:{exc.colno}: malformed JSON ({exc.msg}); fix the syntax"
-            ) from None
-    else:
-        import yaml
-
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            raise ConfigError(f"{where}: malformed YAML ({problem}); fix the syntax") from None
-    if data is None:
-        raise ConfigError(
-            f"{path}: the config file is empty; write one with `accel config` or `accel config default`"
-        )
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"{path}: the config file must be a mapping of keys to values, not a {type(data).__name__}"
-        )
-    return data
-
-
-def validate(data: Mapping[str, Any], origin: str = "<config>") -> dict[str, Any]:
-    """Check and normalise a config mapping; ConfigError names ``origin``, the key and the fix.
-
-    Plugin sections are only checked for shape here; :func:`check_sections` runs
-    the plugins' validators.
-    """
-    out: dict[str, Any] = {}
-    for name, value in data.items():
-        if not isinstance(name, str):
-            raise ConfigError(f"{origin}: key {name!r} is not a string; keys are setting names")
-        key = KEYS.get(name)
-        if key is None and name.endswith("_config") and name in _plugin_section_names():
-            key = Option(name, "section", help="a plugin's section", flag=None)  # a third-party's
-        if key is None or not key.in_file:
-            if key is not None:
-                raise ConfigError(
-                    f"{origin}: {name}: cannot be set in a config file; pass --{name} to accel launch"
-                )
-            close = difflib.get_close_matches(name, [k for k in KEYS if KEYS[k].in_file], n=1)
-            hint = f"did you mean {close[0]}?" if close else "see `accel config show` for the keys"
-            raise ConfigError(f"{origin}: unknown key {name!r}; {hint}")
-        value = key.convert(value, f"{origin}: {name}")
-        if key.kind == "section":
-            value = value or {}
-        out[name] = value
-    # the old top-level dynamo_backend moves into dynamo_config
-    if "dynamo_backend" in out:
-        backend = out.pop("dynamo_backend")
-        dynamo = dict(out.get("dynamo_config") or {})
-        if backend is not None:
-            dynamo.setdefault("dynamo_backend", backend)
-        out["dynamo_config"] = dynamo
-    if out.get("dynamo_config"):
-        out["dynamo_config"] = _read_dynamo(out["dynamo_config"], origin)
-    if out.get("compute_environment", "LOCAL_MACHINE") != "AMAZON_SAGEMAKER":
-        stray = sorted(k for k in out if k in SAGEMAKER_KEYS)
-        if stray:
-            raise ConfigError(
-                f"{origin}: {stray[0]}: only meaningful with compute_environment: AMAZON_SAGEMAKER; "
-                "remove it or set compute_environment"
-            )
-    return out
-
-
-def _read_dynamo(section: Mapping[str, Any], origin: str) -> dict[str, Any]:
-    """``dynamo_config`` checked against :data:`~accel.config.keys.DYNAMO_SECTION`, values typed."""
-    problems = DYNAMO_SECTION.validate(section)
-    if problems:
-        raise ConfigError(_first_problem(origin, DYNAMO_SECTION.key, problems))
-    return {
-        DYNAMO_SECTION[name].name: DYNAMO_SECTION[name].convert(v) for name, v in section.items()
-    }
-
-
-def _first_problem(origin: str, section: str, problems: list[str]) -> str:
-    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-    return f"{origin}: {section}: {problems[0]}{more}"
-
-
-def load_config_file(path: str | os.PathLike, check_plugins: bool = True) -> dict[str, Any]:
-    """Read and validate ``path``: core keys here, plugin sections through their plugins."""
-    data = validate(read_config_file(path), str(path))
-    if check_plugins:
-        check_sections(data, str(path))
-    return data
-
-
-# --------------------------------------------------------------------------- plugins
-
-
-def _loaded_plugin_distributions() -> set[str]:
-    from accel.plugins import list_plugins
-
-    return {info.distribution for info in list_plugins() if info.distribution and not info.error}
-
-
-def _plugin_error(package: str) -> str | None:
-    from accel.plugins import list_plugins
-
-    for info in list_plugins():
-        if info.distribution == package and info.error:
-            return info.error
-    return None
-
-
-def require_plugin(name: str, feature: str, where: str = "") -> None:
-    """Raise MissingPluginError when the package serving ``name`` (a distributed type,
-    ``fp8`` or a section key) is not installed and loaded."""
-    package = PROVIDERS.get(name) or SECTION_PROVIDERS.get(name)
-    if package is None or not package.startswith("accel-"):
-        return
-    if package in _loaded_plugin_distributions():
-        return
-    failed = _plugin_error(package)
-    extra = f" ({package} is installed but failed to load: {failed})" if failed else ""
-    if not failed and installed_but_disabled(package):
-        extra = f" ({package} is installed but not loaded: {disabled_by()})"
-    prefix = f"{where}: " if where else ""
-    raise MissingPluginError(f"{prefix}{feature}", package, extra)
-
-
-def installed_but_disabled(package: str) -> bool:
-    """Whether ``package`` is installed while ``ACCEL_PLUGINS`` / ``ACCEL_DISABLE_PLUGINS`` keep it out."""
-    from importlib import metadata
-
-    if disabled_by() is None:
-        return False
-    try:
-        metadata.distribution(package)
-    except metadata.PackageNotFoundError:
-        return False
-    return True
-
-
-def disabled_by() -> str | None:
-    """``ACCEL_PLUGINS=...`` / ``ACCEL_DISABLE_PLUGINS=...`` when either restricts loading."""
-    for option in (PROCESS_SECTION["plugins"], PROCESS_SECTION["disable_plugins"]):
-        names = option.from_env()
-        if names is not None and (option.name == "plugins" or names):
-            return f"{option.env}={','.join(names)}"
-    return None
-
-
-def _plugin_section_names() -> set[str]:
-    try:
-        return set(section_validators())
-    except Exception:  # a broken plugin must not hide the real error
-        return set()
-
-
-def check_sections(data: Mapping[str, Any], origin: str = "<config>") -> None:
-    """Run the owning plugin's validator on each non-empty plugin section.
-
-    A non-empty section whose plugin is absent is an error naming the package.
-    """
-    validators = section_validators()
-    for name in sorted(data):
-        key = KEYS.get(name)
-        section = data[name]
-        is_section = (key is not None and key.kind == "section") or (
-            key is None and isinstance(section, dict) and name in validators
-        )
-        if not is_section or name == "dynamo_config" or not section:
-            continue
-        if name == "ipex_config":
-            continue  # deprecated and ignored, as in Accelerate
-        validator = validators.get(name)
-        if validator is None:
-            package = SECTION_PROVIDERS.get(name, f"a plugin owning {name!r}")
-            if package.startswith("accel-"):
-                require_plugin(name, f"the {name} section", origin)
-            raise ConfigError(
-                f"{origin}: {name}: needs {package}, which is not installed; install it or remove the section"
-            )
-        try:
-            problems = list(validator(dict(section)) or [])
-        except Exception as exc:  # a validator must not crash the CLI
-            problems = [f"validator failed: {type(exc).__name__}: {exc}"]
-        if problems:
-            raise ConfigError(_first_problem(origin, name, problems))
-
 
 # --------------------------------------------------------------------------- layered resolution
 
@@ -371,7 +93,7 @@ class ResolvedConfig:
         """Where ``key`` came from."""
         return self.sources.get(key, DEFAULT)
 
-    def items(self) -> list[tuple[str, Any, Source]]:
+    def items(self) -> list[tuple[str, object, Source]]:
         """Every setting, sections flattened to ``section.key``, sorted by name."""
         rows = []
         for name in sorted(self.values):
@@ -406,7 +128,7 @@ class ResolvedConfig:
 
 
 def resolve(
-    flags: Mapping[str, Any] | None = None,
+    flags: Mapping[str, object] | None = None,
     config_file: str | os.PathLike | None = None,
     environ: Mapping[str, str] | None = None,
     use_config_file: bool = True,
@@ -427,7 +149,9 @@ def resolve(
     for key in CORE_SECTION:
         if key.name == "dynamo_backend":
             continue
-        values[key.name] = dict(key.default or {}) if key.kind == "section" else _copy(key.default)
+        values[key.name] = (
+            dict(key.default or {}) if key.kind == "section" else copy.copy(key.default)
+        )
         sources[key.name] = DEFAULT
     values[DYNAMO_SECTION.key] = DYNAMO_SECTION.defaults()
     for sub in DYNAMO_SECTION.names:
@@ -505,7 +229,7 @@ def resolve(
 def _apply_job(
     values: dict[str, Any],
     sources: dict[str, Source],
-    flags: Mapping[str, Any],
+    flags: Mapping[str, object],
     environ: Mapping[str, str],
     flag_labels: Mapping[str, str] | None = None,
 ) -> JobEnvironment | None:
@@ -518,7 +242,7 @@ def _apply_job(
     The pod's variables behind replaced settings are not read: a flag fixes a bad one.
     """
 
-    def above(name: str) -> Any:
+    def above(name: str) -> object:
         if flags.get(name) is not None:
             return flags[name]
         env_name = KEYS[name].env
@@ -547,10 +271,6 @@ def _apply_job(
         values[name] = value
         sources[name] = Source("env", job.origins[name])
     return job
-
-
-def _copy(value: Any) -> Any:
-    return list(value) if isinstance(value, list) else value
 
 
 def _where(resolved: ResolvedConfig, key: str) -> str:
@@ -692,108 +412,4 @@ def _check_plugins(resolved: ResolvedConfig) -> None:
         require_plugin("fp8", _where(resolved, "mixed_precision"))
 
 
-# --------------------------------------------------------------------------- writing
-
-
-def save_config_file(data: Mapping[str, Any], path: str | os.PathLike) -> Path:
-    """Write ``data`` to ``path``: JSON when it ends in ``.json``, YAML otherwise."""
-    path = Path(path).expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    clean = {
-        k: v
-        for k, v in data.items()
-        if v is not None or k in ("main_process_ip", "main_process_port")
-    }
-    if path.suffix.lower() == ".json":
-        path.write_text(json.dumps(clean, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    else:
-        import yaml
-
-        path.write_text(yaml.safe_dump(clean, sort_keys=True), encoding="utf-8")
-    return path
-
-
-STANDARD_KEYS: tuple[str, ...] = tuple(sorted(key.name for key in CORE_SECTION if key.standard))
-"""Keys every config file accel writes holds (as Accelerate's do)."""
-
-
-def standard_config() -> dict[str, Any]:
-    """The default config: every :data:`STANDARD_KEYS` key with its default, one process.
-
-    ``accel config`` starts from it (answers replace its values), ``accel config update``
-    adds what a file lacks from it, and :func:`basic_config` fills in this machine's devices.
-    """
-    config = {name: _copy(KEYS[name].default) for name in STANDARD_KEYS}
-    config["distributed_type"] = "NO"  # written explicitly: the key's default (None) means "derive"
-    return config
-
-
-def basic_config(mixed_precision: str = "no") -> dict[str, Any]:
-    """The config :func:`write_basic_config` writes for this machine's devices."""
-    precision = KEYS["mixed_precision"].convert(
-        mixed_precision, "write_basic_config: mixed_precision"
-    )
-    config = standard_config()
-    config["mixed_precision"] = precision
-    kind, count = _count_devices()
-    if count > 0:
-        config["gpu_ids"] = "all"
-        config["num_processes"] = count
-        if count > 1:
-            config["distributed_type"] = catalog.DEVICE_KINDS[kind].distributed_type
-    else:
-        config["use_cpu"] = True
-    return config
-
-
-def _count_devices() -> tuple[str, int]:
-    from accel import devices  # imports torch when called: this module stays torch-free
-
-    kind = devices.available_kind()
-    return (kind, devices.device_count(kind)) if kind else ("cpu", 0)
-
-
-def write_basic_config(
-    mixed_precision: str = "no", save_location: str | os.PathLike | None = None
-) -> Path | bool:
-    """Write a config for all of this machine's GPUs (or the CPU) with ``mixed_precision``.
-
-    Writes to ``save_location`` (default: :func:`default_config_file`), YAML unless the
-    name ends in ``.json``. An existing file is left alone and False is returned;
-    otherwise the path written.
-    """
-    path = Path(save_location).expanduser() if save_location else default_config_file()
-    if path.exists():
-        print(
-            f"Configuration already exists at {path}, will not override. "
-            "Run `accel config` manually or pass a different `save_location`."
-        )
-        return False
-    return save_config_file(basic_config(mixed_precision), path)
-
-
-# --------------------------------------------------------------------------- workers
-
-
-__all__ = [
-    "CONFIG_FILE_NAME",
-    "KEYS",
-    "STANDARD_KEYS",
-    "ResolvedConfig",
-    "Source",
-    "basic_config",
-    "check_sections",
-    "default_config_dir",
-    "default_config_file",
-    "find_config_file",
-    "launched_config",
-    "load_config_file",
-    "read_config_file",
-    "require_plugin",
-    "resolve",
-    "save_config_file",
-    "section_validators",
-    "standard_config",
-    "validate",
-    "write_basic_config",
-]
+__all__ = ["DEFAULT", "ResolvedConfig", "Source", "resolve"]

@@ -1,6 +1,6 @@
 """Resuming a checkpoint on another number of processes: accumulation, step counters, the line.
 
-The data position is global (:mod:`accel.data.position`), models and optimizers are mapped by
+The data position is global (:mod:`accel.elastic.position`), models and optimizers are mapped by
 their backend; what is left is the arithmetic of the step. Without
 ``GradientAccumulationPlugin(keep_global_batch_size=True)`` the run continues with its own
 accumulation steps, so the global batch changes with the number of processes. With it, the
@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, cast
 
-from accel.data import position as positions
+from accel.elastic import position as positions
 from accel.errors import ResumeError
 
 if TYPE_CHECKING:

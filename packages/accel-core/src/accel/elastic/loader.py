@@ -3,7 +3,7 @@
 :class:`GlobalPosition` is the part of :class:`~accel.data.loader.DataLoaderShard` that counts
 its batches in samples (and batch-sampler batches) of the global order, and that turns a
 position saved on another number of processes or batch size into where this loader starts
-(:mod:`accel.data.position` is the format).
+(:mod:`accel.elastic.position` is the format).
 """
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sized
 from typing import TYPE_CHECKING, TypedDict, TypeVar, cast
 
-from torch.utils.data import IterableDataset
+from torch.utils.data import IterableDataset, Sampler
 
 from accel.data.samplers import BatchSamplerShard, IterableDatasetShard, sized_len
 
 if TYPE_CHECKING:
-    from torch.utils.data import Dataset, Sampler
+    from torch.utils.data import Dataset
 
-    from accel.data.position import Position
+    from accel.elastic.position import Position
 
 B = TypeVar("B")
 
@@ -216,8 +216,10 @@ class GlobalPosition:
 
 def _length(sampler: object) -> int | None:
     """``len(sampler)``, or None when it has none."""
+    if not isinstance(sampler, Sized):
+        return None
     try:
-        return len(cast("Sized", sampler))  # one without __len__ raises TypeError
+        return len(sampler)
     except TypeError:
         return None
 
