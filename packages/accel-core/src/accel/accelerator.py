@@ -48,18 +48,13 @@ from accel.throughput.monitor import ThroughputKwargs, ThroughputMonitor
 from accel.tracking.manager import TrackerManager
 
 if TYPE_CHECKING:
-    from typing import TypeAlias
-
     from accel.kwargs import AutocastKwargs
     from accel.optimizer import AcceleratedOptimizer
+    from accel.parallelism_config import ParallelismConfig
     from accel.scheduler import AcceleratedScheduler
     from accel.tracking.base import GeneralTracker
-    from accel.types import LoggerType
+    from accel.tracking.manager import LogWith
 
-    LogWith: TypeAlias = (
-        "str | LoggerType | GeneralTracker | list[str | LoggerType | GeneralTracker] | None"
-    )
-    """What ``Accelerator(log_with=...)`` takes: tracker names, ``"all"``, tracker instances."""
 
 T = TypeVar("T")
 """A value returned as the same kind it was given (a tensor, or nested tensors; a data loader)."""
@@ -118,6 +113,7 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
         dynamo_backend: str | None = None,
         dynamo_plugin: TorchDynamoPlugin | None = None,
         debug: bool | None = None,
+        parallelism_config: ParallelismConfig | None = None,
         **plugin_objects: object,
     ):
         self.project_configuration = project_config or ProjectConfiguration()
@@ -147,6 +143,7 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
             init_process_group_kwargs=self.handlers.get("InitProcessGroupKwargs"),
             _from_accelerator=True,
             fsdp_on_cpu=self.fsdp_on_cpu or PROCESS_SECTION["fsdp_on_cpu"].from_env(),
+            parallelism_config=parallelism_config,
             **plugin_objects,
         )
         if debug is not None:
@@ -367,7 +364,7 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
         count_items: Callable[[B], int | torch.Tensor] | None = None,
         reduction: str = "mean",
         num_items_in_batch: int | torch.Tensor | None = None,
-    ) -> torch.Tensor:
+    ) -> torch.Tensor | None:
         """Run ``step(batch)`` (forward, loss, ``accelerator.backward``), splitting the batch on out-of-memory.
 
         On an out-of-memory error on any process, every process drops the attempt's gradients
@@ -382,7 +379,8 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
         across accumulation steps as well); ``reduction="sum"`` (losses
         that add up, e.g. divided by transformers' ``num_items_in_batch``) not at all. ``models``:
         the models the step trains (default: every prepared model). Returns the weighted sum of
-        the step's returned losses (the whole batch's), detached. The optimizer steps outside.
+        the step's returned losses (the whole batch's), detached; None when the step returns no
+        tensor. The optimizer steps outside.
         """
         models = models or tuple(self.prepared.models)
         if not models:
@@ -394,7 +392,9 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
             step, batch, models, count_items, reduction, num_items_in_batch, backend=self.backend
         )
 
-    def backward(self, loss: torch.Tensor, **kwargs: object) -> None:
+    def backward(
+        self, loss: torch.Tensor, *, learning_rate: float | None = None, **kwargs: object
+    ) -> None:
         """``loss.backward()`` with loss scaling and division by the accumulation steps.
 
         ``learning_rate=`` is for LOMO / AdaLomo optimizers (``lomo-optim``), which update the
@@ -411,9 +411,8 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
         )  # absent on an object made without __init__
         if batching is not None and batching.running:  # in train_step: agree, then weight
             loss = batching.before_backward(loss)
-        if kwargs and "learning_rate" in kwargs:
-            if fused_backward(self._optimizers, loss, kwargs.pop("learning_rate")):
-                return
+        if learning_rate is not None and fused_backward(self._optimizers, loss, learning_rate):
+            return
         if self._backward_precision is not self.backend_context.precision:
             self._resolve_backward()  # the precision was set (before prepare)
         backward = self._backward_impl  # decided once per (backend, precision) pair
@@ -727,21 +726,21 @@ class Accelerator(ProcessMixin, CheckpointingMixin):
         self.prepared.models = value
 
     @property
-    def _optimizers(self) -> list[object]:
+    def _optimizers(self) -> list[torch.optim.Optimizer]:
         """``prepared.optimizers``."""
         return self.prepared.optimizers
 
     @_optimizers.setter
-    def _optimizers(self, value: list[object]) -> None:
+    def _optimizers(self, value: list[torch.optim.Optimizer]) -> None:
         self.prepared.optimizers = value
 
     @property
-    def _schedulers(self) -> list[object]:
+    def _schedulers(self) -> list[AcceleratedScheduler]:
         """``prepared.schedulers``."""
         return self.prepared.schedulers
 
     @_schedulers.setter
-    def _schedulers(self, value: list[object]) -> None:
+    def _schedulers(self, value: list[AcceleratedScheduler]) -> None:
         self.prepared.schedulers = value
 
     @property

@@ -18,12 +18,14 @@ class AcceleratedScheduler:
     not after an fp16 overflow). When ``split_batches`` is False each process sees
     a full batch, so the schedule advances ``num_processes`` times per step, as in
     Accelerate; with ``adjust_scheduler`` accumulation steps are counted too.
+    ``optimizers`` may hold None where a backend wraps a scheduler before its optimizer
+    exists (DeepSpeed, Megatron-LM): such an entry never skips a step.
     """
 
     def __init__(
         self,
         scheduler: Any,
-        optimizers: torch.optim.Optimizer | Sequence[torch.optim.Optimizer],
+        optimizers: torch.optim.Optimizer | Sequence[torch.optim.Optimizer | None],
         step_with_optimizer: bool = True,
         split_batches: bool = False,
         num_processes: int = 1,

@@ -14,7 +14,9 @@ from torch.nn.parallel import DistributedDataParallel
 from .kwargs import DistributedDataParallelKwargs
 
 if TYPE_CHECKING:
+    from accel.precision.base import BackwardKwargs
     from torch.distributed import ProcessGroup
+    from typing_extensions import Unpack
 
 
 class DDPBackend(Backend):
@@ -68,7 +70,7 @@ class DDPBackend(Backend):
             if isinstance(model, DistributedDataParallel):
                 average_gradients(list(model.parameters()), model.process_group)
 
-    def backward(self, loss: torch.Tensor, **kwargs: object) -> None:
+    def backward(self, loss: torch.Tensor, **kwargs: Unpack[BackwardKwargs]) -> None:
         """Back-propagate ``loss``; first arm models waiting in :meth:`trigger_sync_in_backward` for it."""
         while self._armed_by_next_loss:
             self._armed_by_next_loss.pop().reducer.prepare_for_backward([loss])

@@ -693,7 +693,11 @@ class DeepSpeedBackend(Backend):
             raise CheckpointError(f"DeepSpeed could not load checkpoint {tag} from {folder}")
 
     def save_optimizer_state(
-        self, optimizer: object, folder: Path, index: int, model: torch.nn.Module | None = None
+        self,
+        optimizer: torch.optim.Optimizer,
+        folder: Path,
+        index: int,
+        model: torch.nn.Module | None = None,
     ) -> None:
         """Nothing for DeepSpeed optimizers: their state is in the engine's checkpoint."""
         if not isinstance(optimizer, DeepSpeedOptimizerWrapper):
@@ -701,7 +705,7 @@ class DeepSpeedBackend(Backend):
 
     def load_optimizer_state(
         self,
-        optimizer: object,
+        optimizer: torch.optim.Optimizer,
         folder: Path,
         index: int,
         model: torch.nn.Module | None = None,

@@ -15,7 +15,7 @@ group's losses).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
@@ -351,7 +351,7 @@ class SequenceSlicingCollate:
 
     def __init__(
         self,
-        collate_fn: Callable[[Sequence[object]], object],
+        collate_fn: Callable[[list[object]], object],
         sp_rank: int,
         sp_size: int,
         seq_length: int | None = None,
@@ -361,7 +361,7 @@ class SequenceSlicingCollate:
         self.sp_size = sp_size
         self.seq_length = seq_length
 
-    def __call__(self, samples: Sequence[object]) -> object:
+    def __call__(self, samples: list[object]) -> object:
         """Collate ``samples``, then :func:`slice_batch` (non-dict results pass through unchanged)."""
         batch = self.collate_fn(samples)
         if isinstance(batch, Mapping):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Generator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, cast
 
 import torch
 from accel.catalog import STRATEGY_TYPES
@@ -21,7 +21,8 @@ from .recipes import AORecipeKwargs, MSAMPRecipeKwargs, TERecipeKwargs, recipe_f
 from .selection import select_backend
 
 if TYPE_CHECKING:
-    from accel.backends import BackendContext
+    from accel.kwargs import KwargsHandler
+    from accel.precision.base import PrecisionContext
 
 
 class FP8Precision(BF16Precision):
@@ -34,7 +35,7 @@ class FP8Precision(BF16Precision):
     """``AO``, ``TE`` or ``MSAMP``."""
 
     def __new__(
-        cls, name: str, device: torch.device, handlers: dict[str, object] | None = None
+        cls, name: str, device: torch.device, handlers: dict[str, KwargsHandler] | None = None
     ) -> FP8Precision:
         if cls is FP8Precision:
             backend = select_backend(handlers or {}, C.launched_backend())
@@ -42,7 +43,7 @@ class FP8Precision(BF16Precision):
         return super().__new__(cls)
 
     def __init__(
-        self, name: str, device: torch.device, handlers: dict[str, object] | None = None
+        self, name: str, device: torch.device, handlers: dict[str, KwargsHandler] | None = None
     ) -> None:
         super().__init__(name, device, handlers)
         self.recipe = recipe_for(self.fp8_backend, self.handlers)
@@ -100,7 +101,7 @@ class TEPrecision(FP8Precision):
     recipe: TERecipeKwargs
 
     def __init__(
-        self, name: str, device: torch.device, handlers: dict[str, object] | None = None
+        self, name: str, device: torch.device, handlers: dict[str, KwargsHandler] | None = None
     ) -> None:
         super().__init__(name, device, handlers)
         _require_fp8_hardware()
@@ -138,7 +139,7 @@ class MSAMPPrecision(FP8Precision, FP16Precision):
     recipe: MSAMPRecipeKwargs
     dtype = torch.bfloat16
 
-    def bind(self, context: BackendContext) -> None:
+    def bind(self, context: PrecisionContext) -> None:
         """Refuse the training strategies MS-AMP does not run under (FSDP, DeepSpeed, Megatron-LM)."""
         kind = _distributed_type(context)
         if kind in STRATEGY_TYPES:
@@ -174,16 +175,23 @@ _BACKEND_CLASSES: dict[str, type[FP8Precision]] = {
 }
 
 
-def _distributed_type(context: BackendContext | None) -> str:
+class _FSDPPluginView(Protocol):
+    """What :func:`_fsdp_version` reads of an FSDP plugin object."""
+
+    fsdp_version: int
+
+
+def _distributed_type(context: PrecisionContext | None) -> str:
     """The run's distributed type, read from the precision's context (``NO`` without one)."""
     return str(context.distributed_type) if context is not None else "NO"
 
 
-def _fsdp_version(context: BackendContext | None) -> int | None:
+def _fsdp_version(context: PrecisionContext | None) -> int | None:
     """FSDP's version when training with FSDP (the plugin's, else the launched config's), else None."""
     if context is None or _distributed_type(context) != "FSDP":
         return None
-    plugin = context.plugins.get("fsdp_plugin")
+    # the FSDP plugin (accel-fsdp's), read through the one field used here
+    plugin = cast("_FSDPPluginView | None", context.plugins.get("fsdp_plugin"))
     if plugin is not None:
         return int(plugin.fsdp_version)
     from accel.config.launched import launched_config

@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 import torch.distributed as dist
@@ -327,7 +327,7 @@ class MegatronLMBackend(Backend):
 
     def save_optimizer_state(
         self,
-        optimizer: MegatronLMOptimizerWrapper,
+        optimizer: torch.optim.Optimizer,
         folder: Path,
         index: int,
         model: torch.nn.Module | None = None,
@@ -336,7 +336,7 @@ class MegatronLMBackend(Backend):
         from .checkpoint import save_optimizer
 
         save_optimizer(
-            optimizer.megatron_optimizer,
+            _megatron_optimizer(optimizer),
             self.unwrap_model(self._model_of(model)),
             Path(folder) / f"optimizer_{index}",
             self.on_cpu,
@@ -344,7 +344,7 @@ class MegatronLMBackend(Backend):
 
     def load_optimizer_state(
         self,
-        optimizer: MegatronLMOptimizerWrapper,
+        optimizer: torch.optim.Optimizer,
         folder: Path,
         index: int,
         model: torch.nn.Module | None = None,
@@ -354,11 +354,17 @@ class MegatronLMBackend(Backend):
         from .checkpoint import load_optimizer
 
         load_optimizer(
-            optimizer.megatron_optimizer,
+            _megatron_optimizer(optimizer),
             self.unwrap_model(self._model_of(model)),
             Path(folder) / f"optimizer_{index}",
             self.on_cpu,
         )
+
+
+def _megatron_optimizer(optimizer: torch.optim.Optimizer) -> MegatronOptimizer:
+    """The megatron-core optimizer behind a prepared optimizer (this backend's
+    :meth:`~MegatronLMBackend.prepare_optimizer` makes every one a :class:`MegatronLMOptimizerWrapper`)."""
+    return cast("MegatronLMOptimizerWrapper", optimizer).megatron_optimizer
 
 
 def _with_batch_size(

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from accel.backends.context import BackendContext
+    from accel.data.shard import DataLoaderShard
     from accel.optimizer import AcceleratedOptimizer
     from accel.precision.base import BackwardKwargs, Precision
     from accel.scheduler import AcceleratedScheduler
@@ -176,7 +177,7 @@ class Backend:
 
     def prepare_data_loader(
         self, dataloader: torch.utils.data.DataLoader, device_placement: bool = True
-    ) -> torch.utils.data.DataLoader:
+    ) -> DataLoaderShard:
         """Shard the data loader for this process and place its batches."""
         from accel.data.loader import prepare_data_loader
 

@@ -12,16 +12,24 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     from accel.kwargs import ProjectConfiguration
     from accel.state import PartialState
     from accel.tracking.base import GeneralTracker
+    from accel.types import LoggerType
+
+    LogWith: TypeAlias = (
+        "str | LoggerType | GeneralTracker | list[str | LoggerType | GeneralTracker] | None"
+    )
+    """What ``Accelerator(log_with=...)`` takes: tracker names, ``"all"``, tracker instances."""
 
 
 class TrackerManager:
     """The started trackers of one Accelerator and the ``log_with`` they come from."""
 
     def __init__(
-        self, log_with: object, state: PartialState, project_configuration: ProjectConfiguration
+        self, log_with: LogWith, state: PartialState, project_configuration: ProjectConfiguration
     ):
         from accel.tracking import check_log_with
 
