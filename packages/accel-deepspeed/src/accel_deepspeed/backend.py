@@ -41,7 +41,6 @@ from .sequence_parallel import (
 from .wrappers import DeepSpeedEngineWrapper, DeepSpeedOptimizerWrapper, DeepSpeedSchedulerWrapper
 
 if TYPE_CHECKING:
-    from accel.data.shard import DataLoaderShard
     from deepspeed.runtime.engine import DeepSpeedEngine
 
 LoaderT = TypeVar("LoaderT", bound="torch.utils.data.DataLoader")
@@ -207,7 +206,7 @@ class DeepSpeedBackend(Backend):
 
     def prepare_data_loader(
         self, dataloader: torch.utils.data.DataLoader, device_placement: bool = True
-    ) -> DataLoaderShard:
+    ) -> torch.utils.data.DataLoader:
         """The usual prepared loader; with sequence parallelism each batch is cut to this rank's slice."""
         loader = super().prepare_data_loader(dataloader, device_placement)
         layout = self.sequence_parallel

@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import atexit
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import torch
 from accel.backends import Backend
@@ -25,6 +25,12 @@ from accel.optimizer import AcceleratedOptimizer
 from . import runstate
 from .config import FT_SECTION
 from .session import ReplicaSession
+
+if TYPE_CHECKING:
+    from accel.scheduler import AcceleratedScheduler
+    from torchft.manager import Manager
+
+    from .data import QuorumDataLoader
 
 
 class FTBackend(Backend):
@@ -70,7 +76,7 @@ class FTBackend(Backend):
 
     def prepare_optimizer(
         self, optimizer: torch.optim.Optimizer, device_placement: bool = True
-    ) -> Any:
+    ) -> FTOptimizer:
         """The optimizer behind torchft's ``OptimizerWrapper``, stepping only on commit."""
         gated = FTOptimizer(
             _commit_gated(self.session, optimizer),
@@ -80,21 +86,25 @@ class FTBackend(Backend):
         self._gated[id(optimizer)] = gated
         return gated
 
-    def prepare_scheduler(self, scheduler: Any, optimizers: list[Any]) -> Any:
+    def prepare_scheduler(
+        self, scheduler: object, optimizers: list[torch.optim.Optimizer]
+    ) -> AcceleratedScheduler:
         """The scheduler, stepping with the :class:`FTOptimizer` of its optimizer.
 
         Core finds a scheduler's prepared optimizer by the torch optimizer it wraps; here
         that is torchft's wrapper, so without this the schedule would follow the raw
         optimizer and advance on steps that did not commit (one step early per failure).
         """
-        gated = [self._gated.get(id(o), o) for o in optimizers]
+        gated: list[torch.optim.Optimizer] = [self._gated.get(id(o), o) for o in optimizers]
         return super().prepare_scheduler(scheduler, gated)
 
     def data_parallel_shard(self) -> tuple[int, int]:
         """Within the replica group: its processes and this one's rank (the groups come on top)."""
         return self.context.num_processes, self.context.process_index
 
-    def prepare_data_loader(self, dataloader: Any, device_placement: bool = True) -> Any:
+    def prepare_data_loader(
+        self, dataloader: torch.utils.data.DataLoader, device_placement: bool = True
+    ) -> QuorumDataLoader:
         """A :class:`~accel_ft.data.QuorumDataLoader` over the loader's dataset."""
         from .data import QuorumDataLoader
 
@@ -110,7 +120,7 @@ class FTBackend(Backend):
             gradient_state=ctx.gradient_state,
         )
 
-    def tracker_values(self) -> dict[str, Any]:
+    def tracker_values(self) -> dict[str, object]:
         """``ft/quorum_size`` (replica groups of the latest step) with every ``accelerator.log``."""
         return {"ft/quorum_size": self.session.quorum_size}
 
@@ -125,7 +135,7 @@ class CommitGated(Protocol):
 class FTOptimizer(AcceleratedOptimizer):
     """accel's optimizer wrapper over torchft's: a step that did not commit counts as skipped."""
 
-    def step(self, closure: Any = None) -> Any:
+    def step(self, closure: Any = None) -> Any:  # Any: as the AcceleratedOptimizer.step it extends
         """Step when the quorum commits; otherwise mark the step skipped (schedulers wait)."""
         result = super().step(closure)
         if self.gradient_state.sync_gradients:
@@ -138,7 +148,9 @@ class FTOptimizer(AcceleratedOptimizer):
             cast(CommitGated, self.optimizer).optim.zero_grad(set_to_none=set_to_none)
 
 
-def _commit_gated(session: ReplicaSession, optimizer: torch.optim.Optimizer) -> Any:
+def _commit_gated(
+    session: ReplicaSession, optimizer: torch.optim.Optimizer
+) -> torch.optim.Optimizer:
     """torchft's ``OptimizerWrapper`` whose ``step`` asks the session to commit the open step."""
     from torchft.optim import OptimizerWrapper
 
@@ -158,7 +170,7 @@ def _commit_gated(session: ReplicaSession, optimizer: torch.optim.Optimizer) -> 
     return CommitGatedOptimizer(session.manager, optimizer)
 
 
-def _averaged(manager: Any, buffer: torch.Tensor) -> torch.futures.Future[torch.Tensor]:
+def _averaged(manager: Manager, buffer: torch.Tensor) -> torch.futures.Future[torch.Tensor]:
     """``buffer`` averaged over the quorum, as a completed future.
 
     A member that dies during the all-reduce makes the wait fail: torchft records the error
@@ -171,7 +183,7 @@ def _averaged(manager: Any, buffer: torch.Tensor) -> torch.futures.Future[torch.
     return future
 
 
-def _replica_ddp(model: torch.nn.Module, manager: Any) -> torch.nn.Module:
+def _replica_ddp(model: torch.nn.Module, manager: Manager) -> torch.nn.Module:
     """torchft's DDP, whose gradient hook survives a member dying during the all-reduce.
 
     torchft 0.2.0's own hook asserts on the failed work's future and so crashes the
@@ -187,7 +199,7 @@ def _replica_ddp(model: torch.nn.Module, manager: Any) -> torch.nn.Module:
     return ReplicaDDP(manager, model)
 
 
-def _two_level_ddp(model: torch.nn.Module, manager: Any, group_size: int) -> torch.nn.Module:
+def _two_level_ddp(model: torch.nn.Module, manager: Manager, group_size: int) -> torch.nn.Module:
     """DDP over the group's processes whose gradient buckets are then averaged across groups."""
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel

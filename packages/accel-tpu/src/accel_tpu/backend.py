@@ -28,7 +28,6 @@ from .data import SpmdMesh, to_xla_loader
 from .settings import check_precision
 
 if TYPE_CHECKING:
-    from accel.data.shard import DataLoaderShard
     from accel.precision import Precision
 
 T = TypeVar("T")
@@ -161,7 +160,7 @@ class XLABackend(Backend):
 
     def prepare_data_loader(
         self, dataloader: torch.utils.data.DataLoader, device_placement: bool = True
-    ) -> DataLoaderShard:
+    ) -> torch.utils.data.DataLoader:
         """Shard the loader over the replicas; batches go to the XLA device, one step each."""
         run = self.context
         config = run.dataloader_config

@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from accel.backends.context import BackendContext
-    from accel.data.shard import DataLoaderShard
     from accel.optimizer import AcceleratedOptimizer
     from accel.precision.base import BackwardKwargs, Precision
     from accel.scheduler import AcceleratedScheduler
@@ -177,8 +176,9 @@ class Backend:
 
     def prepare_data_loader(
         self, dataloader: torch.utils.data.DataLoader, device_placement: bool = True
-    ) -> DataLoaderShard:
-        """Shard the data loader for this process and place its batches."""
+    ) -> torch.utils.data.DataLoader:
+        """Shard the data loader for this process and place its batches (core's
+        :class:`~accel.data.shard.DataLoaderShard`; a backend may return its own loader)."""
         from accel.data.loader import prepare_data_loader
 
         ctx = self.context
