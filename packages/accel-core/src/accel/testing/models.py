@@ -78,10 +78,11 @@ def tied_net(width: int = 8, seed: int = 0) -> tuple[TiedNet, dict[str, torch.Te
     and a copy of its state dict."""
     torch.manual_seed(seed)
     net = TiedNet(width)
+    buffers = dict(net.norm.named_buffers())
     with torch.no_grad():
-        net.norm.running_mean.uniform_()
-        net.norm.running_var.uniform_(1.0, 2.0)
-        net.norm.num_batches_tracked.fill_(7)
+        buffers["running_mean"].uniform_()
+        buffers["running_var"].uniform_(1.0, 2.0)
+        buffers["num_batches_tracked"].fill_(7)
     return net.eval(), {k: v.clone() for k, v in net.state_dict().items()}
 
 
@@ -89,7 +90,7 @@ OFFLOAD_KINDS = ("dispatch_disk", "disk_offload", "cpu_offload")
 """The ways :func:`offload_tied_net` offloads a model."""
 
 
-def offload_tied_net(kind: str, net: TiedNet, folder: Path) -> TiedNet:
+def offload_tied_net(kind: str, net: TiedNet, folder: Path) -> nn.Module:
     """``net`` offloaded by ``kind``: a device map sending the norm, a middle layer and the
     tied head to disk (``dispatch_disk``), ``disk_offload`` or ``cpu_offload``."""
     from accel.big_model.dispatch import cpu_offload, disk_offload, dispatch_model
