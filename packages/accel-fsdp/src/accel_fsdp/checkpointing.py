@@ -32,13 +32,12 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 from .constants import FSDP_MODEL_NAME
 
 if TYPE_CHECKING:
     import torch
-    from accel import Accelerator
     from peft import PeftModel
     from torch import nn
     from torch.distributed.checkpoint.state_dict import (
@@ -56,6 +55,19 @@ if TYPE_CHECKING:
 
 TreeT = TypeVar("TreeT")
 """A state (nested dicts and lists of tensors) whose shape a function keeps."""
+
+
+class RunHandle(Protocol):
+    """What the checkpoint functions use of the ``accelerator`` they receive (as in Accelerate)."""
+
+    @property
+    def process_index(self) -> int: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+    def wait_for_everyone(self) -> None: ...
+
 
 logger = logging.getLogger(__name__)
 
@@ -560,7 +572,7 @@ def _strategy(fsdp_plugin: FullyShardedDataParallelPlugin) -> _Sharded:
 
 def _call(
     fsdp_plugin: FullyShardedDataParallelPlugin,
-    accelerator: Accelerator,
+    accelerator: RunHandle,
     directory: str | os.PathLike,
     index: int,
     use_dcp: bool,
@@ -580,7 +592,7 @@ def _call(
 # -- Accelerate's functions ----------------------------------------------------------------
 def save_fsdp_model(
     fsdp_plugin: FullyShardedDataParallelPlugin,
-    accelerator: Accelerator,
+    accelerator: RunHandle,
     model: nn.Module,
     output_dir: str | os.PathLike,
     model_index: int = 0,
@@ -605,7 +617,7 @@ def save_fsdp_model(
 
 def load_fsdp_model(
     fsdp_plugin: FullyShardedDataParallelPlugin,
-    accelerator: Accelerator,
+    accelerator: RunHandle,
     model: nn.Module,
     input_dir: str | os.PathLike,
     model_index: int = 0,
@@ -632,7 +644,7 @@ def load_fsdp_model(
 
 def save_fsdp_optimizer(
     fsdp_plugin: FullyShardedDataParallelPlugin,
-    accelerator: Accelerator,
+    accelerator: RunHandle,
     optimizer: Optimizer,
     model: nn.Module,
     output_dir: str | os.PathLike,
@@ -653,7 +665,7 @@ def save_fsdp_optimizer(
 
 def load_fsdp_optimizer(
     fsdp_plugin: FullyShardedDataParallelPlugin,
-    accelerator: Accelerator,
+    accelerator: RunHandle,
     optimizer: Optimizer,
     model: nn.Module,
     input_dir: str | os.PathLike,
