@@ -7,19 +7,13 @@ fresh run (``ACCEL_UPDATE_DOCS_SNIPPETS=1`` rewrites them).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import pty
-import select
-import struct
-import subprocess
 import sys
-import termios
-import time
 from pathlib import Path
 
 import pytest
+from accel.testing.terminal import environment_without_accel, run_on_terminal
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_tools import BERT_BASE_CASED, GPT2, TINY_LLAMA  # noqa: E402
@@ -30,37 +24,8 @@ SNIPPETS = Path(__file__).resolve().parents[3] / "docs" / "_snippets"
 
 
 def on_terminal(argv: list[str], cwd: Path, timeout: float = 240) -> tuple[int, str]:
-    """``argv`` with stdin/stdout/stderr on a pseudo-terminal of 120 columns; (status, output)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCEL_")}
-    env["ACCEL_PLUGINS"] = ""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
-    proc = subprocess.Popen(
-        argv, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=env, close_fds=True
-    )
-    os.close(slave)
-    chunks: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            if time.monotonic() > deadline:
-                proc.kill()
-                raise AssertionError("timed out:\n" + b"".join(chunks).decode(errors="replace"))
-            ready, _, _ = select.select([master], [], [], 0.5)
-            if not ready:
-                if proc.poll() is not None:
-                    break
-                continue
-            try:
-                data = os.read(master, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not data:
-                break
-            chunks.append(data)
-    finally:
-        os.close(master)
-    return proc.wait(timeout=30), b"".join(chunks).decode(errors="replace")
+    """``argv`` on a pseudo-terminal of 120 columns, with no plugin loaded; (status, output)."""
+    return run_on_terminal(argv, cwd, environment_without_accel(ACCEL_PLUGINS=""), timeout)
 
 
 @pytest.fixture

@@ -7,67 +7,28 @@ large (``PROGRESS_MIN_BYTES``, lowered here so a tiny model counts as large);
 
 from __future__ import annotations
 
-import fcntl
-import os
-import pty
-import select
-import struct
 import subprocess
 import sys
-import termios
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
+from accel.testing.terminal import environment_without_accel, run_on_terminal
 
 pytestmark = pytest.mark.timeout(300)
 
 
-def run_on_terminal(code: str, cwd: Path, timeout: float = 240) -> tuple[int, str]:
-    """Run ``python -c code`` with stdin/stdout/stderr on a pseudo-terminal; (status, output)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCEL_")}
-    env.update(OMP_NUM_THREADS="1", ACCEL_USE_CPU="1", COLUMNS="120", TERM="xterm")
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # a real size
-    proc = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        cwd=cwd,
-        env=env,
-        close_fds=True,
+def run_python_on_terminal(code: str, cwd: Path) -> tuple[int, str]:
+    """Run ``python -c code`` on a pseudo-terminal of 120 columns; (status, output)."""
+    env = environment_without_accel(
+        OMP_NUM_THREADS="1", ACCEL_USE_CPU="1", COLUMNS="120", TERM="xterm"
     )
-    os.close(slave)
-    chunks: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            if time.monotonic() > deadline:
-                proc.kill()
-                raise AssertionError("timed out:\n" + b"".join(chunks).decode(errors="replace"))
-            ready, _, _ = select.select([master], [], [], 0.5)
-            if not ready:
-                if proc.poll() is not None:
-                    break
-                continue
-            try:
-                data = os.read(master, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not data:
-                break
-            chunks.append(data)
-    finally:
-        os.close(master)
-    return proc.wait(timeout=30), b"".join(chunks).decode(errors="replace")
+    return run_on_terminal([sys.executable, "-c", textwrap.dedent(code)], cwd, env)
 
 
 def run_in_pipe(code: str, cwd: Path) -> subprocess.CompletedProcess:
     """The same script with its output captured through pipes (a log file, CI)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ACCEL_")}
-    env.update(OMP_NUM_THREADS="1", ACCEL_USE_CPU="1")
+    env = environment_without_accel(OMP_NUM_THREADS="1", ACCEL_USE_CPU="1")
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         cwd=cwd,
@@ -101,7 +62,7 @@ print("STATE-OK")
 
 
 def test_save_and_load_state_of_a_large_state_show_a_bar_on_a_terminal(tmp_path):
-    status, out = run_on_terminal(STATE.format(threshold=0), tmp_path)
+    status, out = run_python_on_terminal(STATE.format(threshold=0), tmp_path)
     assert status == 0, out
     assert "STATE-OK" in out
     assert "Saving state: 100%" in out and "2/2" in out, out  # the model and the optimizer
@@ -109,7 +70,7 @@ def test_save_and_load_state_of_a_large_state_show_a_bar_on_a_terminal(tmp_path)
 
 
 def test_a_small_state_or_a_pipe_shows_no_bar(tmp_path):
-    status, out = run_on_terminal(STATE.format(threshold="1 << 30"), tmp_path)
+    status, out = run_python_on_terminal(STATE.format(threshold="1 << 30"), tmp_path)
     assert status == 0, out
     assert "STATE-OK" in out and "Saving state" not in out and "Loading state" not in out, out
 
@@ -142,7 +103,7 @@ print("DISPATCH-OK")
 
 
 def test_load_checkpoint_and_dispatch_shows_a_bar_over_shards(tmp_path):
-    status, out = run_on_terminal(DISPATCH, tmp_path)
+    status, out = run_python_on_terminal(DISPATCH, tmp_path)
     assert status == 0, out
     assert "DISPATCH-OK" in out
     assert "Loading checkpoint shards: 100%" in out, out

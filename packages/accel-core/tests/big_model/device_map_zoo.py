@@ -14,32 +14,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from accel.testing.models import Block, TinyLM
 from torch import nn
-
-
-class Block(nn.Module):
-    """Two linears and a scalar buffer (a residual block)."""
-
-    def __init__(self, width: int):
-        super().__init__()
-        self.fc1 = nn.Linear(width, width)
-        self.fc2 = nn.Linear(width, width)
-        self.register_buffer("scale", torch.tensor(0.5))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.fc2(torch.relu(self.fc1(x))) * self.scale
-
-
-class TinyLM(nn.Module):
-    """Embedding, blocks, norm and a head tied to the embedding (like GPT-2)."""
-
-    def __init__(self, width: int = 32, depth: int = 4, vocab: int = 40):
-        super().__init__()
-        self.embed = nn.Embedding(vocab, width)
-        self.blocks = nn.ModuleList(Block(width) for _ in range(depth))
-        self.norm = nn.LayerNorm(width)
-        self.head = nn.Linear(width, vocab, bias=False)
-        self.head.weight = self.embed.weight
 
 
 class Mlp(nn.Module):

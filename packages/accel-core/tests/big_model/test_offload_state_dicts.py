@@ -9,7 +9,7 @@ import pytest
 import torch
 from accel import Accelerator
 from accel.big_model.device_map import compute_module_sizes, get_module_size_with_ties
-from accel.big_model.dispatch import cpu_offload, disk_offload, dispatch_model
+from accel.big_model.dispatch import cpu_offload
 from accel.big_model.hooks import (
     SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING,
     LayerwiseCastingHook,
@@ -18,43 +18,8 @@ from accel.big_model.hooks import (
     get_state_dict_offloaded_model,
     has_offloaded_params,
 )
+from accel.testing.models import offload_tied_net, tied_net
 from torch import nn
-
-
-class Net(nn.Module):
-    """Linear layers, a BatchNorm with buffers, and a head tied to the first layer."""
-
-    def __init__(self):
-        super().__init__()
-        self.first = nn.Linear(6, 6)
-        self.norm = nn.BatchNorm1d(6)
-        self.middle = nn.Sequential(nn.Linear(6, 6), nn.Linear(6, 6))
-        self.head = nn.Linear(6, 6)
-        self.head.weight = self.first.weight
-
-    def forward(self, x):
-        return self.head(self.middle(self.norm(self.first(x))))
-
-
-def _net() -> tuple[Net, dict[str, torch.Tensor]]:
-    torch.manual_seed(0)
-    net = Net()
-    with torch.no_grad():
-        net.norm.running_mean.uniform_()
-        net.norm.running_var.uniform_(1.0, 2.0)
-        net.norm.num_batches_tracked.fill_(3)
-    return net.eval(), {k: v.clone() for k, v in net.state_dict().items()}
-
-
-def _offload(kind: str, net: Net, folder) -> Net:
-    if kind == "cpu_offload":
-        return cpu_offload(net, execution_device="cpu")
-    if kind == "disk_offload":
-        return disk_offload(net, str(folder), execution_device="cpu")
-    device_map = {"first": "cpu", "norm": "disk", "middle.0": "disk", "middle.1": "cpu"}
-    device_map["head"] = "disk"
-    return dispatch_model(net, device_map=device_map, offload_dir=str(folder))
-
 
 # -- SUPPORTED_PYTORCH_LAYERS_FOR_UPCASTING ----------------------------------------------------
 
@@ -130,10 +95,10 @@ def test_module_size_with_ties_with_real_sizes_and_nothing_tied():
 
 @pytest.mark.parametrize("kind", ["cpu_offload", "disk_offload", "dispatch_disk"])
 def test_offloaded_model_state_dict_has_every_real_weight(kind, tmp_path):
-    net, expected = _net()
+    net, expected = tied_net(width=6)
     x = torch.randn(2, 6)
     reference = net(x)
-    net = _offload(kind, net, tmp_path)
+    net = offload_tied_net(kind, net, tmp_path)
     assert any(p.device.type == "meta" for p in net.parameters())  # really offloaded
     state_dict = get_state_dict_offloaded_model(net)
     assert state_dict.keys() == expected.keys()  # buffers and both tied names
@@ -145,7 +110,7 @@ def test_offloaded_model_state_dict_has_every_real_weight(kind, tmp_path):
 
 
 def test_offloaded_model_state_dict_leaves_out_meta_tensors_with_a_warning(caplog):
-    net, expected = _net()
+    net, expected = tied_net(width=6)
     cpu_offload(net.middle[0], execution_device="cpu")
     with torch.device("meta"):
         net.middle[1] = nn.Linear(6, 6)  # offloaded nowhere: no values exist
@@ -158,7 +123,7 @@ def test_offloaded_model_state_dict_leaves_out_meta_tensors_with_a_warning(caplo
 
 
 def test_save_model_still_refuses_an_offloaded_model_with_meta_tensors(tmp_path):
-    net, _ = _net()
+    net, _ = tied_net(width=6)
     cpu_offload(net.middle[0], execution_device="cpu")
     with torch.device("meta"):
         net.middle[1] = nn.Linear(6, 6)
@@ -171,8 +136,8 @@ def test_save_model_still_refuses_an_offloaded_model_with_meta_tensors(tmp_path)
 
 
 def test_state_dict_from_a_disk_offloaded_module(tmp_path):
-    net, expected = _net()
-    net = _offload("dispatch_disk", net, tmp_path)
+    net, expected = tied_net(width=6)
+    net = offload_tied_net("dispatch_disk", net, tmp_path)
     assert has_offloaded_params(net.middle[0]) and net.middle[0].weight.device.type == "meta"
     wanted = {"middle.0.weight": "", "other": 1}
     returned = get_state_dict_from_offload(net.middle[0], "middle.0.weight", wanted, "cpu")
@@ -191,7 +156,7 @@ def test_state_dict_from_a_disk_offloaded_module(tmp_path):
 
 
 def test_state_dict_from_a_module_that_is_not_offloaded_does_not_move_it():
-    net, expected = _net()
+    net, expected = tied_net(width=6)
     assert not has_offloaded_params(net.first)
     # the device is only for offloaded weights: the module's own tensors are taken as they are
     got = get_state_dict_from_offload(net.first, "first.bias", {"first.bias": ""}, "meta")

@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 from accel import Accelerator
+from accel.testing.models import TinyLM, tiny_lm
 from accel.utils.modeling import load_weights, parse_size
 from safetensors.torch import load_file
 from torch import nn
@@ -17,21 +18,8 @@ def _deep_model() -> nn.Sequential:
     return nn.Sequential(*[nn.Linear(16, 16) for _ in range(4)])
 
 
-class TiedLM(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.embedding = nn.Embedding(10, 4)
-        self.body = nn.Linear(4, 4)
-        self.lm_head = nn.Linear(4, 10, bias=False)
-        self.lm_head.weight = self.embedding.weight
-
-    def forward(self, ids):
-        return self.lm_head(torch.tanh(self.body(self.embedding(ids))))
-
-
-def _tied() -> TiedLM:
-    torch.manual_seed(0)
-    return TiedLM()
+def _tied() -> TinyLM:
+    return tiny_lm(width=4, depth=1, vocab=10)
 
 
 def _assert_same(state: dict, expected: dict) -> None:
@@ -108,9 +96,9 @@ def test_tied_weights_survive_save_model(tmp_path, max_shard_size):
     loaded = load_weights(tmp_path / "out")
     _assert_same(loaded, model.state_dict())
 
-    fresh = TiedLM()
+    fresh = TinyLM(width=4, depth=1, vocab=10)
     fresh.load_state_dict(loaded)  # strict: both names present
-    assert fresh.lm_head.weight is fresh.embedding.weight
+    assert fresh.head.weight is fresh.embed.weight
     ids = torch.tensor([[1, 2, 3]])
     assert torch.equal(fresh(ids), model(ids))
 
@@ -123,17 +111,17 @@ def test_tied_weights_survive_save_state_and_stay_tied(tmp_path):
     accelerator.save_state(tmp_path / "ckpt")
 
     with torch.no_grad():
-        model.embedding.weight.fill_(0.0)
-        model.body.weight.fill_(0.0)
+        model.embed.weight.fill_(0.0)
+        model.blocks[0].fc1.weight.fill_(0.0)
     accelerator.load_state(tmp_path / "ckpt")
     _assert_same(model.state_dict(), expected)
-    assert model.lm_head.weight is model.embedding.weight
+    assert model.head.weight is model.embed.weight
 
     # still tied in training: one update moves both names
     accelerator.backward(model(torch.tensor([[1, 2]])).sum())
     optimizer.step()
-    assert torch.equal(model.lm_head.weight, model.embedding.weight)
-    assert not torch.equal(model.embedding.weight, expected["embedding.weight"])
+    assert torch.equal(model.head.weight, model.embed.weight)
+    assert not torch.equal(model.embed.weight, expected["embed.weight"])
 
 
 def test_accelerator_save_writes_atomically(tmp_path):

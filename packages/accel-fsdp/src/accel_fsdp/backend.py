@@ -7,7 +7,7 @@ import os
 import re
 from collections.abc import Generator, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -15,9 +15,24 @@ from accel.backends import Backend, SetAsideGradients, SetAsideGroup
 from accel.distributed.process import ensure_process_group, plugin_object
 from accel.precision import dtype_of
 
+from .checkpointing import (
+    full_model_state,
+    local_state,
+    set_full_model_state,
+    set_full_optimizer_state,
+    shard_of,
+    state_dict_options,
+)
 from .config import FullyShardedDataParallelPlugin
 from .nd import NDLayout, NDParallelMixin
 from .wrap import fsdp1_policy, ignored_modules, units_to_shard
+
+if TYPE_CHECKING:
+    from accel.optimizer import AcceleratedOptimizer
+    from torch.distributed import ProcessGroup
+    from torch.distributed.checkpoint.state_dict import ValueType
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.nn.modules.module import _IncompatibleKeys
 
 _WRAPPER_PREFIXES = re.compile(r"(_fsdp_wrapped_module\.|_checkpoint_wrapped_module\.|_orig_mod\.)")
 
@@ -31,6 +46,8 @@ class FSDPBackend(NDParallelMixin, Backend):
 
     name = "fsdp"
     distributed_types = ("FSDP",)
+    _dcp_group: ProcessGroup | None = None
+    """The gloo group of asynchronous saves (see :meth:`_checkpoint_group`)."""
 
     def setup(self) -> None:
         """Read the plugin, make sure a process group exists, use a sharded grad scaler for fp16."""
@@ -73,14 +90,14 @@ class FSDPBackend(NDParallelMixin, Backend):
         """The run's precision's dtype (fp8: bf16 outside the FP8 layers), read at wrapping time."""
         return self.context.precision.dtype
 
-    def _mesh(self) -> Any:
+    def _mesh(self) -> DeviceMesh | None:
         from torch.distributed.device_mesh import init_device_mesh
 
         if self.nd is not None:
             return self.nd.fsdp_mesh
         world = dist.get_world_size()
         device = self.context.device.type
-        strategy = self.plugin.sharding_strategy
+        strategy = str(self.plugin.sharding_strategy)  # a name once the plugin is built
         if strategy == "NO_SHARD":
             return init_device_mesh(device, (world, 1), mesh_dim_names=("replicate", "shard"))
         if strategy.startswith("HYBRID"):
@@ -169,22 +186,25 @@ class FSDPBackend(NDParallelMixin, Backend):
                 k: dtype_of(v) if isinstance(v, str) else v for k, v in mp.items()
             }
             mp = MixedPrecision(**fields)
+        if mp is not None and not isinstance(mp, MixedPrecision):
+            raise TypeError(
+                f"FSDP1 takes torch's MixedPrecision as mixed_precision_policy, not {type(mp).__name__}"
+            )
         prefetch = plugin.backward_prefetch
+        strategy = str(plugin.sharding_strategy)  # a name once the plugin is built
         device = self.context.device
         wrapped = FSDP(
             model,
             sharding_strategy=getattr(
                 ShardingStrategy,
-                "_HYBRID_SHARD_ZERO2"
-                if plugin.sharding_strategy == "HYBRID_SHARD_ZERO2"
-                else plugin.sharding_strategy,
+                "_HYBRID_SHARD_ZERO2" if strategy == "HYBRID_SHARD_ZERO2" else strategy,
             ),
             auto_wrap_policy=fsdp1_policy(model, plugin),
             mixed_precision=mp,
             cpu_offload=CPUOffload(offload_params=plugin.offload_params),
             backward_prefetch=None
             if prefetch in (None, "NO_PREFETCH")
-            else getattr(BackwardPrefetch, prefetch),
+            else getattr(BackwardPrefetch, str(prefetch)),
             forward_prefetch=bool(plugin.forward_prefetch),
             limit_all_gathers=plugin.limit_all_gathers,
             use_orig_params=bool(plugin.use_orig_params),
@@ -194,7 +214,7 @@ class FSDPBackend(NDParallelMixin, Backend):
             device_id=device,
             # hybrid: shard within a node, replicate across nodes (FSDP1 would otherwise derive
             # the node from the GPU count, which is 0 on CPU, and never average across ranks)
-            device_mesh=self._mesh() if plugin.sharding_strategy.startswith("HYBRID") else None,
+            device_mesh=self._mesh() if strategy.startswith("HYBRID") else None,
         )
         if plugin.activation_checkpointing:
             from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
@@ -207,7 +227,7 @@ class FSDPBackend(NDParallelMixin, Backend):
 
     def prepare_optimizer(
         self, optimizer: torch.optim.Optimizer, device_placement: bool = True
-    ) -> Any:
+    ) -> AcceleratedOptimizer:
         """Point an optimizer made before ``prepare`` at the sharded parameters, then wrap it."""
         for group in optimizer.param_groups:
             group["params"] = [self._param_map.get(id(p), p) for p in group["params"]]
@@ -326,31 +346,17 @@ class FSDPBackend(NDParallelMixin, Backend):
 
         return model.module if isinstance(model, FSDP) else model
 
-    def _options(self, **kwargs: Any) -> Any:
-        from torch.distributed.checkpoint.state_dict import StateDictOptions
-
-        return StateDictOptions(**kwargs)
-
-    def get_state_dict(self, model: torch.nn.Module, unwrap: bool = True) -> dict[str, Any]:
+    def get_state_dict(self, model: torch.nn.Module, unwrap: bool = True) -> dict[str, ValueType]:
         """The full state dict, gathered to the main process (empty elsewhere)."""
-        from torch.distributed.checkpoint.state_dict import get_model_state_dict
 
-        state = get_model_state_dict(
-            model, options=self._options(full_state_dict=True, cpu_offload=True)
-        )
-        return {_clean(k): v for k, v in state.items()}
+        return {_clean(k): v for k, v in full_model_state(model).items()}
 
     def load_model_state_dict(
-        self, model: torch.nn.Module, state_dict: dict[str, Any], strict: bool = True
-    ) -> Any:
+        self, model: torch.nn.Module, state_dict: dict[str, ValueType], strict: bool = True
+    ) -> _IncompatibleKeys:
         """Load a full state dict; the main process's copy is broadcast and sharded."""
-        from torch.distributed.checkpoint.state_dict import set_model_state_dict
 
-        return set_model_state_dict(
-            model,
-            state_dict,
-            options=self._options(full_state_dict=True, broadcast_from_rank0=True, strict=strict),
-        )
+        return set_full_model_state(model, state_dict, strict)
 
     @property
     def supports_async_save(self) -> bool:
@@ -358,17 +364,18 @@ class FSDPBackend(NDParallelMixin, Backend):
         states (ShardedTensors, which core's staging does not copy)."""
         return not (self.version == 1 and self.sharded and not self._local_kind)
 
-    def _checkpoint_group(self) -> Any:
+    def _checkpoint_group(self) -> ProcessGroup | None:
         """During an asynchronous save, a gloo group of every process for DCP's collectives
         in the writer thread (made once, by every process at the same save); else None."""
         from accel.checkpoint.layout import is_staging
 
         if not is_staging():
             return None
-        group = getattr(self, "_dcp_group", None)
-        if group is None:
-            group = self._dcp_group = dist.new_group(backend="gloo")
-        return group
+        if self._dcp_group is None:
+            group = dist.new_group(backend="gloo")  # every process is a member
+            assert isinstance(group, dist.ProcessGroup)
+            self._dcp_group = group
+        return self._dcp_group
 
     @property
     def sharded(self) -> bool:
@@ -379,19 +386,12 @@ class FSDPBackend(NDParallelMixin, Backend):
     def _local_kind(self) -> bool:
         return self.plugin.state_dict_type == "LOCAL_STATE_DICT"
 
-    def _local_state(self, model: torch.nn.Module) -> dict[str, Any]:
-        """FSDP1 LOCAL_STATE_DICT of ``model``: flat-parameter ShardedTensors and views."""
-        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-        from torch.distributed.fsdp import StateDictType
-
-        with FSDP.state_dict_type(model, StateDictType.LOCAL_STATE_DICT):
-            return model.state_dict()
-
     def _save_local(self, model: torch.nn.Module, target: Path) -> None:
         """Each rank writes its own flat shards (``rank<r>.pt``): same-world-size resume only."""
+
         shards = {
-            key: value.local_tensor().detach().cpu()
-            for key, value in self._local_state(model).items()
+            key: shard_of(value).detach().cpu()
+            for key, value in local_state(model).items()
             if key.endswith("_flat_param")
         }
         from accel.checkpoint.layout import write_object
@@ -413,9 +413,9 @@ class FSDPBackend(NDParallelMixin, Backend):
             target / f"rank{self.context.process_index}.pt", weights_only=weights_only
         )
         with torch.no_grad():  # the local shards are views of the flat parameters: copy in place
-            state = self._local_state(model)
+            state = local_state(model)
             for key, tensor in shards.items():
-                state[key].local_tensor().copy_(tensor)
+                shard_of(state[key]).copy_(tensor)
 
     def save_model_state(
         self, model: torch.nn.Module, folder: Path, index: int, safe_serialization: bool = True
@@ -457,10 +457,14 @@ class FSDPBackend(NDParallelMixin, Backend):
 
         state = {"model": get_model_state_dict(model)}
         dcp_files.load(state, shards)
-        set_model_state_dict(model, state["model"], options=self._options(strict=strict))
+        set_model_state_dict(model, state["model"], options=state_dict_options(strict=strict))
 
     def save_optimizer_state(
-        self, optimizer: Any, folder: Path, index: int, model: torch.nn.Module | None = None
+        self,
+        optimizer: torch.optim.Optimizer,
+        folder: Path,
+        index: int,
+        model: torch.nn.Module | None = None,
     ) -> None:
         """SHARDED: DCP into ``optimizer_<i>/``; FULL: the full optimizer state from the main process."""
         from accel.checkpoint.layout import optimizer_file, write_object
@@ -479,14 +483,14 @@ class FSDPBackend(NDParallelMixin, Backend):
         # then share one buffer (exp_avg came back equal to exp_avg_sq): offload only from GPUs.
         offload = self.context.device.type != "cpu"
         state = get_optimizer_state_dict(
-            model, inner, options=self._options(full_state_dict=True, cpu_offload=offload)
+            model, inner, options=state_dict_options(full_state_dict=True, cpu_offload=offload)
         )
         if self.context.is_main_process:
             write_object(state, optimizer_file(folder, index))
 
     def load_optimizer_state(
         self,
-        optimizer: Any,
+        optimizer: torch.optim.Optimizer,
         folder: Path,
         index: int,
         model: torch.nn.Module | None = None,
@@ -514,7 +518,6 @@ class FSDPBackend(NDParallelMixin, Backend):
             dcp_files.load(state, shards, planner=planner)
             set_optimizer_state_dict(model, inner, state["optimizer"])
             return
-        from .checkpointing import set_full_optimizer_state
 
         full = read_object(optimizer_file(folder, index), weights_only)
         set_full_optimizer_state(model, inner, full, self.version)

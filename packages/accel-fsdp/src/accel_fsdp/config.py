@@ -9,15 +9,27 @@ in :data:`FSDP_SECTION`, which validates config files, makes the ``accel launch
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from accel.catalog import FSDP_SHARDING_STRATEGIES
 from accel.config.core_options import parse_bool
 from accel.config.options import Option, Section
 from accel.config.strategy import Strategy
 from accel.errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
+    from torch.distributed.fsdp import (
+        BackwardPrefetch,
+        CPUOffload,
+        CPUOffloadPolicy,
+        MixedPrecision,
+        MixedPrecisionPolicy,
+        ShardingStrategy,
+        StateDictType,
+    )
 
 SHARDING_STRATEGIES = tuple(FSDP_SHARDING_STRATEGIES)
 """Sharding strategies (the catalog's); the config may also give their numbers 1-5."""
@@ -50,7 +62,7 @@ def disable_fsdp_ram_efficient_loading() -> None:
     os.environ[RAM_EFFICIENT_LOADING_ENV] = "False"
 
 
-def _dtype_of(value: Any) -> Any:
+def _dtype_of(value: str | torch.dtype) -> torch.dtype:
     """The torch dtype of a precision name (``"bf16"``, ``"fp8"``: its precision's ``dtype``, see
     :func:`accel.precision.dtype_of`) or of a dtype; ValueError unless float16, bfloat16 or float32."""
     import torch
@@ -68,7 +80,7 @@ def _dtype_of(value: Any) -> Any:
     return dtype
 
 
-def _reshard(value: Any, label: str) -> Any:
+def _reshard(value: object, label: str) -> str | bool:
     """``reshard_after_forward``: a boolean, or (FSDP1 style) a sharding strategy name."""
     if isinstance(value, str) and value.strip().upper() in SHARDING_STRATEGIES:
         return value.strip().upper()
@@ -170,16 +182,20 @@ class FullyShardedDataParallelPlugin:
     """
 
     fsdp_version: int | None = None
-    sharding_strategy: Any = None
-    reshard_after_forward: Any = None
-    backward_prefetch: Any = None
-    mixed_precision_policy: Any = None
-    auto_wrap_policy: Any = None
-    cpu_offload: Any = None
-    ignored_modules: Any = None
-    state_dict_type: Any = None
-    state_dict_config: Any = None
-    optim_state_dict_config: Any = None
+    sharding_strategy: str | int | ShardingStrategy | None = None
+    reshard_after_forward: bool | str | int | None = None
+    backward_prefetch: str | BackwardPrefetch | None = None
+    mixed_precision_policy: (
+        MixedPrecisionPolicy | MixedPrecision | dict[str, str | torch.dtype] | str | None
+    ) = None
+    auto_wrap_policy: str | Callable[..., bool] | None = None
+    cpu_offload: bool | CPUOffload | CPUOffloadPolicy | None = None
+    ignored_modules: Iterable[torch.nn.Module] | str | None = None
+    state_dict_type: str | int | StateDictType | None = None
+    state_dict_config: object = None
+    """torch's ``StateDictConfig`` (accepted for Accelerate's signature)."""
+    optim_state_dict_config: object = None
+    """torch's ``OptimStateDictConfig`` (accepted for Accelerate's signature)."""
     limit_all_gathers: bool = True
     use_orig_params: bool | None = None
     param_init_fn: Callable | None = None
@@ -189,7 +205,7 @@ class FullyShardedDataParallelPlugin:
     cpu_ram_efficient_loading: bool | None = None
     transformer_cls_names_to_wrap: list[str] | None = None
     min_num_params: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+    extra: dict[str, object] = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
         section = FSDP_SECTION.read(defaults=False)  # the keys the launched config sets
@@ -241,7 +257,7 @@ class FullyShardedDataParallelPlugin:
             # to load the weights on the main process only, as Accelerate's plugin sets it
             os.environ[RAM_EFFICIENT_LOADING_ENV] = str(bool(self.cpu_ram_efficient_loading))
 
-    def set_state_dict_type(self, state_dict_type: Any = None) -> None:
+    def set_state_dict_type(self, state_dict_type: str | int | StateDictType | None = None) -> None:
         """Choose how checkpoints are written: ``FULL_STATE_DICT``, ``SHARDED_STATE_DICT`` or
         ``LOCAL_STATE_DICT`` (FSDP1 only); a name in any case, its number 1-3 or torch's
         ``StateDictType``. Without an argument the current value is checked again.
@@ -268,7 +284,10 @@ class FullyShardedDataParallelPlugin:
         self.state_dict_type = value
 
     def set_mixed_precision(
-        self, mixed_precision: Any, buffer_autocast: bool = False, override: bool = False
+        self,
+        mixed_precision: str | torch.dtype,
+        buffer_autocast: bool = False,
+        override: bool = False,
     ) -> None:
         """Set ``mixed_precision_policy`` from a precision, as Accelerate's plugin does.
 
@@ -282,20 +301,18 @@ class FullyShardedDataParallelPlugin:
         (``set_mixed_precision(quant_storage_dtype, override=True)``).
         """
         import torch
+        from torch.distributed.fsdp import MixedPrecision, MixedPrecisionPolicy
 
         dtype = _dtype_of(mixed_precision)
-        if self.fsdp_version == 2:
-            from torch.distributed.fsdp import MixedPrecisionPolicy as policy_type
-        else:
-            from torch.distributed.fsdp import MixedPrecision as policy_type
         if override or self.mixed_precision_policy is None:
-            third: dict[str, Any] = (
-                {"output_dtype": dtype}
+            self.mixed_precision_policy = (
+                MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=dtype, output_dtype=dtype)
                 if self.fsdp_version == 2
-                else {"buffer_dtype": torch.float32 if buffer_autocast else dtype}
-            )
-            self.mixed_precision_policy = policy_type(
-                param_dtype=dtype, reduce_dtype=dtype, **third
+                else MixedPrecision(
+                    param_dtype=dtype,
+                    reduce_dtype=dtype,
+                    buffer_dtype=torch.float32 if buffer_autocast else dtype,
+                )
             )
         elif isinstance(self.mixed_precision_policy, dict):
             allowed = {"param_dtype", "reduce_dtype"} | (
@@ -307,11 +324,15 @@ class FullyShardedDataParallelPlugin:
                     f"mixed_precision_policy has unknown keys {unknown}: FSDP{self.fsdp_version} "
                     f"takes {sorted(allowed)}"
                 )
-            self.mixed_precision_policy = policy_type(
-                **{key: _dtype_of(value) for key, value in self.mixed_precision_policy.items()}
+            dtypes = {key: _dtype_of(value) for key, value in self.mixed_precision_policy.items()}
+            param, reduce = dtypes.get("param_dtype"), dtypes.get("reduce_dtype")
+            self.mixed_precision_policy = (
+                MixedPrecisionPolicy(param, reduce, dtypes.get("output_dtype"))
+                if self.fsdp_version == 2
+                else MixedPrecision(param, reduce, dtypes.get("buffer_dtype"))
             )
 
-    def set_auto_wrap_policy(self, model: Any) -> None:
+    def set_auto_wrap_policy(self, model: torch.nn.Module) -> None:
         """Turn a named ``auto_wrap_policy`` into torch's policy callable for ``model``, as Accelerate does.
 
         ``TRANSFORMER_BASED_WRAP`` becomes ``functools.partial(transformer_auto_wrap_policy,

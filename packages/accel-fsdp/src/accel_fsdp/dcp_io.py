@@ -9,13 +9,22 @@ writer thread.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
+import torch
 from accel.checkpoint.dcp_files import save
 from accel.checkpoint.layout import write_or_stage
 from accel.config.options import Option
 from torch.distributed.tensor import DTensor
+
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
+
+Folder = str | os.PathLike
+"""Where a checkpoint folder is."""
 
 FORMAT_ENV = "ACCEL_FSDP_CHECKPOINT_FORMAT"
 """``dcp`` (default): standard DCP files; ``raw``: accel's raw-bytes files (faster, accel reads them)."""
@@ -38,7 +47,9 @@ def raw_format() -> bool:
     return CHECKPOINT_FORMAT.from_env() == "raw"
 
 
-def save_or_stage(state_dict: dict[str, Any], folder: Any, process_group: Any = None) -> None:
+def save_or_stage(
+    state_dict: Mapping[str, object], folder: Folder, process_group: ProcessGroup | None = None
+) -> None:
     """:func:`save` now, or, during ``save_state(..., async_save=True)``, in the background.
 
     The DTensors are handed to core's staging as their local tensors (which it copies)
@@ -51,12 +62,17 @@ def save_or_stage(state_dict: dict[str, Any], folder: Any, process_group: Any = 
 
 
 def _save_local(
-    specs: dict[tuple, tuple], folder: Any, process_group: Any, raw: bool, local: Any
+    specs: dict[tuple, tuple],
+    folder: Folder,
+    process_group: ProcessGroup | None,
+    raw: bool,
+    local: object,
 ) -> None:
-    save(_from_local(local, specs, ()), folder, process_group, raw=raw)
+    state = cast("dict[str, object]", _from_local(local, specs, ()))  # the dict save_or_stage took
+    save(state, folder, process_group, raw=raw)
 
 
-def _to_local(value: Any, specs: dict[tuple, tuple], path: tuple) -> Any:
+def _to_local(value: object, specs: dict[tuple, tuple], path: tuple) -> object:
     """``value`` with each DTensor replaced by its local tensor; ``specs[path]`` rebuilds it."""
     if isinstance(value, DTensor):
         specs[path] = (value.device_mesh, value.placements, value.shape, value.stride())
@@ -68,9 +84,9 @@ def _to_local(value: Any, specs: dict[tuple, tuple], path: tuple) -> Any:
     return value
 
 
-def _from_local(value: Any, specs: dict[tuple, tuple], path: tuple) -> Any:
+def _from_local(value: object, specs: dict[tuple, tuple], path: tuple) -> object:
     spec = specs.get(path)
-    if spec is not None:
+    if spec is not None and isinstance(value, torch.Tensor):
         mesh, placements, shape, stride = spec
         return DTensor.from_local(
             value, mesh, placements, run_check=False, shape=shape, stride=stride

@@ -5,16 +5,19 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torch.distributed.checkpoint.metadata import STATE_DICT_TYPE
 
 
-def load_dcp_state_dict(checkpoint_dir: str | os.PathLike) -> dict[str, Any]:
+def load_dcp_state_dict(checkpoint_dir: str | os.PathLike) -> STATE_DICT_TYPE:
     """Read a whole DCP checkpoint into memory without a process group."""
     from accel.checkpoint.dcp_files import RawReader
     from torch.distributed.checkpoint.format_utils import _EmptyStateDictLoadPlanner
     from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
 
-    state_dict: dict[str, Any] = {}
+    state_dict: STATE_DICT_TYPE = {}
     _load_state_dict(
         state_dict,
         storage_reader=RawReader(os.fspath(checkpoint_dir)),  # accel's raw files and standard ones

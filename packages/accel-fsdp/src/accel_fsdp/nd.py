@@ -18,17 +18,28 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import torch
 import torch.distributed as dist
 from accel.errors import ConfigError
 
+if TYPE_CHECKING:
+    from accel import ParallelismConfig
+    from torch.distributed import ProcessGroup
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.tensor.parallel import ParallelStyle
+
+TreeT = TypeVar("TreeT")
+"""Tensors in nested lists, tuples and dicts, as the collectives take and give them."""
+
+
 TP_STYLES = ("colwise", "rowwise", "colwise_rep", "rowwise_rep", "sequence_parallel")
 """Names a ``tp_plan`` may use for a module's style."""
 
 
-def tp_style(style: Any) -> Any:
+def tp_style(style: str | ParallelStyle) -> ParallelStyle:
     """The DTensor ``ParallelStyle`` for a plan entry (a name of :data:`TP_STYLES` or a style object)."""
     from torch.distributed.tensor import Replicate
     from torch.distributed.tensor.parallel import (
@@ -56,13 +67,15 @@ def tp_style(style: Any) -> Any:
     return maker()
 
 
-def resolve_tp_plan(model: torch.nn.Module, plan: dict[str, Any]) -> dict[str, Any]:
+def resolve_tp_plan(
+    model: torch.nn.Module, plan: Mapping[str, str | ParallelStyle]
+) -> dict[str, ParallelStyle]:
     """``{module name: ParallelStyle}`` for ``plan``'s patterns (``*`` matches one name part).
 
     A pattern that matches no module of ``model`` is a ConfigError naming it.
     """
     names = [name for name, _ in model.named_modules() if name]
-    resolved: dict[str, Any] = {}
+    resolved: dict[str, ParallelStyle] = {}
     for pattern, style in plan.items():
         parts = pattern.split(".")
         matched = [
@@ -80,7 +93,7 @@ def resolve_tp_plan(model: torch.nn.Module, plan: dict[str, Any]) -> dict[str, A
     return resolved
 
 
-def model_tp_plan(model: torch.nn.Module) -> dict[str, Any] | None:
+def model_tp_plan(model: torch.nn.Module) -> dict[str, str | ParallelStyle] | None:
     """The model's own plan: ``model.tp_plan`` or ``model._tp_plan`` (transformers), else None."""
     for attr in ("tp_plan", "_tp_plan"):
         plan = getattr(model, attr, None)
@@ -99,18 +112,28 @@ def _is_tensor_parallel(model: torch.nn.Module) -> bool:
     return False
 
 
+class MeshOwner(Protocol):
+    """What holds a run's layout: an Accelerator or a backend context."""
+
+    @property
+    def parallelism_config(self) -> ParallelismConfig | None: ...
+
+    @property
+    def torch_device_mesh(self) -> DeviceMesh | None: ...
+
+
 class NDLayout:
     """The run's :class:`~accel.ParallelismConfig` and its mesh, as the FSDP backend applies them."""
 
-    def __init__(self, config: Any, mesh: Any):
+    def __init__(self, config: ParallelismConfig, mesh: DeviceMesh):
         self.config = config
         """The :class:`accel.ParallelismConfig`."""
         self.mesh = mesh
         """The named root mesh (``accelerator.torch_device_mesh``)."""
-        self._replicate_mesh: Any = None
+        self._replicate_mesh: DeviceMesh | None = None
 
     @classmethod
-    def of(cls, owner: Any) -> NDLayout | None:
+    def of(cls, owner: MeshOwner) -> NDLayout | None:
         """The layout of ``owner`` (an Accelerator or a backend context: their
         ``parallelism_config`` and ``torch_device_mesh``), or None without a config or mesh."""
         config = owner.parallelism_config
@@ -135,13 +158,13 @@ class NDLayout:
         """Whether several ranks hold the same batch (TP, CP or SP is on)."""
         return bool(self.config.non_dp_dim_names)
 
-    def dp_group(self) -> Any:
+    def dp_group(self) -> ProcessGroup | None:
         """The data-parallel process group, or None when there is one data-parallel rank."""
         return self.mesh["dp"].get_group() if self.config.dp_dim_names else None
 
     # -- wrapping -------------------------------------------------------------------
     @property
-    def fsdp_mesh(self) -> Any:
+    def fsdp_mesh(self) -> DeviceMesh | None:
         """The mesh ``fully_shard`` uses: ``dp_shard_cp`` or (HSDP) ``dp_replicate`` x ``dp_shard_cp``.
 
         None when nothing is sharded or replicated (tensor parallelism only).
@@ -155,13 +178,13 @@ class NDLayout:
 
                 self._replicate_mesh = init_device_mesh(
                     self.mesh.device_type,
-                    (config.dp_replicate_size, 1),
+                    (config.dp_replicate_size or 1, 1),
                     mesh_dim_names=("dp_replicate", "dp_shard_cp"),
                 )
             return self._replicate_mesh
         return None
 
-    def tp_plan(self, model: torch.nn.Module) -> dict[str, Any]:
+    def tp_plan(self, model: torch.nn.Module) -> Mapping[str, str | ParallelStyle]:
         """The plan to apply: ``tp_handler.tp_plan``, else the model's own; ConfigError when neither."""
         handler = self.config.tp_handler
         plan = getattr(handler, "tp_plan", None) or model_tp_plan(model)
@@ -203,15 +226,17 @@ class NDLayout:
                 f"buffer_seq_dims has {len(seq_dims)} entries for {len(buffers)} buffers"
             )
         for buffer, dim in zip(buffers, seq_dims):
-            if buffer.shape[dim] % (2 * self.config.cp_size):
+            if buffer.shape[dim] % (2 * (self.config.cp_size or 1)):
                 raise ValueError(
                     f"a buffer's sequence length {buffer.shape[dim]} (dim {dim}) must be divisible "
-                    f"by 2 x cp_size = {2 * self.config.cp_size} (load-balanced context parallelism)"
+                    f"by 2 x cp_size = {2 * (self.config.cp_size or 1)} (load-balanced context parallelism)"
                 )
         from torch.distributed.tensor.experimental import context_parallel
         from torch.distributed.tensor.experimental._attention import set_rotate_method
 
-        set_rotate_method(self.config.cp_handler.cp_comm_strategy)
+        handler = self.config.cp_handler
+        strategy = handler.cp_comm_strategy if handler is not None else None
+        set_rotate_method(strategy or "allgather")  # the handler's default
         return context_parallel(
             self.mesh["cp"],
             buffers=buffers,
@@ -248,7 +273,9 @@ def load_balanced_indices(length: int, rank: int, size: int) -> torch.Tensor:
     return torch.cat([first, second])
 
 
-def clip_grad_norm_(parameters: Any, max_norm: float, norm_type: float = 2.0) -> torch.Tensor:
+def clip_grad_norm_(
+    parameters: Iterable[torch.Tensor], max_norm: float, norm_type: float = 2.0
+) -> torch.Tensor:
     """Clip gradients that mix DTensors (TP / FSDP shards, any meshes) and plain tensors.
 
     Gradients are grouped by kind (plain, or DTensor mesh and placements); each group's
@@ -261,7 +288,7 @@ def clip_grad_norm_(parameters: Any, max_norm: float, norm_type: float = 2.0) ->
     grads = [p.grad for p in parameters if p.grad is not None]
     if not grads:
         return torch.tensor(0.0)
-    groups: dict[Any, list[torch.Tensor]] = {}
+    groups: dict[tuple[int, tuple[object, ...]] | None, list[torch.Tensor]] = {}
     for grad in grads:
         key = (id(grad.device_mesh), grad.placements) if isinstance(grad, DTensor) else None
         groups.setdefault(key, []).append(grad)
@@ -278,7 +305,7 @@ def clip_grad_norm_(parameters: Any, max_norm: float, norm_type: float = 2.0) ->
     return total
 
 
-def _gather_over(group: Any, tensor: torch.Tensor) -> torch.Tensor:
+def _gather_over(group: ProcessGroup | None, tensor: torch.Tensor) -> torch.Tensor:
     """Concatenate ``tensor`` from the ranks of ``group``, in group-rank order."""
     if tensor.ndim == 0:
         tensor = tensor[None]
@@ -288,7 +315,7 @@ def _gather_over(group: Any, tensor: torch.Tensor) -> torch.Tensor:
     return torch.cat(parts, dim=0)
 
 
-def _gather_uneven_over(group: Any, tensor: torch.Tensor) -> torch.Tensor:
+def _gather_uneven_over(group: ProcessGroup | None, tensor: torch.Tensor) -> torch.Tensor:
     """:func:`_gather_over` for first dimensions that differ across the ranks of ``group``."""
     if tensor.ndim == 0:
         tensor = tensor[None]
@@ -303,12 +330,13 @@ def _gather_uneven_over(group: Any, tensor: torch.Tensor) -> torch.Tensor:
     return torch.cat([chunk[:size] for chunk, size in zip(chunks, sizes)])
 
 
-def _gather_object_over(group: Any, obj: Any) -> list[Any]:
+def _gather_object_over(group: ProcessGroup | None, obj: object) -> list[object]:
     """Every rank of ``group``'s ``obj`` in group-rank order; lists are concatenated."""
-    everyone: list[Any] = [None] * dist.get_world_size(group)
+    everyone: list[object] = [None] * dist.get_world_size(group)
     dist.all_gather_object(everyone, obj, group=group)
-    if all(isinstance(o, list) for o in everyone):
-        return [x for o in everyone for x in o]
+    lists = [o for o in everyone if isinstance(o, list)]
+    if len(lists) == len(everyone):
+        return [x for o in lists for x in o]
     return everyone
 
 
@@ -344,7 +372,7 @@ class NDParallelMixin(_MixedInto):
         """The layout when TP / CP ranks hold copies of one batch, else None."""
         return self.nd if self.nd is not None and self.nd.has_copies else None
 
-    def gather(self, tensor: Any) -> Any:
+    def gather(self, tensor: TreeT) -> TreeT:
         """With TP / CP copies: concatenate over the data-parallel group (each sample once)."""
         nd = self._copies()
         if nd is None:
@@ -356,7 +384,7 @@ class NDParallelMixin(_MixedInto):
             return tensor
         return recursively_apply(lambda t: _gather_over(group, t), tensor, error_on_other_type=True)
 
-    def gather_uneven(self, tensor: Any) -> Any:
+    def gather_uneven(self, tensor: TreeT) -> TreeT:
         """With TP / CP copies: :meth:`gather` for first dimensions that differ across DP ranks."""
         nd = self._copies()
         if nd is None:
@@ -370,7 +398,7 @@ class NDParallelMixin(_MixedInto):
             lambda t: _gather_uneven_over(group, t), tensor, error_on_other_type=True
         )
 
-    def gather_object(self, obj: Any) -> list[Any]:
+    def gather_object(self, obj: object) -> list[object]:
         """With TP / CP copies: each data-parallel rank's ``obj`` once (lists concatenated)."""
         nd = self._copies()
         if nd is None:
@@ -380,7 +408,7 @@ class NDParallelMixin(_MixedInto):
             return obj if isinstance(obj, list) else [obj]
         return _gather_object_over(group, obj)
 
-    def reduce(self, tensor: Any, reduction: str = "sum", scale: float = 1.0) -> Any:
+    def reduce(self, tensor: TreeT, reduction: str = "sum", scale: float = 1.0) -> TreeT:
         """With TP / CP copies: reduce over the data-parallel group (copies counted once).
 
         ``reduction`` as core's ``reduce``: ``sum``, ``mean`` (floor division for integers),

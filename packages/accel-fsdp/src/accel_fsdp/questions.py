@@ -7,14 +7,17 @@ what to ask next are written here. Torch-free.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .config import FSDP_SECTION as S
 
+if TYPE_CHECKING:
+    from accel.hookspecs import Questions
 
-def ask_fsdp(ask: Any) -> dict[str, Any]:
+
+def ask_fsdp(ask: Questions) -> dict[str, dict[str, object]]:
     """Ask the FSDP questions; the sections they produce (``fsdp_config``, maybe ``parallelism_config``)."""
-    section: dict[str, Any] = {}
+    section: dict[str, object] = {}
     section["fsdp_version"] = S.ask(ask, "fsdp_version", "Which FSDP version?", choices=[2, 1])
     section["fsdp_sharding_strategy"] = S.ask(ask, "fsdp_sharding_strategy", "Sharding strategy?")
     section["fsdp_offload_params"] = S.ask(
@@ -49,7 +52,7 @@ def ask_fsdp(ask: Any) -> dict[str, Any]:
     section["fsdp_activation_checkpointing"] = S.ask(
         ask, "fsdp_activation_checkpointing", "Activation checkpointing?"
     )
-    sections: dict[str, Any] = {"fsdp_config": section}
+    sections: dict[str, dict[str, object]] = {"fsdp_config": section}
     if section["fsdp_version"] == 2 and ask.confirm(
         "Do you want to use the parallelism config (N-D parallelism)?",
         default=False,
@@ -59,12 +62,12 @@ def ask_fsdp(ask: Any) -> dict[str, Any]:
     return sections
 
 
-def ask_parallelism(ask: Any) -> dict[str, Any]:
+def ask_parallelism(ask: Questions) -> dict[str, object]:
     """Ask the N-D parallelism sizes; the ``parallelism_config`` section they produce."""
     from .nd_config import PARALLELISM_SECTION as P
     from .nd_config import PREFIX
 
-    layout: dict[str, Any] = {}
+    layout: dict[str, object] = {}
     for name, question in (
         ("dp_replicate_size", "Data-parallel replicate size?"),
         ("dp_shard_size", "FSDP shard size?"),
@@ -72,7 +75,8 @@ def ask_parallelism(ask: Any) -> dict[str, Any]:
         ("cp_size", "Context-parallel size?"),
     ):
         layout[PREFIX + name] = P.ask(ask, PREFIX + name, question)
-    if layout[PREFIX + "cp_size"] > 1:
+    cp_size = layout[PREFIX + "cp_size"]
+    if isinstance(cp_size, int) and cp_size > 1:
         layout[PREFIX + "cp_comm_strategy"] = P.ask(
             ask, PREFIX + "cp_comm_strategy", "Context-parallel communication strategy?"
         )

@@ -6,7 +6,6 @@ import functools
 import inspect
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
 
 import torch
 
@@ -123,7 +122,9 @@ def get_module_class_from_name(module: torch.nn.Module, name: str) -> type | Non
 
 
 def get_parameters_from_modules(
-    modules: Iterable[torch.nn.Module] | str | None, model: torch.nn.Module, device: Any
+    modules: Iterable[torch.nn.Module] | str | None,
+    model: torch.nn.Module,
+    device: torch.device | str | int,
 ) -> set[torch.nn.Parameter]:
     """The parameters of ``modules`` (FSDP2 leaves them unsharded: ``ignored_params``).
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
-from accel.tracking import on_main_process
+from ._base import LibraryOptions, LibraryTracker
+from ._values import Values, image_list, is_number, plain_config, to_numpy
 
-from ._base import LibraryTracker, image_list, is_number, plain_config, to_numpy
+if TYPE_CHECKING:
+    from aim import Run
 
 
-class AimTracker(LibraryTracker):
+class AimTracker(LibraryTracker["Run"]):
     """An Aim run in the repository ``logging_dir`` (``.aim`` is created there).
 
     ``aim.Run(repo=logging_dir, experiment=run_name, **kwargs)``, named ``run_name`` (the
@@ -24,10 +26,12 @@ class AimTracker(LibraryTracker):
     library = "aim"
     extra = "aim"
 
-    def __init__(self, run_name: str, logging_dir: str | os.PathLike | None = ".", **kwargs: Any):
+    def __init__(
+        self, run_name: str, logging_dir: str | os.PathLike | None = ".", **kwargs: object
+    ):
         super().__init__(run_name, logging_dir or ".", **kwargs)
 
-    def _create_run(self) -> Any:
+    def _create_run(self) -> Run:
         aim = self.import_library()
         kwargs = dict(self.init_kwargs)
         kwargs.setdefault("experiment", self.run_name)
@@ -37,41 +41,40 @@ class AimTracker(LibraryTracker):
         run.name = self.run_name
         return run
 
-    def _store_config(self, values: dict[str, Any]) -> None:
-        self._run["hparams"] = plain_config(values)
+    def _store_config(self, run: Run, values: dict[str, object]) -> None:
+        run["hparams"] = plain_config(values)
 
-    def _log(self, values: dict[str, Any], step: int | None, **kwargs: Any) -> None:
+    def _log(
+        self, run: Run, values: dict[str, object], step: int | None, options: LibraryOptions
+    ) -> None:
         for key, value in values.items():
             if is_number(value):
-                self._run.track(value, name=key, step=step, **kwargs)
+                run.track(value, name=key, step=step, **options)
             elif isinstance(value, str):
                 aim = self.import_library()
-                self._run.track(aim.Text(value), name=key, step=step, **kwargs)
+                run.track(aim.Text(value), name=key, step=step, **options)
 
-    @on_main_process
-    def log_images(
-        self, values: dict[str, Any], step: int | None = None, kwargs: dict | None = None
+    def _log_images(
+        self, run: Run, values: Values, step: int | None, options: LibraryOptions
     ) -> None:
-        """Track images: ``{name: image or list/batch of images}``.
+        """Tracked ``aim.Image`` objects, a list for a batch.
 
-        ``kwargs`` may hold ``{"aim_image": {...}, "track": {...}}``: arguments of
-        ``aim.Image`` and of ``run.track``.
+        As in Accelerate, ``log_images(values, step, kwargs={"aim_image": {...}, "track": {...}})``
+        passes arguments to ``aim.Image`` and to ``run.track``.
         """
-        if not self._ensure_run():
-            return
         aim = self.import_library()
-        kwargs = kwargs or {}
+        kwargs: dict[str, LibraryOptions] = options.get("kwargs") or {}
         for key, images in values.items():
             batch = [
                 aim.Image(to_numpy(image), **kwargs.get("aim_image", {}))
                 for image in image_list(images)
             ]
-            self._run.track(
+            run.track(
                 batch if len(batch) > 1 else batch[0],
                 name=key,
                 step=step,
                 **kwargs.get("track", {}),
             )
 
-    def _finish(self) -> None:
-        self._run.close()
+    def _finish(self, run: Run) -> None:
+        run.close()

@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
-from accel.tracking import on_main_process
+from ._base import LibraryOptions, Table, TableTracker
+from ._local import announce_local, any_file, env_set
+from ._values import Values, image_list, is_number, plain_config, to_numpy
 
-from ._base import (
-    LibraryTracker,
-    announce_local,
-    any_file,
-    env_set,
-    image_list,
-    is_number,
-    plain_config,
-    to_numpy,
-)
+if TYPE_CHECKING:
+    from clearml import Task
+    from pandas import DataFrame
 
 
-def clearml_configured(kwargs: dict[str, Any]) -> bool:
+def clearml_configured(kwargs: dict[str, object]) -> bool:
     """Whether the user chose ClearML's mode or has a ClearML server configured.
 
     True when ``CLEARML_OFFLINE_MODE``, ``CLEARML_API_HOST`` or ``CLEARML_API_ACCESS_KEY``
@@ -49,7 +44,7 @@ def split_key(key: str) -> tuple[str, str]:
     return key, "train"
 
 
-class ClearMLTracker(LibraryTracker):
+class ClearMLTracker(TableTracker["Task"]):
     """A ClearML task: ``Task.init(project_name=run_name, task_name=..., **kwargs)``.
 
     ``project_name`` and ``task_name`` default to ``$CLEARML_PROJECT`` / ``$CLEARML_TASK``,
@@ -74,7 +69,7 @@ class ClearMLTracker(LibraryTracker):
     library = "clearml"
     extra = "clearml"
 
-    def _create_run(self) -> Any:
+    def _create_run(self) -> Task:
         clearml = self.import_library()
         kwargs = dict(self.init_kwargs)
         kwargs.setdefault("project_name", os.environ.get("CLEARML_PROJECT", self.run_name))
@@ -96,27 +91,28 @@ class ClearMLTracker(LibraryTracker):
 
     _external = False
 
-    def _store_config(self, values: dict[str, Any]) -> None:
-        self._run.connect_configuration(plain_config(values), name="General")
+    def _store_config(self, run: Task, values: dict[str, object]) -> None:
+        run.connect_configuration(plain_config(values), name="General")
 
-    def _log(self, values: dict[str, Any], step: int | None, **kwargs: Any) -> None:
-        logger = self._run.get_logger()
+    def _log(
+        self, run: Task, values: dict[str, object], step: int | None, options: LibraryOptions
+    ) -> None:
+        logger = run.get_logger()
         for key, value in values.items():
             if is_number(value):
                 if step is None:
-                    logger.report_single_value(name=key, value=value, **kwargs)
+                    logger.report_single_value(name=key, value=value, **options)
                 else:
                     title, series = split_key(key)
-                    logger.report_scalar(title, series, value, iteration=step, **kwargs)
+                    logger.report_scalar(title, series, value, iteration=step, **options)
             elif isinstance(value, str):
                 logger.report_text(f"{key}: {value}", print_console=False)
 
-    @on_main_process
-    def log_images(self, values: dict[str, Any], step: int | None = None, **kwargs: Any) -> None:
-        """Report images: ``{key: image or list/batch of images}`` (debug samples)."""
-        if not self._ensure_run():
-            return
-        logger = self._run.get_logger()
+    def _log_images(
+        self, run: Task, values: Values, step: int | None, options: LibraryOptions
+    ) -> None:
+        """Debug samples; graph and series chosen as for scalars (:func:`split_key`)."""
+        logger = run.get_logger()
         for key, images in values.items():
             title, series = split_key(key)
             batch = image_list(images)
@@ -126,42 +122,35 @@ class ClearMLTracker(LibraryTracker):
                     series if len(batch) == 1 else f"{series}_{index}",
                     iteration=step or 0,
                     image=to_numpy(image),
-                    **kwargs,
+                    **options,
                 )
 
-    @on_main_process
-    def log_table(
-        self,
-        table_name: str,
-        columns: list[str] | None = None,
-        data: list[list[Any]] | None = None,
-        dataframe: Any = None,
-        step: int | None = None,
-        **kwargs: Any,
+    def _check_table(self, table: Table) -> None:
+        if table.dataframe is None and table.data is None:
+            raise ValueError("ClearMLTracker.log_table needs `data` (or a `dataframe`)")
+
+    def _log_table(
+        self, run: Task, table: Table, step: int | None, options: LibraryOptions
     ) -> None:
-        """Report a table: a pandas ``dataframe``, or ``data`` rows (headed by ``columns`` if given).
+        """A pandas ``dataframe``, or ``data`` rows (headed by ``columns`` if given).
 
         Without ``columns`` the first row of ``data`` is the header. Graph and series are
         chosen as for scalars (:func:`split_key`); ``kwargs`` go to ``Logger.report_table``.
         """
-        if dataframe is None and data is None:
-            raise ValueError("ClearMLTracker.log_table needs `data` (or a `dataframe`)")
-        if not self._ensure_run():
-            return
-        title, series = split_key(table_name)
-        if dataframe is None:
-            rows = [list(row) for row in data or []]
-            dataframe = [list(columns), *rows] if columns else rows
-        self._run.get_logger().report_table(
-            title, series, iteration=step, table_plot=dataframe, **kwargs
-        )
+        title, series = split_key(table.name)
+        if table.dataframe is not None:
+            plot: DataFrame | list[list[object]] = table.dataframe
+        else:
+            rows = [list(row) for row in table.data or []]
+            plot = [list(table.columns), *rows] if table.columns else rows
+        run.get_logger().report_table(title, series, iteration=step, table_plot=plot, **options)
 
-    def _finish(self) -> None:
+    def _finish(self, run: Task) -> None:
         if not self._external:
-            self._run.close()
+            run.close()
 
 
-def _report_from_a_thread(task_class: Any) -> None:
+def _report_from_a_thread(task_class: type[Task]) -> None:
     """Offline sessions report from a thread instead of a forked subprocess.
 
     Forking a training process that already runs other libraries' threads (W&B, Comet,
@@ -169,7 +158,8 @@ def _report_from_a_thread(task_class: Any) -> None:
     then waits for it forever. Offline reporting only writes local files, so a thread is enough.
     """
     try:
-        task_class._report_subprocess_enabled = False
+        # ClearML declares it a lazily evaluated setting; a plain bool is what it reads
+        task_class._report_subprocess_enabled = False  # ty: ignore[invalid-assignment]
     except Exception:  # a private detail of ClearML
         pass
 

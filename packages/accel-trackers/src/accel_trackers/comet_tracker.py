@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
-from accel.tracking import on_main_process
+from ._base import LibraryOptions, Table, TableTracker
+from ._local import announce_local, any_file, env_set, local_dir, set_default_env
+from ._values import Values, image_list, plain_config, to_numpy
 
-from ._base import (
-    LibraryTracker,
-    announce_local,
-    any_file,
-    env_set,
-    image_list,
-    local_dir,
-    plain_config,
-    set_default_env,
-    to_numpy,
-)
+if TYPE_CHECKING:
+    from comet_ml import CometExperiment
 
 LOCAL_ENV = {
     "COMET_ERROR_TRACKING_ENABLE": "false",  # no crash reports to Sentry
@@ -25,7 +18,7 @@ LOCAL_ENV = {
 """Environment defaults applied in local mode (only where the user set nothing)."""
 
 
-def comet_configured(kwargs: dict[str, Any]) -> bool:
+def comet_configured(kwargs: dict[str, object]) -> bool:
     """Whether the user chose online/offline or has Comet credentials.
 
     True when ``online`` or ``api_key`` is passed, ``COMET_START_ONLINE`` /
@@ -39,7 +32,7 @@ def comet_configured(kwargs: dict[str, Any]) -> bool:
     return any_file([os.environ.get("COMET_CONFIG"), "~/.comet.config", ".comet.config"])
 
 
-class CometMLTracker(LibraryTracker):
+class CometMLTracker(TableTracker["CometExperiment"]):
     """A Comet experiment: ``comet_ml.start(project_name=run_name, **kwargs)``.
 
     Offline default: unless Comet is configured (see :func:`comet_configured`), the
@@ -55,7 +48,7 @@ class CometMLTracker(LibraryTracker):
     library = "comet_ml"
     extra = "comet-ml"
 
-    def _create_run(self) -> Any:
+    def _create_run(self) -> CometExperiment:
         kwargs = dict(self.init_kwargs)
         local = not comet_configured(kwargs)
         if local:
@@ -81,49 +74,46 @@ class CometMLTracker(LibraryTracker):
             kwargs["experiment_config"] = config
         return comet_ml.start(project_name=self.run_name, **kwargs)
 
-    def _store_config(self, values: dict[str, Any]) -> None:
-        self._run.log_parameters(plain_config(values))
+    def _store_config(self, run: CometExperiment, values: dict[str, object]) -> None:
+        run.log_parameters(plain_config(values))
 
-    def _log(self, values: dict[str, Any], step: int | None, **kwargs: Any) -> None:
+    def _log(
+        self,
+        run: CometExperiment,
+        values: dict[str, object],
+        step: int | None,
+        options: LibraryOptions,
+    ) -> None:
         for key, value in values.items():
             if isinstance(value, dict):
-                self._run.log_metrics(value, prefix=key, step=step, **kwargs)
+                run.log_metrics(value, prefix=key, step=step, **options)
             elif isinstance(value, str):
-                self._run.log_other(key, value)
+                run.log_other(key, value)
             else:
-                self._run.log_metric(key, value, step=step, **kwargs)
+                run.log_metric(key, value, step=step, **options)
 
-    @on_main_process
-    def log_images(self, values: dict[str, Any], step: int | None = None, **kwargs: Any) -> None:
-        """Log images: ``{name: image or list/batch of images}`` (HWC arrays or tensors)."""
-        if not self._ensure_run():
-            return
+    def _log_images(
+        self, run: CometExperiment, values: Values, step: int | None, options: LibraryOptions
+    ) -> None:
+        """One ``log_image`` per image, named ``<key>_<index>`` in a batch."""
         for key, images in values.items():
             batch = image_list(images)
             for index, image in enumerate(batch):
                 name = key if len(batch) == 1 else f"{key}_{index}"
-                self._run.log_image(to_numpy(image), name=name, step=step, **kwargs)
+                run.log_image(to_numpy(image), name=name, step=step, **options)
 
-    @on_main_process
-    def log_table(
-        self,
-        table_name: str,
-        columns: list[str] | None = None,
-        data: list[list[Any]] | None = None,
-        dataframe: Any = None,
-        step: int | None = None,
-        **kwargs: Any,
+    def _log_table(
+        self, run: CometExperiment, table: Table, step: int | None, options: LibraryOptions
     ) -> None:
-        """Log a table asset: ``columns`` + ``data`` rows as ``<table_name>.csv``, or a pandas ``dataframe`` as ``.json``."""
-        if not self._ensure_run():
-            return
-        has_suffix = os.path.splitext(table_name)[1] != ""
-        if dataframe is not None:
-            name = table_name if has_suffix else f"{table_name}.json"
-            self._run.log_table(name, tabular_data=dataframe, **kwargs)
+        """A table asset: ``columns`` + ``data`` rows as ``<name>.csv``, a ``dataframe`` as ``.json``."""
+        has_suffix = os.path.splitext(table.name)[1] != ""
+        if table.dataframe is not None:
+            name = table.name if has_suffix else f"{table.name}.json"
+            run.log_table(name, tabular_data=table.dataframe, **options)
         else:
-            name = table_name if has_suffix else f"{table_name}.csv"
-            self._run.log_table(name, tabular_data=data, headers=columns or False, **kwargs)
+            name = table.name if has_suffix else f"{table.name}.csv"
+            headers = {"headers": table.columns} if table.columns else {}  # default: no header row
+            run.log_table(name, tabular_data=table.data, **headers, **options)
 
-    def _finish(self) -> None:
-        self._run.end()
+    def _finish(self, run: CometExperiment) -> None:
+        run.end()

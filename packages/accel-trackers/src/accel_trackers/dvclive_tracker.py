@@ -4,26 +4,21 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
-from accel.tracking import on_main_process
+from ._base import LibraryOptions, LibraryTracker
+from ._local import env_set, set_default_env
+from ._values import Values, image_list, is_number, plain_config, to_numpy
 
-from ._base import (
-    LibraryTracker,
-    env_set,
-    image_list,
-    is_number,
-    plain_config,
-    set_default_env,
-    to_numpy,
-)
+if TYPE_CHECKING:
+    from dvclive import Live
 
 logger = logging.getLogger("accel.trackers")
 
 _warned: set[tuple[str, str]] = set()
 
 
-def _warn_dropped(key: str, value: Any) -> None:
+def _warn_dropped(key: str, value: object) -> None:
     """Warn once per key and type that ``value`` cannot be a DVCLive metric and is dropped."""
     if (key, type(value).__name__) in _warned:
         return
@@ -37,7 +32,7 @@ LOCAL_ENV = {"DVC_NO_ANALYTICS": "true"}
 """Environment defaults applied when DVC Studio is not configured (only where the user set nothing)."""
 
 
-class DVCLiveTracker(LibraryTracker):
+class DVCLiveTracker(LibraryTracker["Live"]):
     """A DVCLive ``Live`` logger writing ``metrics.json``, ``params.yaml`` and ``plots/``.
 
     Args:
@@ -62,13 +57,13 @@ class DVCLiveTracker(LibraryTracker):
         self,
         run_name: str | None = None,
         logging_dir: str | os.PathLike | None = None,
-        live: Any = None,
-        **kwargs: Any,
+        live: Live | None = None,
+        **kwargs: object,
     ):
         super().__init__(run_name or "dvclive", logging_dir, **kwargs)
         self._live = live
 
-    def _create_run(self) -> Any:
+    def _create_run(self) -> Live:
         if not env_set("DVC_STUDIO_TOKEN"):
             set_default_env(LOCAL_ENV)
         if self._live is not None:
@@ -80,36 +75,38 @@ class DVCLiveTracker(LibraryTracker):
         return dvclive.Live(**kwargs)
 
     @property
-    def live(self) -> Any:
+    def live(self) -> Live | None:
         """The ``dvclive.Live`` object (same as :attr:`tracker`)."""
         return self._run
 
-    def _store_config(self, values: dict[str, Any]) -> None:
-        self._run.log_params(plain_config(values))
+    def _store_config(self, run: Live, values: dict[str, object]) -> None:
+        # ParamLike omits None, which dvclive writes as null like any YAML value
+        run.log_params(plain_config(values))  # ty: ignore[invalid-argument-type]
 
-    def _log(self, values: dict[str, Any], step: int | None, **kwargs: Any) -> None:
+    def _log(
+        self, run: Live, values: dict[str, object], step: int | None, options: LibraryOptions
+    ) -> None:
         if step is not None:
-            self._run.step = step
+            run.step = step
         for key, value in values.items():
             if is_number(value) or isinstance(value, str):
-                self._run.log_metric(key, value, **kwargs)
+                run.log_metric(key, value, **options)
             else:
                 _warn_dropped(key, value)
-        self._run.next_step()
+        run.next_step()
 
-    @on_main_process
-    def log_images(self, values: dict[str, Any], step: int | None = None, **kwargs: Any) -> None:
-        """Save images: ``{name: image or list/batch of images}`` (``name`` gets ``.png`` if it has no suffix)."""
-        if not self._ensure_run():
-            return
+    def _log_images(
+        self, run: Live, values: Values, step: int | None, options: LibraryOptions
+    ) -> None:
+        """Image files; ``name`` gets ``.png`` if it has no suffix, ``_<index>`` in a batch."""
         if step is not None:
-            self._run.step = step
+            run.step = step
         for key, images in values.items():
             batch = image_list(images)
             for index, image in enumerate(batch):
                 stem, ext = os.path.splitext(key)
                 name = (stem if len(batch) == 1 else f"{stem}_{index}") + (ext or ".png")
-                self._run.log_image(name, to_numpy(image), **kwargs)
+                run.log_image(name, to_numpy(image), **options)
 
-    def _finish(self) -> None:
-        self._run.end()
+    def _finish(self, run: Live) -> None:
+        run.end()

@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
-from accel.tracking import on_main_process
+from ._base import LibraryOptions, Table, TableTracker
+from ._local import announce_local, env_set, local_dir, set_default_env
+from ._values import Values, flatten, image_list, is_number, plain_config, to_numpy
 
-from ._base import (
-    LibraryTracker,
-    announce_local,
-    env_set,
-    flatten,
-    image_list,
-    is_number,
-    local_dir,
-    plain_config,
-    set_default_env,
-    to_numpy,
-)
+if TYPE_CHECKING:
+    from mlflow import ActiveRun
 
 LOCAL_ENV = {"MLFLOW_DISABLE_TELEMETRY": "true"}
 """Environment defaults applied in local mode (only where the user set nothing)."""
@@ -39,7 +31,7 @@ def mlflow_configured(tracking_uri: str | None) -> bool:
     return env_set("MLFLOW_TRACKING_URI") and os.environ["MLFLOW_TRACKING_URI"] not in _LOCAL_URIS
 
 
-class MLflowTracker(LibraryTracker):
+class MLflowTracker(TableTracker["ActiveRun"]):
     """An MLflow run in experiment ``experiment_name`` (the project name of ``init_trackers``).
 
     Args:
@@ -69,7 +61,7 @@ class MLflowTracker(LibraryTracker):
         experiment_name: str | None = None,
         logging_dir: str | os.PathLike | None = None,
         run_id: str | None = None,
-        tags: dict[str, Any] | str | None = None,
+        tags: dict[str, str] | str | None = None,
         nested_run: bool | str = False,
         run_name: str | None = None,
         description: str | None = None,
@@ -94,7 +86,7 @@ class MLflowTracker(LibraryTracker):
         self.description = description
         self.tracking_uri = tracking_uri
 
-    def _create_run(self) -> Any:
+    def _create_run(self) -> ActiveRun:
         local = not mlflow_configured(self.tracking_uri)
         artifact_location = None
         if local:
@@ -130,7 +122,7 @@ class MLflowTracker(LibraryTracker):
             description=self.description,
         )
 
-    def _store_config(self, values: dict[str, Any]) -> None:
+    def _store_config(self, run: ActiveRun, values: dict[str, object]) -> None:
         mlflow = self.import_library()
         params = {}
         for key, value in flatten(plain_config(values)).items():
@@ -142,51 +134,44 @@ class MLflowTracker(LibraryTracker):
         for start in range(0, len(items), PARAMS_PER_BATCH):
             mlflow.log_params(dict(items[start : start + PARAMS_PER_BATCH]))
 
-    def _log(self, values: dict[str, Any], step: int | None, **kwargs: Any) -> None:
+    def _log(
+        self, run: ActiveRun, values: dict[str, object], step: int | None, options: LibraryOptions
+    ) -> None:
         mlflow = self.import_library()
         metrics = {k: v for k, v in flatten(values).items() if is_number(v)}
         if metrics:
-            mlflow.log_metrics(metrics, step=step, **kwargs)
+            mlflow.log_metrics(metrics, step=step, **options)
         for key, value in values.items():
             if isinstance(value, str):
                 mlflow.set_tag(key, value)
 
-    @on_main_process
-    def log_images(self, values: dict[str, Any], step: int | None = None, **kwargs: Any) -> None:
-        """Log images as artifacts: ``{key: image or list/batch of images}`` (``mlflow.log_image``)."""
-        if not self._ensure_run():
-            return
+    def _log_images(
+        self, run: ActiveRun, values: Values, step: int | None, options: LibraryOptions
+    ) -> None:
+        """Images as artifacts (``mlflow.log_image``), named ``<key>_<index>`` in a batch."""
         mlflow = self.import_library()
         for key, images in values.items():
             batch = image_list(images)
             for index, image in enumerate(batch):
                 name = key if len(batch) == 1 else f"{key}_{index}"
-                mlflow.log_image(to_numpy(image), key=name, step=step or 0, **kwargs)
+                mlflow.log_image(to_numpy(image), key=name, step=step or 0, **options)
 
-    @on_main_process
-    def log_table(
-        self,
-        table_name: str,
-        columns: list[str] | None = None,
-        data: list[list[Any]] | None = None,
-        dataframe: Any = None,
-        step: int | None = None,
-        **kwargs: Any,
+    def _log_table(
+        self, run: ActiveRun, table: Table, step: int | None, options: LibraryOptions
     ) -> None:
-        """Log a table artifact ``<table_name>.json`` (``mlflow.log_table``)."""
-        if not self._ensure_run():
-            return
+        """A table artifact ``<name>.json`` (``mlflow.log_table``)."""
         mlflow = self.import_library()
+        dataframe = table.dataframe
         if dataframe is None:
-            rows = data or []
-            dataframe = {c: [row[i] for row in rows] for i, c in enumerate(columns or [])}
-        name = table_name if table_name.endswith(".json") else f"{table_name}.json"
-        mlflow.log_table(data=dataframe, artifact_file=name, **kwargs)
+            rows = table.data or []
+            dataframe = {c: [row[i] for row in rows] for i, c in enumerate(table.columns or [])}
+        name = table.name if table.name.endswith(".json") else f"{table.name}.json"
+        mlflow.log_table(data=dataframe, artifact_file=name, **options)
 
-    def _finish(self) -> None:
+    def _finish(self, run: ActiveRun) -> None:
         mlflow = self.import_library()
         active = mlflow.active_run()
-        if active is not None and active.info.run_id == self._run.info.run_id:
+        if active is not None and active.info.run_id == run.info.run_id:
             mlflow.end_run()
         else:
-            mlflow.MlflowClient().set_terminated(self._run.info.run_id)
+            mlflow.MlflowClient().set_terminated(run.info.run_id)

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
-from accel.tracking import on_main_process
+from ._base import LibraryOptions, LibraryTracker
+from ._values import Values, flatten, image_list, is_number, plain_config
 
-from ._base import LibraryTracker, flatten, image_list, is_number, plain_config
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
 
 
-class TensorBoardTracker(LibraryTracker):
+class TensorBoardTracker(LibraryTracker["SummaryWriter"]):
     """Writes TensorBoard event files under ``logging_dir/run_name``.
 
     Args:
@@ -29,56 +31,63 @@ class TensorBoardTracker(LibraryTracker):
     library = "tensorboard"
     extra = "tensorboard"
 
-    def __init__(self, run_name: str, logging_dir: str | os.PathLike | None = None, **kwargs: Any):
+    def __init__(
+        self, run_name: str, logging_dir: str | os.PathLike | None = None, **kwargs: object
+    ):
         super().__init__(run_name, logging_dir, **kwargs)
         self.logging_dir = os.path.join(self.logging_dir or "runs", run_name)
 
-    def _create_run(self) -> Any:
+    def _create_run(self) -> SummaryWriter:
         self.import_library()
         from torch.utils.tensorboard import SummaryWriter
 
         return SummaryWriter(self.logging_dir, **self.init_kwargs)
 
     @property
-    def writer(self) -> Any:
+    def writer(self) -> SummaryWriter | None:
         """The ``SummaryWriter`` (same as :attr:`tracker`)."""
         return self._run
 
-    def _store_config(self, values: dict[str, Any]) -> None:
+    def _store_config(self, run: SummaryWriter, values: dict[str, object]) -> None:
         config = plain_config(values)
         hparams = {
             k: (v if isinstance(v, (bool, int, float, str)) else json.dumps(v))
             for k, v in flatten(config).items()
             if v is not None
         }
-        self._run.add_hparams(hparams, metric_dict={}, run_name=".")
-        self._run.add_text("config", json.dumps(config, indent=2, sort_keys=True))
-        self._run.flush()
+        run.add_hparams(hparams, metric_dict={}, run_name=".")
+        run.add_text("config", json.dumps(config, indent=2, sort_keys=True))
+        run.flush()
 
-    def _log(self, values: dict[str, Any], step: int | None, **kwargs: Any) -> None:
+    def _log(
+        self,
+        run: SummaryWriter,
+        values: dict[str, object],
+        step: int | None,
+        options: LibraryOptions,
+    ) -> None:
         for key, value in values.items():
             if is_number(value):
-                self._run.add_scalar(key, value, global_step=step, **kwargs)
+                run.add_scalar(key, value, global_step=step, **options)
             elif isinstance(value, str):
-                self._run.add_text(key, value, global_step=step, **kwargs)
+                run.add_text(key, value, global_step=step, **options)
             elif isinstance(value, dict) and all(is_number(v) for v in value.values()):
-                self._run.add_scalars(key, value, global_step=step, **kwargs)
+                run.add_scalars(key, value, global_step=step, **options)
             else:
-                self._run.add_text(key, str(value), global_step=step, **kwargs)
-        self._run.flush()
+                run.add_text(key, str(value), global_step=step, **options)
+        run.flush()
 
-    @on_main_process
-    def log_images(self, values: dict[str, Any], step: int | None = None, **kwargs: Any) -> None:
-        """Write images: ``{tag: image or list/batch of images}`` (``dataformats="HWC"`` by default)."""
-        if not self._ensure_run():
-            return
-        kwargs.setdefault("dataformats", "HWC")
+    def _log_images(
+        self, run: SummaryWriter, values: Values, step: int | None, options: LibraryOptions
+    ) -> None:
+        """Image summaries, ``dataformats="HWC"`` by default, ``<tag>/<index>`` in a batch."""
+        options.setdefault("dataformats", "HWC")
         for tag, images in values.items():
             batch = image_list(images)
             for index, image in enumerate(batch):
                 name = tag if len(batch) == 1 else f"{tag}/{index}"
-                self._run.add_image(name, image, global_step=step, **kwargs)
-        self._run.flush()
+                run.add_image(name, image, global_step=step, **options)
+        run.flush()
 
-    def _finish(self) -> None:
-        self._run.close()
+    def _finish(self, run: SummaryWriter) -> None:
+        run.close()

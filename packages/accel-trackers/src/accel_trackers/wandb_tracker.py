@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import netrc
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from accel.tracking import on_main_process
+from ._base import LibraryOptions, Table, TableTracker
+from ._local import announce_local, env_set
+from ._values import Values, image_list, plain_config, to_numpy
 
-from ._base import LibraryTracker, announce_local, env_set, image_list, plain_config, to_numpy
+if TYPE_CHECKING:
+    from wandb import Run
 
 
-def wandb_configured(kwargs: dict[str, Any]) -> bool:
+def wandb_configured(kwargs: dict[str, object]) -> bool:
     """Whether the user chose a W&B mode or has W&B credentials.
 
     True when ``mode`` is passed, ``WANDB_MODE`` / ``WANDB_API_KEY`` is set, or ``~/.netrc``
@@ -27,7 +30,7 @@ def wandb_configured(kwargs: dict[str, Any]) -> bool:
         return False
 
 
-class WandBTracker(LibraryTracker):
+class WandBTracker(TableTracker["Run"]):
     """A W&B run: ``wandb.init(project=run_name, **kwargs)``.
 
     Offline default: unless W&B is configured (see :func:`wandb_configured`), the run is
@@ -42,57 +45,47 @@ class WandBTracker(LibraryTracker):
     library = "wandb"
     extra = "wandb"
 
-    def _create_run(self) -> Any:
+    def _create_run(self) -> Run:
         wandb = self.import_library()
         kwargs = dict(self.init_kwargs)
         # explicit, as W&B otherwise keeps the directory of the first run of the process
-        kwargs.setdefault("dir", os.path.abspath(self.logging_dir or os.getcwd()))
+        directory = kwargs.setdefault("dir", os.path.abspath(self.logging_dir or os.getcwd()))
         if not wandb_configured(kwargs):
             kwargs["mode"] = "offline"
-            where = os.path.join(kwargs["dir"], "wandb")
+            where = os.path.join(str(directory), "wandb")
             announce_local(
                 "wandb", where, "Set WANDB_MODE=online (or `wandb login`) to sync to W&B."
             )
-        os.makedirs(kwargs["dir"], exist_ok=True)
+        os.makedirs(str(directory), exist_ok=True)
         return wandb.init(project=self.run_name, **kwargs)
 
-    def _store_config(self, values: dict[str, Any]) -> None:
-        self._run.config.update(plain_config(values), allow_val_change=True)
+    def _store_config(self, run: Run, values: dict[str, object]) -> None:
+        run.config.update(plain_config(values), allow_val_change=True)
 
-    def _log(self, values: dict[str, Any], step: int | None, **kwargs: Any) -> None:
-        self._run.log(values, step=step, **kwargs)
+    def _log(
+        self, run: Run, values: dict[str, object], step: int | None, options: LibraryOptions
+    ) -> None:
+        run.log(values, step=step, **options)
 
-    @on_main_process
-    def log_images(self, values: dict[str, Any], step: int | None = None, **kwargs: Any) -> None:
-        """Log images: ``{key: HWC image or list/batch of images}`` as ``wandb.Image`` lists."""
-        if not self._ensure_run():
-            return
+    def _log_images(
+        self, run: Run, values: Values, step: int | None, options: LibraryOptions
+    ) -> None:
+        """Images as lists of ``wandb.Image``."""
         wandb = self.import_library()
-        self._run.log(
+        run.log(
             {
                 key: [wandb.Image(to_numpy(image)) for image in image_list(images)]
                 for key, images in values.items()
             },
             step=step,
-            **kwargs,
+            **options,
         )
 
-    @on_main_process
-    def log_table(
-        self,
-        table_name: str,
-        columns: list[str] | None = None,
-        data: list[list[Any]] | None = None,
-        dataframe: Any = None,
-        step: int | None = None,
-        **kwargs: Any,
-    ) -> None:
-        """Log a ``wandb.Table`` from ``columns`` + ``data`` rows or a pandas ``dataframe``."""
-        if not self._ensure_run():
-            return
+    def _log_table(self, run: Run, table: Table, step: int | None, options: LibraryOptions) -> None:
+        """A ``wandb.Table``."""
         wandb = self.import_library()
-        table = wandb.Table(columns=columns, data=data, dataframe=dataframe)
-        self._run.log({table_name: table}, step=step, **kwargs)
+        data = wandb.Table(columns=table.columns, data=table.data, dataframe=table.dataframe)
+        run.log({table.name: data}, step=step, **options)
 
-    def _finish(self) -> None:
-        self._run.finish()
+    def _finish(self, run: Run) -> None:
+        run.finish()
