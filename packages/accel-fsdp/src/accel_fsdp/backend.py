@@ -7,7 +7,7 @@ import os
 import re
 from collections.abc import Generator, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.distributed as dist
@@ -346,17 +346,20 @@ class FSDPBackend(NDParallelMixin, Backend):
 
         return model.module if isinstance(model, FSDP) else model
 
-    def get_state_dict(self, model: torch.nn.Module, unwrap: bool = True) -> dict[str, ValueType]:
+    def get_state_dict(
+        self, model: torch.nn.Module, unwrap: bool = True
+    ) -> dict[str, torch.Tensor]:
         """The full state dict, gathered to the main process (empty elsewhere)."""
-
-        return {_clean(k): v for k, v in full_model_state(model).items()}
+        full = full_model_state(model)
+        # a full (gathered, CPU) model state dict holds plain tensors only
+        return {_clean(k): cast("torch.Tensor", v) for k, v in full.items()}
 
     def load_model_state_dict(
-        self, model: torch.nn.Module, state_dict: dict[str, ValueType], strict: bool = True
+        self, model: torch.nn.Module, state_dict: dict[str, torch.Tensor], strict: bool = True
     ) -> _IncompatibleKeys:
         """Load a full state dict; the main process's copy is broadcast and sharded."""
-
-        return set_full_model_state(model, state_dict, strict)
+        # plain tensors are state-dict values: the dict only reads as narrower (invariance)
+        return set_full_model_state(model, cast("dict[str, ValueType]", state_dict), strict)
 
     @property
     def supports_async_save(self) -> bool:

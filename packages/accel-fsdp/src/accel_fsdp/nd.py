@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 import torch
 import torch.distributed as dist
@@ -382,7 +382,11 @@ class NDParallelMixin(_MixedInto):
         group = nd.dp_group()
         if group is None:
             return tensor
-        return recursively_apply(lambda t: _gather_over(group, t), tensor, error_on_other_type=True)
+        # each tensor leaf becomes a tensor: the structure is still a TreeT
+        gathered = recursively_apply(
+            lambda t: _gather_over(group, t), tensor, error_on_other_type=True
+        )
+        return cast("TreeT", gathered)
 
     def gather_uneven(self, tensor: TreeT) -> TreeT:
         """With TP / CP copies: :meth:`gather` for first dimensions that differ across DP ranks."""
@@ -394,9 +398,11 @@ class NDParallelMixin(_MixedInto):
         group = nd.dp_group()
         if group is None:
             return tensor
-        return recursively_apply(
+        # each tensor leaf becomes a tensor: the structure is still a TreeT
+        gathered = recursively_apply(
             lambda t: _gather_uneven_over(group, t), tensor, error_on_other_type=True
         )
+        return cast("TreeT", gathered)
 
     def gather_object(self, obj: object) -> list[object]:
         """With TP / CP copies: each data-parallel rank's ``obj`` once (lists concatenated)."""
@@ -435,7 +441,8 @@ class NDParallelMixin(_MixedInto):
                 out = out / size if out.is_floating_point() else out // size
             return out * scale if scale != 1.0 else out
 
-        return recursively_apply(one, tensor, error_on_other_type=True)
+        # `one` maps each tensor leaf to a tensor: the structure is still a TreeT
+        return cast("TreeT", recursively_apply(one, tensor, error_on_other_type=True))
 
     def context_parallel(
         self,
