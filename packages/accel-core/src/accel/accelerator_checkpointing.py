@@ -87,14 +87,15 @@ class CheckpointingMixin:
         A model with offloaded weights (``dispatch_model`` with ``"cpu"``/``"disk"`` entries,
         ``cpu_offload``, ``disk_offload``) is saved with its real weights, loaded module by
         module (:func:`accel.big_model.hooks.get_state_dict_offloaded_model`); weights left on
-        the meta device are an error (Accelerate saves without them, with a warning). The
-        writing is :meth:`CheckpointManager.save_model
-        <accel.checkpoint.manager.CheckpointManager.save_model>`.
+        the meta device are an error (Accelerate saves without them, with a warning). Other
+        models give the backend's full state dict. The writing is :meth:`CheckpointManager.write_weights
+        <accel.checkpoint.manager.CheckpointManager.write_weights>`.
         """
         from accel.big_model.hooks import get_state_dict_offloaded_model, has_offloaded_params
 
-        state_dict = None
-        if not os.path.isfile(save_directory) and any(map(has_offloaded_params, model.modules())):
+        if os.path.isfile(save_directory):
+            raise ValueError(f"save_directory {save_directory} is a file: pass a directory")
+        if any(map(has_offloaded_params, model.modules())):
             unwrapped = self.backend.unwrap_model(model)
             state_dict = get_state_dict_offloaded_model(unwrapped)
             missing = sorted(unwrapped.state_dict(keep_vars=True).keys() - state_dict.keys())
@@ -103,8 +104,15 @@ class CheckpointingMixin:
                     f"save_model: {len(missing)} weights are on the meta device and offloaded "
                     f"nowhere (e.g. {missing[:3]}): load them first"
                 )
-        self.checkpoints.save_model(
-            model, save_directory, max_shard_size, safe_serialization, state_dict=state_dict
+        elif any(p.device.type == "meta" for p in model.parameters()):
+            raise RuntimeError(
+                "save_model: some parameters are on the meta device (they have no values): "
+                "load the weights first (load_checkpoint_and_dispatch / load_state_dict)"
+            )
+        else:
+            state_dict = self.backend.get_state_dict(model)
+        self.checkpoints.write_weights(
+            state_dict, save_directory, max_shard_size, safe_serialization
         )
 
     def register_for_checkpointing(self, *objects: object) -> None:

@@ -238,30 +238,18 @@ class CheckpointManager:
             torch.save(obj, tmp)
         os.replace(tmp, path)
 
-    def save_model(
+    def write_weights(
         self,
-        model: torch.nn.Module,
+        state_dict: dict[str, torch.Tensor],
         save_directory: str | os.PathLike,
         max_shard_size: int | str = "10GB",
         safe_serialization: bool = True,
-        state_dict: dict[str, torch.Tensor] | None = None,
     ) -> None:
-        """Save the model's full weights (safetensors by default) in shards of ``max_shard_size`` with an index JSON.
+        """Write a full state dict from the main process in shards of ``max_shard_size`` with an
+        index JSON (:func:`~accel.checkpoint.weights.save_weights`); every process waits for it.
 
-        ``state_dict``: the weights when the caller read them itself (``Accelerator.save_model``
-        passes those of a model with offloaded weights, from
-        :func:`accel.big_model.hooks.offloaded_state_dict`); otherwise the backend's full state
-        dict. Weights left on the meta device are an error.
+        :meth:`Accelerator.save_model <accel.Accelerator.save_model>` reads the weights and calls this.
         """
-        if os.path.isfile(save_directory):
-            raise ValueError(f"save_directory {save_directory} is a file: pass a directory")
-        if state_dict is None:
-            if any(p.device.type == "meta" for p in model.parameters()):
-                raise RuntimeError(
-                    "save_model: some parameters are on the meta device (they have no values): "
-                    "load the weights first (load_checkpoint_and_dispatch / load_state_dict)"
-                )
-            state_dict = self.backend.get_state_dict(model)
         if self.state.is_main_process:
             save_weights(
                 state_dict,
