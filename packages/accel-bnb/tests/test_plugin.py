@@ -17,7 +17,7 @@ def test_registered_quantizer_and_export():
     assert registry.get_quantizer("bnb") is BnbQuantizer
     assert accel.utils.BnbQuantizationConfig is BnbQuantizationConfig
     assert isinstance(quantizer_for(BnbQuantizationConfig(load_in_8bit=True)), BnbQuantizer)
-    assert registry.exports()["BnbQuantizationConfig"] == "accel_bnb.config:BnbQuantizationConfig"
+    assert registry.exports()["BnbQuantizationConfig"] == "accel_bnb:BnbQuantizationConfig"
 
 
 def test_imports_stay_light():
