@@ -157,6 +157,7 @@ def failure_records(error: BaseException) -> list[FailureRecord]:
                 "exit_code": 1,
                 "error": f"{type(failure).__name__}: {str(failure).strip().splitlines()[0] if str(failure).strip() else ''}",
                 "traceback": "",
+                "refused": None,
             }
         )
     return records

@@ -16,24 +16,10 @@ import runpy
 import sys
 from typing import TYPE_CHECKING, TypedDict, cast
 
-from accel.launchers.worker import failure_record, script_traceback
+from accel.launchers.worker import FailureRecord, failure_record, script_traceback
 
 if TYPE_CHECKING:
     from ray.train import TrainContext
-
-
-class FailureRecord(TypedDict):
-    """A failed worker's record: the keys of accel's local worker records (see
-    :func:`accel.launchers.worker.failure_record`)."""
-
-    rank: int | str
-    local_rank: int | str
-    group_rank: int | str
-    restart: int
-    time: float
-    exit_code: int
-    error: str
-    traceback: str
 
 
 class WorkerConfig(TypedDict):
